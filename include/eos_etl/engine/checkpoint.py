@@ -1,0 +1,48 @@
+"""The checkpoint owns a partition's consumed position: the group's committed offset.
+
+The position is only ever advanced inside a transaction (``offsets()`` feeds
+``send_offsets_to_transaction``), and only read after ``init_transactions``
+with stable semantics (a read_committed consumer's OffsetFetch sets
+RequireStable), so a pending commit of an aborted or fenced attempt is never
+mistaken for progress.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from ..kafka.errors import KafkaSetupError
+
+
+class PartitionCheckpoint:
+    def __init__(self, consumer_settings: dict, topic: str, partition: int, timeout_s: float = 30.0):
+        self.topic = topic
+        self.partition = partition
+        self._timeout_s = timeout_s
+        conf = dict(consumer_settings)
+        conf.setdefault("log_level", 3)
+        # Never subscribes: the group has no active members, so offsets are
+        # committed with the "simple consumer" group metadata and the
+        # transactional.id's epoch alone fences zombies.
+        self._consumer = Consumer(conf)
+
+    def committed(self) -> int | None:
+        """The group's committed offset for this partition, or None if it never committed."""
+        try:
+            [tp] = self._consumer.committed([TopicPartition(self.topic, self.partition)], timeout=self._timeout_s)
+        except KafkaException as exc:
+            raise KafkaSetupError(
+                f"cannot read committed offset of {self.topic}[{self.partition}]: {exc.args[0].str()}"
+            ) from exc
+        if tp.error is not None:
+            raise KafkaSetupError(f"cannot read committed offset of {self.topic}[{self.partition}]: {tp.error}")
+        return tp.offset if tp.offset >= 0 else None
+
+    def group_metadata(self):
+        return self._consumer.consumer_group_metadata()
+
+    def offsets(self, next_offset: int) -> list[TopicPartition]:
+        return [TopicPartition(self.topic, self.partition, next_offset)]
+
+    def close(self) -> None:
+        self._consumer.close()

@@ -1,0 +1,26 @@
+from ..errors import EosEtlError
+
+
+class EngineError(EosEtlError):
+    """The exactly-once engine could not complete a window."""
+
+
+class WindowMismatchError(EngineError):
+    """The group's committed offset is outside the window (offsets were reset or
+    another pipeline shares the group); publishing would lose or repeat data."""
+
+
+class InputDataLossError(EngineError):
+    """Input records below the group's committed position are gone (retention)."""
+
+
+class PublishError(EngineError):
+    """A transaction could not be completed after the allowed retries."""
+
+
+class ProducerFencedError(PublishError):
+    """Another attempt with the same transactional.id took over; this attempt must stop."""
+
+
+class TransformContractError(EngineError):
+    """The transform's output does not have the columns the engine publishes."""

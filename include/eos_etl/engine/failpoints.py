@@ -1,0 +1,84 @@
+"""Named points in the publishing path where tests can inject failures.
+
+Off unless ``EOS_ETL_FAILPOINTS`` is set, and then a dict lookup per check.
+Syntax: ``name=action[:arg][,partition=N][,after=N][,once=PATH]`` joined by
+``;``. Actions: ``crash`` (``os._exit``: the process dies without cleanup),
+``kill`` (SIGKILL to self), ``stop`` (SIGSTOP to self: a paused zombie),
+``raise`` (an exception), ``sleep:SECONDS``. ``after=N`` fires once the
+count passed by the caller reaches N; ``once=PATH`` fires in only one process
+ever (first to create PATH wins), so a retried task does not fail again.
+
+Points: after_init, after_committed_read, mid_produce (count = records
+produced in this attempt), before_send_offsets, after_send_offsets,
+before_commit, after_commit (count = transactions committed), before_report.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+log = logging.getLogger(__name__)
+
+ENV = "EOS_ETL_FAILPOINTS"
+
+
+class FailpointError(RuntimeError):
+    pass
+
+
+def _parse(spec: str) -> dict[str, dict]:
+    points: dict[str, dict] = {}
+    for item in filter(None, (s.strip() for s in spec.split(";"))):
+        name, _, rest = item.partition("=")
+        fields = rest.split(",")
+        action, _, arg = fields[0].partition(":")
+        opts = dict(f.split("=", 1) for f in fields[1:] if "=" in f)
+        points[name.strip()] = {"action": action, "arg": arg, **opts}
+    return points
+
+
+_POINTS = _parse(os.environ.get(ENV, ""))
+
+
+def reload() -> None:
+    global _POINTS
+    _POINTS = _parse(os.environ.get(ENV, ""))
+
+
+def active() -> bool:
+    return bool(_POINTS)
+
+
+def hit(name: str, partition: int | None = None, count: int | None = None) -> None:
+    point = _POINTS.get(name)
+    if point is None:
+        return
+    if "partition" in point and partition is not None and int(point["partition"]) != partition:
+        return
+    if "after" in point and (count is None or count < int(point["after"])):
+        return
+    once = point.get("once")
+    if once:
+        try:
+            fd = os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            os.close(fd)
+        except FileExistsError:
+            return
+    action, arg = point["action"], point.get("arg")
+    log.warning("failpoint %s fired: %s (partition=%s count=%s pid=%d)", name, action, partition, count, os.getpid())
+    if action == "crash":
+        os._exit(int(arg or 97))
+    if action == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    if action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return
+    if action == "sleep":
+        time.sleep(float(arg or 1))
+        return
+    if action == "raise":
+        raise FailpointError(f"failpoint {name}")
+    raise ValueError(f"unknown failpoint action {action!r} in {ENV}")

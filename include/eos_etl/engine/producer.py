@@ -1,0 +1,150 @@
+"""A thin typed wrapper over confluent-kafka's transactional Producer.
+
+Error handling follows librdkafka's transactional API contract:
+  * ``retriable()``         -> call the same API again (until a deadline);
+  * ``txn_requires_abort()``-> raise :class:`TransactionAbortable`; the caller
+                               aborts and replays from the committed offsets;
+  * fatal / fenced          -> raise :class:`ProducerFencedError` /
+                               :class:`PublishError`; the producer is unusable,
+                               the attempt fails and a new one re-initialises.
+Every delivery report is checked: a failed delivery makes the transaction
+abortable, it is never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from confluent_kafka import KafkaError, KafkaException, Producer
+
+from .errors import ProducerFencedError, PublishError
+
+log = logging.getLogger(__name__)
+
+_FENCED_CODES = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+
+
+class TransactionAbortable(Exception):
+    """The current transaction must be aborted; the producer itself is still usable."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TransactionalProducer:
+    def __init__(self, settings: dict, *, retry_deadline_s: float = 60.0, op_timeout_s: float = 30.0):
+        self.transactional_id = settings["transactional.id"]
+        self._retry_deadline_s = retry_deadline_s
+        self._op_timeout_s = op_timeout_s
+        self._delivery_errors: list[KafkaError] = []
+        self.delivered = 0
+        conf = dict(settings)
+        conf["on_delivery"] = self._on_delivery
+        conf.setdefault("log_level", 3)
+        self._producer: Producer | None = Producer(conf)
+
+    # -- delivery reports -----------------------------------------------------------
+    def _on_delivery(self, err, _msg) -> None:
+        if err is not None:
+            self._delivery_errors.append(err)
+        else:
+            self.delivered += 1
+
+    @property
+    def producer(self) -> Producer:
+        if self._producer is None:
+            raise PublishError(f"producer {self.transactional_id} was closed after a fatal error")
+        return self._producer
+
+    # -- error classification -------------------------------------------------------------
+    def _call(self, what: str, fn: Callable, *args):
+        deadline = time.monotonic() + self._retry_deadline_s
+        attempt = 0
+        while True:
+            try:
+                return fn(*args)
+            except KafkaException as exc:
+                err: KafkaError = exc.args[0]
+                if err.code() in _FENCED_CODES or err.fatal():
+                    self.close()
+                    cls = ProducerFencedError if err.code() in _FENCED_CODES else PublishError
+                    raise cls(f"{what} failed for transactional.id {self.transactional_id}: {err.str()}") from exc
+                if err.txn_requires_abort():
+                    raise TransactionAbortable(f"{what}: {err.str()}") from exc
+                if err.retriable() and time.monotonic() < deadline:
+                    attempt += 1
+                    log.info("%s retriable error for %s (attempt %d): %s", what, self.transactional_id, attempt, err.str())
+                    time.sleep(min(0.05 * 2**attempt, 2.0))
+                    continue
+                raise PublishError(f"{what} failed for transactional.id {self.transactional_id}: {err.str()}") from exc
+
+    # -- transactional API ------------------------------------------------------------------
+    def init_transactions(self) -> None:
+        """Fence earlier holders of the id and abort what they left open."""
+        self._call("init_transactions", self.producer.init_transactions, self._op_timeout_s)
+
+    def begin_transaction(self) -> None:
+        self._delivery_errors.clear()
+        self._call("begin_transaction", self.producer.begin_transaction)
+
+    def produce(self, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
+        producer = self.producer
+        while True:
+            try:
+                producer.produce(topic, value, key, headers=headers)
+                return
+            except BufferError:
+                # Local queue full: serve delivery reports until there is room.
+                producer.poll(0.05)
+            except KafkaException as exc:
+                # The producer refuses new messages once the transaction is in an error state.
+                self._call("produce", self._raise, exc)
+
+    @staticmethod
+    def _raise(exc: Exception):
+        raise exc
+
+    def poll(self) -> None:
+        self.producer.poll(0)
+
+    def send_offsets_to_transaction(self, offsets: list, group_metadata) -> None:
+        self._call(
+            "send_offsets_to_transaction",
+            self.producer.send_offsets_to_transaction,
+            offsets,
+            group_metadata,
+            self._op_timeout_s,
+        )
+
+    def commit_transaction(self) -> None:
+        # Flush first so failed deliveries are seen before the commit, not after.
+        remaining = self.producer.flush(self._op_timeout_s)
+        if self._delivery_errors:
+            first = self._delivery_errors[0]
+            raise TransactionAbortable(f"{len(self._delivery_errors)} deliveries failed, first: {first.str()}")
+        if remaining:
+            raise TransactionAbortable(f"{remaining} messages still undelivered after {self._op_timeout_s}s")
+        # A commit that times out is retried (its outcome is unknown; retrying is
+        # the documented way to learn it); it is never followed by an abort.
+        self._call("commit_transaction", self.producer.commit_transaction, self._op_timeout_s)
+
+    def abort_transaction(self) -> None:
+        # Settle in-flight produce requests first: aborting while partitions are
+        # still being added can make the broker answer INVALID_TXN_STATE, which
+        # librdkafka treats as fatal (librdkafka issue #4849). If it happens
+        # anyway the attempt fails and the next init_transactions cleans up.
+        self.producer.flush(self._op_timeout_s)
+        self._call("abort_transaction", self.producer.abort_transaction, self._op_timeout_s)
+        self._delivery_errors.clear()
+
+    def close(self) -> None:
+        """Destroy the producer (after a fatal error, or when done)."""
+        self._producer = None

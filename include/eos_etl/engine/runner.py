@@ -1,0 +1,222 @@
+"""Run one window: Spark reads it read_committed, a transform maps records to
+outputs, and one Spark task per input partition publishes them exactly once.
+
+The transform is the only domain-specific part. It gets Spark's Kafka source
+DataFrame (key, value, topic, partition, offset, timestamp, ...) and must
+return, without reordering or shuffling, the columns of :data:`OUTPUT_SCHEMA`:
+``partition``, ``offset`` and ``outputs``, an array of
+``struct<topic, key, value, headers>`` per input record (an empty array drops
+the record; its offset is still committed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..kafka.admin import ClusterAdmin
+from ..kafka.errors import AuthenticationError
+from .errors import TransformContractError
+from .pipeline import PipelineConfig
+from .publisher import PartitionPublisher, PartitionResult
+from .window import Window
+
+log = logging.getLogger(__name__)
+
+OUTPUT_SCHEMA_DDL = (
+    "partition INT, offset BIGINT, "
+    "outputs ARRAY<STRUCT<topic: STRING, key: BINARY, value: BINARY, "
+    "headers: ARRAY<STRUCT<key: STRING, value: BINARY>>>>"
+)
+_RESULT_DDL = "partition INT, result STRING"
+
+
+@dataclass
+class RunSummary:
+    run_id: str
+    window: Window
+    partitions: list[PartitionResult] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def records_read(self) -> int:
+        return sum(r.records_read for r in self.partitions)
+
+    @property
+    def records_published(self) -> int:
+        return sum(r.records_published for r in self.partitions)
+
+    @property
+    def records_skipped(self) -> int:
+        return sum(r.records_skipped for r in self.partitions)
+
+    @property
+    def transactions(self) -> int:
+        return sum(r.transactions for r in self.partitions)
+
+    def outputs(self) -> dict[str, int]:
+        total: dict[str, int] = {}
+        for r in self.partitions:
+            for topic, n in r.outputs.items():
+                total[topic] = total.get(topic, 0) + n
+        return total
+
+    def to_dict(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "window": self.window.to_dict(),
+            "records_read": self.records_read,
+            "records_published": self.records_published,
+            "records_skipped": self.records_skipped,
+            "outputs": self.outputs(),
+            "transactions": self.transactions,
+            "aborts": sum(r.aborts for r in self.partitions),
+            "seconds": self.seconds,
+            "partitions": [r.to_dict() for r in sorted(self.partitions, key=lambda r: r.partition)],
+        }
+
+
+def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None) -> None:
+    """Fail fast, before anything is read or published, if the run cannot work."""
+    admin = admin or ClusterAdmin(config.connection)
+    admin.check_reachable()
+    admin.require_topics(config.input_topic, *config.output_topics)
+    try:
+        max_timeout = admin.broker_config("transaction.max.timeout.ms")
+    except AuthenticationError:
+        log.warning("not allowed to read broker configs; cannot check transaction.max.timeout.ms up front")
+        return
+    if max_timeout is not None and int(max_timeout) < config.transaction_timeout_ms:
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"transaction_timeout_ms={config.transaction_timeout_ms} exceeds the broker's "
+            f"transaction.max.timeout.ms={max_timeout}; lower the pipeline's transaction timeout "
+            "(and chunk_seconds) or raise the broker setting"
+        )
+
+
+def read_window(spark, config: PipelineConfig, window: Window):
+    """Spark's Kafka source over exactly the window, read_committed, failing on data loss."""
+    partitions = list(window.nonempty())
+    reader = spark.read.format("kafka")
+    for key, value in config.connection.spark_options().items():
+        reader = reader.option(key, value)
+    return (
+        reader.option("assign", json.dumps({window.topic: partitions}))
+        .option("startingOffsets", window.spark_starting_offsets())
+        .option("endingOffsets", window.spark_ending_offsets())
+        .option("kafka.isolation.level", "read_committed")
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+
+
+def _check_contract(df) -> None:
+    from pyspark.sql.types import _parse_datatype_string
+
+    expected = _parse_datatype_string(OUTPUT_SCHEMA_DDL)
+    got = df.schema
+    names = [f.name for f in got.fields]
+    if names[:3] != ["partition", "offset", "outputs"]:
+        raise TransformContractError(f"transform must return columns partition, offset, outputs; got {names}")
+    for want, have in zip(expected.fields, got.fields[:3]):
+        if want.dataType.simpleString() != have.dataType.simpleString():
+            raise TransformContractError(
+                f"column {want.name} must be {want.dataType.simpleString()}, got {have.dataType.simpleString()}"
+            )
+
+
+def _publish_task(config_json: str, window_json: str):
+    """Build the function each Spark task runs over its Arrow batches."""
+
+    def publish(batches):
+        import itertools
+
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from ..logging_setup import configure_task_logging
+
+        configure_task_logging()
+        config = PipelineConfig.from_json(config_json)
+        window = Window.from_json(window_json)
+        batches = iter(batches)
+        first = next((b for b in batches if b.num_rows), None)
+        if first is None:
+            return  # no rows in this Spark partition; the driver commits its offsets
+        partition = first.column("partition")[0].as_py()
+
+        def records():
+            for batch in itertools.chain([first], batches):
+                if not batch.num_rows:
+                    continue
+                col = batch.column("partition")
+                if pc.min(col).as_py() != partition or pc.max(col).as_py() != partition:
+                    raise TransformContractError("a Spark partition holds several Kafka partitions; no shuffle allowed")
+                offsets = batch.column("offset").to_pylist()
+                outputs = batch.column("outputs").to_pylist()
+                for offset, outs in zip(offsets, outputs):
+                    yield offset, [
+                        (o["topic"], o["key"], o["value"], [(h["key"], h["value"]) for h in o["headers"] or ()])
+                        for o in outs or ()
+                    ]
+
+        result = PartitionPublisher(config, partition, window.ranges[partition]).publish(records())
+        from . import failpoints
+
+        failpoints.hit("before_report", partition)
+        yield pa.RecordBatch.from_pylist(
+            [{"partition": partition, "result": json.dumps(result.to_dict())}],
+            schema=pa.schema([("partition", pa.int32()), ("result", pa.string())]),
+        )
+
+    return publish
+
+
+def run_window(
+    spark,
+    config: PipelineConfig,
+    window: Window,
+    transform: Callable,
+    *,
+    check: bool = True,
+) -> RunSummary:
+    """Publish ``transform(window)`` exactly once; return what this run did."""
+    t0 = time.monotonic()
+    if check:
+        preflight(config)
+    summary = RunSummary(run_id=config.run_id, window=window)
+    log.info("run %s: window %s, transactional ids %s-%s-*", config.run_id, window,
+             config.transactional_id_prefix, config.input_topic)
+    if window.is_empty:
+        summary.seconds = round(time.monotonic() - t0, 3)
+        log.info("run %s: window is empty, nothing to do", config.run_id)
+        return summary
+    out = transform(read_window(spark, config, window))
+    _check_contract(out)
+    rows = (
+        out.select("partition", "offset", "outputs")
+        .mapInArrow(_publish_task(config.to_json(), window.to_json()), _RESULT_DDL)
+        .collect()
+    )
+    done = {}
+    for row in rows:
+        res = json.loads(row["result"])
+        done[row["partition"]] = PartitionResult(**res)
+    # Partitions whose range held no visible record (only aborted records or
+    # markers) had no rows in Spark; their offsets still advance to the window end.
+    for p, rng in window.nonempty().items():
+        if p not in done:
+            done[p] = PartitionPublisher(config, p, rng).publish(())
+    summary.partitions = list(done.values())
+    summary.seconds = round(time.monotonic() - t0, 3)
+    log.info(
+        "run %s finished in %.1fs: read=%d published=%d skipped=%d outputs=%s transactions=%d",
+        config.run_id, summary.seconds, summary.records_read, summary.records_published,
+        summary.records_skipped, summary.outputs(), summary.transactions,
+    )
+    return summary

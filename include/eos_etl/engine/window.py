@@ -1,0 +1,88 @@
+"""A window: the bounded slice of an input topic one run processes.
+
+Per partition a half-open offset range ``[start, end)``. ``end`` is exclusive
+and is exactly what the run commits for the group when it is done; it is
+taken from the last stable offset, so it may sit past aborted records and
+transaction markers. Offsets inside a range are not contiguous on
+transactional topics: the range bounds positions, not a record count.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        if self.start < 0 or self.end < self.start:
+            raise ValueError(f"invalid offset range [{self.start}, {self.end})")
+
+    @property
+    def span(self) -> int:
+        """Offsets covered; an upper bound on records (markers take offsets too)."""
+        return self.end - self.start
+
+    @property
+    def is_empty(self) -> bool:
+        return self.end == self.start
+
+
+@dataclass(frozen=True)
+class Window:
+    topic: str
+    group: str
+    ranges: dict[int, OffsetRange] = field(default_factory=dict)
+
+    @property
+    def partitions(self) -> list[int]:
+        return sorted(self.ranges)
+
+    @property
+    def is_empty(self) -> bool:
+        return all(r.is_empty for r in self.ranges.values())
+
+    @property
+    def span(self) -> int:
+        return sum(r.span for r in self.ranges.values())
+
+    def nonempty(self) -> dict[int, OffsetRange]:
+        return {p: r for p, r in sorted(self.ranges.items()) if not r.is_empty}
+
+    def __str__(self) -> str:
+        parts = ", ".join(f"{p}:[{r.start},{r.end})" for p, r in sorted(self.ranges.items()))
+        return f"{self.topic} group={self.group} {{{parts}}} span={self.span}"
+
+    # -- JSON (CLI output, spark-submit argument, XCom) -------------------------
+    def to_dict(self) -> dict:
+        return {
+            "topic": self.topic,
+            "group": self.group,
+            "partitions": {str(p): [r.start, r.end] for p, r in sorted(self.ranges.items())},
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Window":
+        return cls(
+            topic=data["topic"],
+            group=data["group"],
+            ranges={int(p): OffsetRange(int(se[0]), int(se[1])) for p, se in data["partitions"].items()},
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> "Window":
+        return cls.from_dict(json.loads(text))
+
+    # -- Spark's Kafka source options ---------------------------------------------
+    def spark_starting_offsets(self) -> str:
+        return json.dumps({self.topic: {str(p): r.start for p, r in self.nonempty().items()}})
+
+    def spark_ending_offsets(self) -> str:
+        return json.dumps({self.topic: {str(p): r.end for p, r in self.nonempty().items()}})

@@ -1,0 +1,174 @@
+"""Read-only questions to the cluster: topics, offsets, committed group offsets, configs.
+
+All calls are bounded by a timeout and turn librdkafka's failures into one
+clear :class:`KafkaSetupError` subclass (unreachable, missing topic, bad
+credentials), so a misconfigured run stops before it touches anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
+
+from .connection import KafkaConnection
+from .errors import AuthenticationError, BrokerUnreachableError, KafkaSetupError, MissingTopicError
+
+log = logging.getLogger(__name__)
+
+_AUTH_CODES = {
+    KafkaError._AUTHENTICATION,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+
+
+@dataclass(frozen=True)
+class PartitionOffsets:
+    earliest: int
+    last_stable: int  # read_committed end: nothing at or past it is decided yet
+    high_watermark: int
+
+
+class ClusterAdmin:
+    """A thin, typed wrapper over confluent-kafka's AdminClient."""
+
+    def __init__(self, connection: KafkaConnection, timeout: float = 10.0):
+        self.connection = connection
+        self.timeout = timeout
+        self._errors: list[KafkaError] = []
+        self._lock = threading.Lock()
+        conf = connection.client_config()
+        conf.update({"error_cb": self._on_error, "log_level": 0, "socket.connection.setup.timeout.ms": "5000"})
+        self._admin = AdminClient(conf)
+
+    def _on_error(self, err: KafkaError) -> None:
+        with self._lock:
+            self._errors.append(err)
+
+    def _diagnose(self, exc: Exception | None = None) -> KafkaSetupError:
+        with self._lock:
+            errors = list(self._errors)
+        codes = {e.code() for e in errors}
+        if exc is not None and isinstance(exc, KafkaException):
+            codes.add(exc.args[0].code())
+        if codes & _AUTH_CODES:
+            return AuthenticationError(
+                f"Kafka at {self.connection.bootstrap_servers} rejected the credentials "
+                f"({self.connection.security_protocol}, user {self.connection.sasl_username!r}); "
+                "check the connection's login and password"
+            )
+        return BrokerUnreachableError(
+            f"cannot reach Kafka at {self.connection.bootstrap_servers} "
+            f"({self.connection.security_protocol}) within {self.timeout:.0f}s; is the broker running "
+            "and are bootstrap servers and security protocol right?"
+        )
+
+    def check_reachable(self) -> None:
+        try:
+            md = self._admin.list_topics(timeout=self.timeout)
+        except KafkaException as exc:
+            raise self._diagnose(exc) from exc
+        if not md.brokers:
+            raise self._diagnose()
+
+    def partitions(self, topic: str) -> list[int]:
+        try:
+            md = self._admin.list_topics(topic=topic, timeout=self.timeout)
+        except KafkaException as exc:
+            raise self._diagnose(exc) from exc
+        tmd = md.topics.get(topic)
+        if tmd is None or (tmd.error is not None and tmd.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
+            raise MissingTopicError(f"topic {topic!r} does not exist on {self.connection.bootstrap_servers}")
+        if tmd.error is not None:
+            if tmd.error.code() in _AUTH_CODES:
+                raise AuthenticationError(f"not authorised to read topic {topic!r}: {tmd.error.str()}")
+            raise KafkaSetupError(f"topic {topic!r} is not usable: {tmd.error.str()}")
+        return sorted(tmd.partitions)
+
+    def require_topics(self, *topics: str) -> dict[str, list[int]]:
+        return {t: self.partitions(t) for t in dict.fromkeys(topics)}
+
+    def _list_offsets(self, topic: str, partitions: list[int], spec, isolation) -> dict[int, tuple[int, int]]:
+        request = {TopicPartition(topic, p): spec for p in partitions}
+        if not request:
+            return {}
+        try:
+            futures = self._admin.list_offsets(request, isolation_level=isolation, request_timeout=self.timeout)
+            out = {}
+            for tp, fut in futures.items():
+                info = fut.result(timeout=self.timeout + 5)
+                out[tp.partition] = (info.offset, info.timestamp)
+            return out
+        except KafkaException as exc:
+            raise self._diagnose(exc) from exc
+
+    def offsets(self, topic: str, partitions: list[int]) -> dict[int, PartitionOffsets]:
+        earliest = self._list_offsets(topic, partitions, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
+        stable = self._list_offsets(topic, partitions, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
+        high = self._list_offsets(topic, partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
+        return {p: PartitionOffsets(earliest[p][0], stable[p][0], high[p][0]) for p in partitions}
+
+    def offsets_for_time(self, topic: str, partitions: list[int], timestamp_ms: int) -> dict[int, int | None]:
+        """First offset whose timestamp is >= timestamp_ms; None when there is none yet."""
+        got = self._list_offsets(
+            topic, partitions, OffsetSpec.for_timestamp(timestamp_ms), IsolationLevel.READ_COMMITTED
+        )
+        return {p: (off if off >= 0 else None) for p, (off, _ts) in got.items()}
+
+    def committed_offsets(self, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
+        """The group's committed offsets, read with stable semantics (pending
+        transactional commits are waited for, never reported half-done)."""
+        if not partitions:
+            return {}
+        req = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])]
+        try:
+            fut = self._admin.list_consumer_group_offsets(req, require_stable=True, request_timeout=self.timeout)
+            result = fut[group].result(timeout=self.timeout + 5)
+        except KafkaException as exc:
+            raise self._diagnose(exc) from exc
+        out: dict[int, int | None] = {}
+        for tp in result.topic_partitions:
+            if tp.error is not None:
+                raise KafkaSetupError(f"cannot read committed offset of {group}/{topic}[{tp.partition}]: {tp.error}")
+            out[tp.partition] = tp.offset if tp.offset >= 0 else None
+        return out
+
+    def broker_config(self, name: str) -> str | None:
+        md = self._admin.list_topics(timeout=self.timeout)
+        broker_id = str(next(iter(md.brokers)))
+        try:
+            futs = self._admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, broker_id)])
+            configs = next(iter(futs.values())).result(timeout=self.timeout + 5)
+        except KafkaException as exc:
+            raise self._diagnose(exc) from exc
+        entry = configs.get(name)
+        return entry.value if entry is not None else None
+
+    def create_topics(self, topics: dict[str, int], *, config: dict[str, str] | None = None) -> None:
+        """Create topics (partition counts given); existing ones are left alone."""
+        from confluent_kafka.admin import NewTopic
+
+        new = [NewTopic(t, num_partitions=n, replication_factor=1, config=config or {}) for t, n in topics.items()]
+        if not new:
+            return
+        for topic, fut in self._admin.create_topics(new, request_timeout=self.timeout).items():
+            try:
+                fut.result(timeout=self.timeout + 5)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                    raise KafkaSetupError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from exc
+
+    def delete_topics(self, topics: list[str]) -> None:
+        for _t, fut in self._admin.delete_topics(topics, request_timeout=self.timeout).items():
+            try:
+                fut.result(timeout=self.timeout + 5)
+            except KafkaException as exc:
+                if exc.args[0].code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    raise

@@ -1,0 +1,67 @@
+"""How to reach a Kafka cluster, for librdkafka (confluent-kafka) and for Spark.
+
+One value carries the bootstrap servers and the optional SASL/SSL settings and
+renders them for both client libraries. Its ``repr`` never shows the password,
+so it can be logged.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, asdict
+
+
+@dataclass(frozen=True)
+class KafkaConnection:
+    bootstrap_servers: str
+    security_protocol: str = "PLAINTEXT"  # PLAINTEXT | SASL_PLAINTEXT | SASL_SSL | SSL
+    sasl_mechanism: str | None = None  # PLAIN | SCRAM-SHA-256 | SCRAM-SHA-512
+    sasl_username: str | None = None
+    sasl_password: str | None = field(default=None, repr=False)
+    ssl_ca_location: str | None = None
+
+    def __repr__(self) -> str:  # never leak the password into logs
+        auth = f", sasl={self.sasl_mechanism}:{self.sasl_username}:***" if self.sasl_mechanism else ""
+        return f"KafkaConnection({self.bootstrap_servers}, {self.security_protocol}{auth})"
+
+    __str__ = __repr__
+
+    # -- librdkafka --------------------------------------------------------------
+    def client_config(self) -> dict[str, str]:
+        conf = {"bootstrap.servers": self.bootstrap_servers, "security.protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            conf["sasl.mechanism"] = self.sasl_mechanism
+            conf["sasl.username"] = self.sasl_username or ""
+            conf["sasl.password"] = self.sasl_password or ""
+        if self.ssl_ca_location:
+            conf["ssl.ca.location"] = self.ssl_ca_location
+        return conf
+
+    # -- Spark's Kafka source (Java client, options prefixed with "kafka.") ------
+    def spark_options(self) -> dict[str, str]:
+        opts = {
+            "kafka.bootstrap.servers": self.bootstrap_servers,
+            "kafka.security.protocol": self.security_protocol,
+        }
+        if self.sasl_mechanism:
+            module = {
+                "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+                "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+                "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+            }[self.sasl_mechanism]
+            user = json.dumps(self.sasl_username or "")
+            password = json.dumps(self.sasl_password or "")
+            opts["kafka.sasl.mechanism"] = self.sasl_mechanism
+            opts["kafka.sasl.jaas.config"] = f"{module} required username={user} password={password};"
+        if self.ssl_ca_location:
+            opts["kafka.ssl.truststore.type"] = "PEM"
+            opts["kafka.ssl.truststore.location"] = self.ssl_ca_location
+        return opts
+
+    # -- transport (JSON; contains the secret, so only for process boundaries) ---
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "KafkaConnection":
+        return cls(**json.loads(text))

@@ -1,0 +1,17 @@
+from ..errors import EosEtlError
+
+
+class KafkaSetupError(EosEtlError):
+    """Kafka is misconfigured or unreachable: broker down, topic missing, bad credentials."""
+
+
+class BrokerUnreachableError(KafkaSetupError):
+    pass
+
+
+class MissingTopicError(KafkaSetupError):
+    pass
+
+
+class AuthenticationError(KafkaSetupError):
+    pass

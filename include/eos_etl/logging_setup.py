@@ -1,0 +1,28 @@
+"""Operator-facing logging: one line per event, no payloads, no secrets."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+FORMAT = "%(asctime)s %(levelname)s %(name)s [pid %(process)d] %(message)s"
+
+
+def configure(level: str | None = None) -> None:
+    level = level or os.environ.get("EOS_ETL_LOG_LEVEL", "INFO")
+    root = logging.getLogger("eos_etl")
+    if not any(getattr(h, "_eos_etl", False) for h in root.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter(FORMAT))
+        handler._eos_etl = True  # type: ignore[attr-defined]
+        root.addHandler(handler)
+        root.propagate = False
+    root.setLevel(level)
+    # librdkafka's Python wrapper and py4j are chatty at INFO.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+
+
+def configure_task_logging() -> None:
+    """Inside a Spark Python worker: log to stderr, which Spark keeps per executor."""
+    configure()

@@ -1,0 +1,32 @@
+"""Where the project keeps its caches, state and logs.
+
+Everything lives under the project root so a checkout is self-contained:
+``.cache/`` holds downloaded jars (safe to delete, refetched on demand) and
+``var/`` holds runtime state (broker data, Airflow home, logs). Both are
+git-ignored. ``EOS_ETL_HOME`` moves the root, e.g. for an installed package.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def project_root() -> Path:
+    env = os.environ.get("EOS_ETL_HOME")
+    if env:
+        return Path(env).resolve()
+    # include/eos_etl/paths.py -> project root is two levels above the package
+    return Path(__file__).resolve().parents[2]
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("EOS_ETL_CACHE", project_root() / ".cache"))
+
+
+def var_dir() -> Path:
+    return Path(os.environ.get("EOS_ETL_VAR", project_root() / "var"))
+
+
+def log_dir() -> Path:
+    return var_dir() / "log"

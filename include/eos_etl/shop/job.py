@@ -1,0 +1,57 @@
+"""The shop pipeline: the generic engine configured with the shop's topics and transform."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from ..engine.pipeline import PipelineConfig
+from ..engine.planner import plan_window
+from ..engine.runner import RunSummary, run_window
+from ..engine.window import Window
+from ..kafka.admin import ClusterAdmin
+from ..kafka.connection import KafkaConnection
+from .schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
+from .transform import purchases_to_outputs
+
+DEFAULT_GROUP = "shop-invoicing"
+DEFAULT_TRANSACTIONAL_ID_PREFIX = "shop-invoicing"
+
+
+@dataclass(frozen=True)
+class ShopSettings:
+    connection: KafkaConnection
+    topics: ShopTopics = ShopTopics()
+    group: str = DEFAULT_GROUP
+    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
+    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+
+    def pipeline(self, **overrides) -> PipelineConfig:
+        return PipelineConfig(
+            connection=self.connection,
+            input_topic=self.topics.purchases,
+            group=self.group,
+            output_topics=self.topics.outputs,
+            transactional_id_prefix=self.transactional_id_prefix,
+            **overrides,
+        )
+
+    def transform(self):
+        return functools.partial(purchases_to_outputs, topics=self.topics, max_payload_bytes=self.max_payload_bytes)
+
+    def plan(self, **kwargs) -> Window:
+        return plan_window(ClusterAdmin(self.connection), self.topics.purchases, self.group, **kwargs)
+
+
+def summary_dict(settings: ShopSettings, summary: RunSummary) -> dict:
+    """The run summary with the shop's names for the output counts."""
+    data = summary.to_dict()
+    outputs = summary.outputs()
+    data["invoices"] = outputs.get(settings.topics.invoices, 0)
+    data["shipments"] = outputs.get(settings.topics.shipments, 0)
+    data["dead_letters"] = outputs.get(settings.topics.dead_letters, 0)
+    return data
+
+
+def run_shop_window(spark, settings: ShopSettings, window: Window, **pipeline_overrides) -> RunSummary:
+    return run_window(spark, settings.pipeline(**pipeline_overrides), window, settings.transform())

@@ -1,0 +1,81 @@
+"""The shop's record contracts: purchases in, invoices, shipments and dead letters out.
+
+Purchase (JSON object, UTF-8)::
+
+    {"purchase_id": "p-...", "user_id": "u-...", "user_full_name": "Ada Lovelace",
+     "product_id": "sku-...", "quantity": 2, "unit_price": "19.99", "currency": "EUR",
+     "shipping_address": {"street": "...", "city": "...", "postal_code": "...", "country": "DE"},
+     "purchase_time": "2026-11-21T10:00:00Z"}
+
+``unit_price`` may be a JSON number or a decimal string, with at most two
+decimals; it is never handled as a float. Numeric fields given as numeric
+strings are accepted.
+
+Invoice (topic ``invoices``, key = purchase_id)::
+
+    {"invoice_id", "purchase_id", "user_id", "user_full_name", "product_id",
+     "quantity", "unit_price", "total", "currency", "purchase_time", "issued_at"}
+
+``total`` = quantity x unit_price, exact, as a decimal string; ``issued_at`` is
+the purchase record's Kafka timestamp, so a re-run produces identical bytes.
+
+Shipment (topic ``shipments``, key = purchase_id)::
+
+    {"shipment_id", "invoice_id", "purchase_id", "product_id", "recipient_name",
+     "address": {...}, "quantity"}
+
+Both are keyed by purchase_id, so with equal partition counts a purchase's
+invoice and shipment land in the same-numbered partition of their topics,
+and all records of one purchase stay in order (murmur2, like Java clients).
+
+Dead letter (topic ``purchases.dlq``): the original key and value bytes,
+untouched, with headers ``dlq_reason`` (one of :data:`REASONS`) and
+``dlq_field`` (the offending field, or empty).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+REQUIRED_FIELDS = (
+    "purchase_id",
+    "user_id",
+    "user_full_name",
+    "product_id",
+    "quantity",
+    "unit_price",
+    "currency",
+    "shipping_address",
+    "purchase_time",
+)
+ADDRESS_FIELDS = ("street", "city", "postal_code", "country")
+
+# Machine-readable reasons, in the order they are checked.
+REASONS = (
+    "null_value",  # tombstone: the record has no value
+    "oversized",  # value larger than max_payload_bytes
+    "malformed_json",  # not a JSON object
+    "missing_field",  # a required field is absent or null
+    "invalid_type",  # a field does not parse as its type
+    "non_positive_quantity",
+    "negative_price",
+    "invalid_currency",  # not a three-letter upper-case ISO code
+)
+
+RECORD_TYPE_INVOICE = "shop.invoice.v1"
+RECORD_TYPE_SHIPMENT = "shop.shipment.v1"
+RECORD_TYPE_DEAD_LETTER = "shop.purchase.dead_letter.v1"
+
+DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class ShopTopics:
+    purchases: str = "purchases"
+    invoices: str = "invoices"
+    shipments: str = "shipments"
+    dead_letters: str = "purchases.dlq"
+
+    @property
+    def outputs(self) -> tuple[str, str, str]:
+        return (self.invoices, self.shipments, self.dead_letters)

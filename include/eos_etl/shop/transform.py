@@ -1,0 +1,152 @@
+"""Purchases -> invoices + shipments (or a dead letter), in Spark expressions only.
+
+No Python runs per record here: parsing, validation, money arithmetic and
+JSON rendering are Catalyst expressions, so the work stays in the JVM and the
+publishing task receives ready-made bytes.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from .schema import (
+    ADDRESS_FIELDS,
+    DEFAULT_MAX_PAYLOAD_BYTES,
+    RECORD_TYPE_DEAD_LETTER,
+    RECORD_TYPE_INVOICE,
+    RECORD_TYPE_SHIPMENT,
+    REQUIRED_FIELDS,
+    ShopTopics,
+)
+
+_ID_PATTERN = r"^[A-Za-z0-9._:@-]{1,128}$"
+_INT_PATTERN = r"^-?[0-9]{1,9}$"
+_PRICE_PATTERN = r"^-?[0-9]{1,12}(\.[0-9]{1,2})?$"
+_CURRENCY_PATTERN = r"^[A-Z]{3}$"
+_ID_FIELDS = ("purchase_id", "user_id", "product_id")
+_TEXT_FIELDS = ("user_full_name",)
+
+
+def _header(name: str, value: Column) -> Column:
+    return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
+
+
+def _output(topic: str, key: Column, value: Column, headers: list[Column]) -> Column:
+    return F.struct(
+        F.lit(topic).alias("topic"),
+        key.cast("binary").alias("key"),
+        value.cast("binary").alias("value"),
+        F.array(*headers).alias("headers"),
+    )
+
+
+def _first_failure(checks: list[tuple[Column, str, str]]) -> tuple[Column, Column]:
+    """(reason, field) of the first failing check, or nulls when all pass."""
+    reason = F.lit(None).cast("string")
+    field = F.lit(None).cast("string")
+    for failed, code, name in reversed(checks):
+        reason = F.when(failed, F.lit(code)).otherwise(reason)
+        field = F.when(failed, F.lit(name)).otherwise(field)
+    return reason, field
+
+
+def purchases_to_outputs(
+    df: DataFrame, topics: ShopTopics = ShopTopics(), max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+) -> DataFrame:
+    """Engine transform: Kafka source rows -> (partition, offset, outputs)."""
+    raw = F.from_json(F.col("value").cast("string"), "map<string,string>")
+    df = df.withColumn("_raw", raw)
+
+    def field(name: str) -> Column:
+        return F.col("_raw").getItem(name)
+
+    address = F.from_json(field("shipping_address"), "map<string,string>")
+    df = df.withColumn("_addr", address)
+
+    def addr(name: str) -> Column:
+        return F.col("_addr").getItem(name)
+
+    def blank(c: Column) -> Column:
+        return c.isNull() | (F.trim(c) == "")
+
+    checks: list[tuple[Column, str, str]] = [
+        (F.col("value").isNull(), "null_value", ""),
+        (F.octet_length("value") > max_payload_bytes, "oversized", ""),
+        (F.col("_raw").isNull(), "malformed_json", ""),
+    ]
+    checks += [(blank(field(f)), "missing_field", f) for f in REQUIRED_FIELDS]
+    checks += [(~field(f).rlike(_ID_PATTERN), "invalid_type", f) for f in _ID_FIELDS]
+    checks += [(F.length(field(f)) > 256, "invalid_type", f) for f in _TEXT_FIELDS]
+    checks += [
+        (~field("quantity").rlike(_INT_PATTERN), "invalid_type", "quantity"),
+        (~field("unit_price").rlike(_PRICE_PATTERN), "invalid_type", "unit_price"),
+        (F.try_to_timestamp(field("purchase_time")).isNull(), "invalid_type", "purchase_time"),
+        (F.col("_addr").isNull(), "invalid_type", "shipping_address"),
+    ]
+    checks += [(blank(addr(f)), "missing_field", f"shipping_address.{f}") for f in ADDRESS_FIELDS]
+    checks += [
+        (field("quantity").try_cast("bigint") <= 0, "non_positive_quantity", "quantity"),
+        (field("unit_price").try_cast("decimal(14,2)") < 0, "negative_price", "unit_price"),
+        (~field("currency").rlike(_CURRENCY_PATTERN), "invalid_currency", "currency"),
+    ]
+    reason, bad_field = _first_failure(checks)
+    df = df.withColumn("_reason", reason).withColumn("_bad_field", bad_field)
+
+    # Valid rows only below this point are meaningful; invalid rows compute
+    # nulls that are never used (the dead-letter branch is taken instead).
+    source = F.concat_ws(":", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
+    invoice_id = F.concat(F.lit("inv_"), F.substring(F.sha2(F.concat(F.lit("invoice:"), source), 256), 1, 32))
+    shipment_id = F.concat(F.lit("shp_"), F.substring(F.sha2(F.concat(F.lit("shipment:"), source), 256), 1, 32))
+    # try_cast: ANSI casts raise, and invalid rows are evaluated too (then discarded).
+    quantity = field("quantity").try_cast("int")
+    unit_price = field("unit_price").try_cast("decimal(14,2)")
+    total = (unit_price * quantity.cast("decimal(10,0)")).cast("decimal(26,2)")
+    purchase_time = F.date_format(F.try_to_timestamp(field("purchase_time")), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
+    issued_at = F.date_format(F.col("timestamp"), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
+    purchase_id = field("purchase_id")
+
+    invoice = F.to_json(
+        F.struct(
+            invoice_id.alias("invoice_id"),
+            purchase_id.alias("purchase_id"),
+            field("user_id").alias("user_id"),
+            field("user_full_name").alias("user_full_name"),
+            field("product_id").alias("product_id"),
+            quantity.alias("quantity"),
+            unit_price.cast("string").alias("unit_price"),
+            total.cast("string").alias("total"),
+            field("currency").alias("currency"),
+            purchase_time.alias("purchase_time"),
+            issued_at.alias("issued_at"),
+        )
+    )
+    shipment = F.to_json(
+        F.struct(
+            shipment_id.alias("shipment_id"),
+            invoice_id.alias("invoice_id"),
+            purchase_id.alias("purchase_id"),
+            field("product_id").alias("product_id"),
+            field("user_full_name").alias("recipient_name"),
+            F.struct(*[addr(f).alias(f) for f in ADDRESS_FIELDS]).alias("address"),
+            quantity.alias("quantity"),
+        )
+    )
+    valid_outputs = F.array(
+        _output(topics.invoices, purchase_id, invoice, [_header("record_type", F.lit(RECORD_TYPE_INVOICE))]),
+        _output(topics.shipments, purchase_id, shipment, [_header("record_type", F.lit(RECORD_TYPE_SHIPMENT))]),
+    )
+    dead_letter = F.array(
+        _output(
+            topics.dead_letters,
+            F.col("key"),
+            F.col("value"),
+            [
+                _header("record_type", F.lit(RECORD_TYPE_DEAD_LETTER)),
+                _header("dlq_reason", F.col("_reason")),
+                _header("dlq_field", F.col("_bad_field")),
+            ],
+        )
+    )
+    outputs = F.when(F.col("_reason").isNull(), valid_outputs).otherwise(dead_letter)
+    return df.select(F.col("partition").cast("int").alias("partition"), F.col("offset"), outputs.alias("outputs"))

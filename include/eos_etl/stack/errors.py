@@ -1,0 +1,21 @@
+from ..errors import EosEtlError
+
+
+class StackError(EosEtlError):
+    """The local stack (broker, jars, Airflow) could not be set up or run."""
+
+
+class MissingToolError(StackError):
+    """A required program (java, mvn) is not installed."""
+
+
+class MavenFetchError(StackError):
+    """Maven could not fetch the artifacts; carries Maven's own error lines."""
+
+
+class PortInUseError(StackError):
+    """A port the stack wants is already taken by another process."""
+
+
+class BrokerStartError(StackError):
+    """The broker process exited or did not become ready in time."""

@@ -1,0 +1,234 @@
+"""The project's DAGs import cleanly, and the local Airflow starts, logs in and stops.
+
+Airflow is never imported into the pytest process: its configuration is read
+once at import time (and written to ``$AIRFLOW_HOME/airflow.cfg``), which would
+leak into other tests. Every Airflow call runs in a subprocess with
+:meth:`AirflowStandalone.env`, pointed at a temporary home, so neither
+``~/airflow`` nor the project's ``var/airflow`` is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from eos_etl import paths
+from eos_etl.stack.airflow import (
+    HEALTH_PATH,
+    TOKEN_PATH,
+    AirflowStandalone,
+    AirflowStartError,
+    _session_members,
+)
+from eos_etl.stack.errors import PortInUseError
+from eos_etl.stack.tools import free_port, port_is_free
+
+DAGS = paths.project_root() / "dags"
+# Straight to our loopback API server, whatever http(s)_proxy says.
+_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+# Parses each folder given on the command line with the DagBag the DAG
+# processor uses (Airflow 3: airflow.dag_processing.dagbag.DagBag, also
+# reachable as airflow.models.DagBag; example DAGs are excluded through
+# [core] load_examples=False in env(), there is no include_examples argument).
+_PARSE = textwrap.dedent(
+    """
+    import json, sys
+    from pathlib import Path
+    from airflow.models import DagBag
+
+    out = {}
+    for folder in sys.argv[1:]:
+        bag = DagBag(dag_folder=folder, bundle_path=Path(folder))
+        out[folder] = {
+            "dag_folder": str(bag.dag_folder),
+            "dag_ids": sorted(bag.dag_ids),
+            "import_errors": dict(bag.import_errors),
+        }
+    print("RESULT " + json.dumps(out))
+    """
+)
+
+_GOOD_DAG = textwrap.dedent(
+    """
+    from airflow.sdk import DAG
+
+    with DAG(dag_id="good", schedule=None):
+        pass
+    """
+)
+
+_BROKEN_DAG = textwrap.dedent(
+    """
+    from airflow.sdk import DAG
+    import eos_etl_module_that_does_not_exist  # noqa: F401
+
+    with DAG(dag_id="broken"):
+        pass
+    """
+)
+
+
+@pytest.fixture(scope="module")
+def parsed(tmp_path_factory) -> dict[str, dict]:
+    """DagBag results for the project's dags/ and for a folder with a known-broken DAG."""
+    tmp = tmp_path_factory.mktemp("dagbag")
+    broken = tmp / "broken_dags"
+    broken.mkdir()
+    (broken / "broken_dag.py").write_text(_BROKEN_DAG)
+    good = tmp / "good_dags"
+    good.mkdir()
+    (good / "good_dag.py").write_text(_GOOD_DAG)
+    af = AirflowStandalone(home=tmp / "airflow")
+    proc = subprocess.run(
+        [sys.executable, "-c", _PARSE, str(DAGS), str(broken), str(good)],
+        env=af.env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, f"parsing DAGs failed:\n{proc.stdout}\n{proc.stderr}"
+    result = json.loads(lines[-1][len("RESULT ") :])
+    return {"project": result[str(DAGS)], "broken": result[str(broken)], "good": result[str(good)]}
+
+
+def test_dagbag_loads_dags_and_reports_import_errors(parsed):
+    # Guards against a vacuous pass below: the same parse loads a good DAG and
+    # reports a broken one.
+    assert parsed["good"] == {"dag_folder": parsed["good"]["dag_folder"], "dag_ids": ["good"], "import_errors": {}}
+    broken = parsed["broken"]
+    assert list(broken["import_errors"]) == ["broken_dag.py"], broken
+    assert "eos_etl_module_that_does_not_exist" in broken["import_errors"]["broken_dag.py"]
+    assert broken["dag_ids"] == []
+
+
+def test_project_dags_import_without_errors(parsed):
+    project = parsed["project"]
+    assert Path(project["dag_folder"]) == DAGS
+    errors = project["import_errors"]
+    assert errors == {}, "DAG import errors in %s:\n%s" % (
+        DAGS,
+        "\n\n".join(f"--- {path}\n{err}" for path, err in errors.items()),
+    )
+
+
+def test_airflow_cmd_uses_the_given_home(tmp_path):
+    af = AirflowStandalone(home=tmp_path / "airflow", port=free_port(), parallelism=2)
+    proc = af.airflow_cmd("config", "get-value", "api", "port", check=True, timeout=300)
+    assert proc.stdout.strip().splitlines()[-1] == str(af.port)
+    proc = af.airflow_cmd("config", "get-value", "core", "dags_folder", check=True, timeout=300)
+    assert proc.stdout.strip().splitlines()[-1] == str(DAGS)
+    # Airflow wrote its config into our home, not ~/airflow.
+    assert (tmp_path / "airflow" / "airflow.cfg").is_file()
+
+
+def test_password_not_in_repr(tmp_path):
+    af = AirflowStandalone(home=tmp_path, password="s3cret-pw")
+    assert "s3cret-pw" not in repr(af)
+    assert "s3cret-pw" not in af.status().describe()
+    assert af.login == ("admin", "s3cret-pw")
+    assert "s3cret-pw" in af.describe()  # shown only when asked for
+
+
+def _free_ports_standalone(home: Path, **kwargs) -> AirflowStandalone:
+    """A standalone that collides with nothing else on this machine (dev Airflow, other tests)."""
+    return AirflowStandalone(
+        home=home,
+        port=free_port(),
+        worker_log_server_port=free_port(),
+        trigger_log_server_port=free_port(),
+        parallelism=2,
+        **kwargs,
+    )
+
+
+def test_start_fails_fast_when_the_port_is_taken(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        af = _free_ports_standalone(tmp_path / "airflow")
+        af.port = port
+        with pytest.raises(PortInUseError, match=f"port {port} .*Airflow API server"):
+            af.start()
+    assert not af.pid_file.exists()
+
+
+def test_start_reports_the_log_when_standalone_dies(tmp_path):
+    af = _free_ports_standalone(tmp_path / "airflow", overrides={"AIRFLOW__CORE__EXECUTOR": "NoSuchExecutor"})
+    try:
+        with pytest.raises(AirflowStartError, match="(?s)exited during start-up.*NoSuchExecutor"):
+            af.start(timeout=120)
+    finally:
+        af.stop()
+    assert af.pid() is None
+
+
+def _post_token(url: str, username: str, password: str) -> tuple[int, dict]:
+    req = urllib.request.Request(
+        url + TOKEN_PATH,
+        data=json.dumps({"username": username, "password": password}).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
+    )
+    try:
+        with _http.open(req, timeout=30) as resp:
+            return resp.status, json.load(resp)
+    except urllib.error.HTTPError as e:
+        return e.code, {}
+
+
+@pytest.mark.slow
+def test_standalone_starts_logs_in_and_stops(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow_home")
+    af = _free_ports_standalone(home, password="test-pw-123")
+    started = time.monotonic()
+    try:
+        af.start()
+        print(f"airflow standalone ready in {time.monotonic() - started:.1f}s")
+        pid = af.pid()
+        assert pid is not None
+
+        with _http.open(af.url + HEALTH_PATH, timeout=30) as resp:
+            assert resp.status == 200
+            health = json.load(resp)
+        assert health["metadatabase"]["status"] == "healthy"
+        assert health["scheduler"]["status"] == "healthy"
+        assert af.status().healthy
+
+        user, password = af.login
+        status, body = _post_token(af.url, user, password)
+        assert status == 201 and body.get("access_token"), (status, body)
+        # The token is accepted by the REST API.
+        req = urllib.request.Request(
+            af.url + "/api/v2/dags", headers={"Authorization": f"Bearer {body['access_token']}"}
+        )
+        with _http.open(req, timeout=30) as resp:
+            assert resp.status == 200
+        assert af.api_token()
+        # A wrong password is refused.
+        assert _post_token(af.url, user, "wrong")[0] == 401
+
+        # Airflow used the password file we wrote; it did not generate one.
+        assert json.loads(af.passwords_file.read_text()) == {user: password}
+        assert af.passwords_file.stat().st_mode & 0o077 == 0
+        assert (home / "airflow.db").is_file()
+        assert password not in af.log_file.read_text(errors="replace")
+    finally:
+        af.stop()
+
+    assert af.pid() is None
+    assert not af.pid_file.exists()
+    assert _session_members(pid) == []
+    assert port_is_free(af.port)
+    assert not af.status().running
