@@ -48,6 +48,13 @@ def reload() -> None:
     _POINTS = _parse(os.environ.get(ENV, ""))
 
 
+def load(spec: str) -> None:
+    """Set the points to the environment's plus ``spec`` (carried in a pipeline
+    config). Replaces earlier ones: Spark reuses Python workers across runs."""
+    global _POINTS
+    _POINTS = {**_parse(os.environ.get(ENV, "")), **_parse(spec)}
+
+
 def active() -> bool:
     return bool(_POINTS)
 

@@ -51,6 +51,8 @@ class PipelineConfig:
     retry_deadline_s: float = 60.0
     producer_config: dict = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    # Fault injection for tests (see engine.failpoints); empty in production.
+    failpoints: str = ""
 
     def __post_init__(self) -> None:
         if not self.transactional_id_prefix or any(c.isspace() for c in self.transactional_id_prefix):

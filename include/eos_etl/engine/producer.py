@@ -124,14 +124,18 @@ class TransactionalProducer:
             self._op_timeout_s,
         )
 
-    def commit_transaction(self) -> None:
-        # Flush first so failed deliveries are seen before the commit, not after.
+    def flush(self) -> None:
+        """Wait for every produced message's delivery report; any failure makes the transaction abortable."""
         remaining = self.producer.flush(self._op_timeout_s)
         if self._delivery_errors:
             first = self._delivery_errors[0]
             raise TransactionAbortable(f"{len(self._delivery_errors)} deliveries failed, first: {first.str()}")
         if remaining:
             raise TransactionAbortable(f"{remaining} messages still undelivered after {self._op_timeout_s}s")
+
+    def commit_transaction(self) -> None:
+        # Flush first so failed deliveries are seen before the commit, not after.
+        self.flush()
         # A commit that times out is retried (its outcome is unknown; retrying is
         # the documented way to learn it); it is never followed by an abort.
         self._call("commit_transaction", self.producer.commit_transaction, self._op_timeout_s)

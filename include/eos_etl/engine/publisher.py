@@ -81,6 +81,7 @@ class PartitionPublisher:
     def publish(self, records: Iterable[InputRecord]) -> PartitionResult:
         t0 = time.monotonic()
         p = self.partition
+        failpoints.load(self.config.failpoints)
         producer = TransactionalProducer(
             self.config.producer_settings(p), retry_deadline_s=self.config.retry_deadline_s
         )
@@ -159,17 +160,27 @@ class PartitionPublisher:
             if failpoints.active():
                 failpoints.hit("mid_produce", p, produced_total)
 
-        def begin() -> float:
+        in_txn = False
+        txn_started = 0.0
+
+        def begin() -> None:
+            nonlocal in_txn, txn_started
             producer.begin_transaction()
             produced_in_txn.clear()
-            return time.monotonic()
+            in_txn = True
+            txn_started = time.monotonic()
 
         def commit(next_offset: int) -> None:
+            nonlocal in_txn
+            if not in_txn:
+                begin()
             failpoints.hit("before_send_offsets", p)
             producer.send_offsets_to_transaction(checkpoint.offsets(next_offset), group_metadata)
             failpoints.hit("after_send_offsets", p)
-            failpoints.hit("before_commit", p)
+            producer.flush()
+            failpoints.hit("before_commit", p)  # all outputs acked by the broker, not yet committed
             producer.commit_transaction()
+            in_txn = False
             result.transactions += 1
             result.records_published += len(buffered)
             for topic, n in produced_in_txn.items():
@@ -201,7 +212,6 @@ class PartitionPublisher:
                 produce_record(rec)
             return pos
 
-        txn_started = begin()
         for rec in records:
             offset = rec[0]
             result.records_read += 1
@@ -217,12 +227,13 @@ class PartitionPublisher:
             last_offset = offset
             while True:
                 try:
+                    if not in_txn:
+                        begin()
                     produce_record(rec)
                     buffered.append(rec)
                     if len(buffered) >= cfg.chunk_records or time.monotonic() - txn_started >= cfg.chunk_seconds:
                         commit(offset + 1)
                         position = offset + 1
-                        txn_started = begin()
                     else:
                         producer.poll()
                     break
@@ -230,14 +241,13 @@ class PartitionPublisher:
                     # After replay the record is either in the buffer already
                     # (it was appended before the failing commit) or not yet.
                     position = recover(exc)
-                    txn_started = time.monotonic()
                     if buffered and buffered[-1][0] == offset:
                         break
         # Final transaction: the window end is the committed position, even when
         # nothing is left to produce (a tail of aborted records or markers).
-        while True:
+        while buffered or position < end:
             try:
                 commit(end)
-                break
+                position = end
             except TransactionAbortable as exc:
-                recover(exc)
+                position = recover(exc)

@@ -52,10 +52,16 @@ def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: di
     # Python workers must run the same interpreter (the project's venv).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    builder = SparkSession.builder.appName(app_name).master(
-        master or os.environ.get("EOS_ETL_SPARK_MASTER", DEFAULT_MASTER)
-    )
-    for key, value in spark_conf(conf).items():
+    builder = SparkSession.builder.appName(app_name)
+    master = master or os.environ.get("EOS_ETL_SPARK_MASTER")
+    under_spark_submit = bool(os.environ.get("PYSPARK_GATEWAY_PORT")) and not master
+    if under_spark_submit:
+        # spark-submit already chose the master and shipped the jars (--jars).
+        settings = {**REQUIRED_CONF, **(conf or {})}
+    else:
+        builder = builder.master(master or DEFAULT_MASTER)
+        settings = spark_conf(conf)
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("EOS_ETL_SPARK_LOG_LEVEL", "WARN"))

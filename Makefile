@@ -1,0 +1,37 @@
+# The two commands a newcomer needs:  make demo   and   make test
+PY := .venv/bin/python
+
+.PHONY: setup demo test test-fast up down status lock clean
+
+setup:
+	@bash scripts/setup.sh
+
+## Bring the stack up on the embedded defaults and run the pipeline end to end.
+demo: setup
+	$(PY) -m eos_etl demo
+
+## The whole test suite against a real Kafka broker, Spark and Airflow.
+test: setup
+	$(PY) -m pytest -q -p no:cacheprovider
+
+test-fast: setup
+	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+
+up: setup
+	$(PY) -m eos_etl up
+
+down:
+	-$(PY) -m eos_etl down
+
+status:
+	$(PY) -m eos_etl status
+
+## Re-resolve and pin every transitive dependency (after changing requirements.txt).
+lock:
+	rm -rf .venv-lock && python3 -m venv .venv-lock
+	.venv-lock/bin/pip install --quiet $$(grep -v -e '^-c' -e '^#' -e '^$$' requirements.txt)
+	.venv-lock/bin/pip freeze --exclude-editable | grep -v -E '^(pip|setuptools|wheel)==' > constraints.txt
+	rm -rf .venv-lock
+
+clean: down
+	rm -rf var .cache .venv

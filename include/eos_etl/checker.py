@@ -1,0 +1,213 @@
+"""An independent exactly-once checker: reads everything back and judges it.
+
+It shares no state with the publisher. It reads the input topic and every
+output topic from the beginning as a read_committed consumer (and, for the
+aborted-output check, as read_uncommitted), plus the group's committed
+offsets, and reports per input partition:
+
+* ``lost``: a committed input record below the committed offset with no output;
+* ``duplicate``: an input record with more than one output in some topic;
+* ``torn``: a record with one of a pair of outputs but not the other
+  (an invoice without its shipment, or the reverse), or with both a pair
+  and a dead letter;
+* ``beyond_commit``: an output whose source offset is at or past the committed offset
+  (output visible without its offsets);
+* ``from_aborted_input``: an output whose source offset is not a committed input record;
+* ``offset_mismatch``: the committed offset differs from the expected window end;
+* ``order``: per output partition, outputs of one input partition out of input order.
+
+Outputs are tied to inputs by the lineage headers (source_topic,
+source_partition, source_offset). Only outputs whose ``source_topic`` is the
+checked input topic are considered.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+from .kafka.admin import ClusterAdmin
+from .kafka.connection import KafkaConnection
+
+
+@dataclass
+class ConsumedRecord:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: dict[str, bytes]
+
+
+def read_topic(
+    connection: KafkaConnection, topic: str, *, isolation: str = "read_committed", timeout_s: float = 60.0
+) -> list[ConsumedRecord]:
+    """Every record of ``topic`` visible at the given isolation level, in partition/offset order."""
+    admin = ClusterAdmin(connection)
+    parts = admin.partitions(topic)
+    offsets = admin.offsets(topic, parts)
+    ends = {p: (o.last_stable if isolation == "read_committed" else o.high_watermark) for p, o in offsets.items()}
+    conf = connection.client_config()
+    conf.update({"group.id": f"eos-etl-checker-{time.monotonic_ns()}", "isolation.level": isolation,
+                 "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3,
+                 "fetch.max.bytes": 52_428_800})
+    consumer = Consumer(conf)
+    todo = {p for p in parts if ends[p] > offsets[p].earliest}
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
+    out: list[ConsumedRecord] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while todo:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic} ({isolation}) did not reach {ends} within {timeout_s}s")
+            for msg in consumer.consume(10_000, 0.5):
+                if msg.error():
+                    continue
+                out.append(ConsumedRecord(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
+                                          dict(msg.headers() or [])))
+            for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
+                if tp.offset >= ends[tp.partition]:
+                    todo.discard(tp.partition)
+    finally:
+        consumer.close()
+    out.sort(key=lambda r: (r.partition, r.offset))
+    return out
+
+
+@dataclass
+class PartitionReport:
+    partition: int
+    committed_offset: int | None
+    committed_inputs: int = 0
+    covered_inputs: int = 0
+    violations: Counter = field(default_factory=Counter)
+    examples: dict[str, list] = field(default_factory=dict)
+
+    def add(self, kind: str, example) -> None:
+        self.violations[kind] += 1
+        ex = self.examples.setdefault(kind, [])
+        if len(ex) < 5:
+            ex.append(example)
+
+
+@dataclass
+class CheckReport:
+    input_topic: str
+    group: str
+    partitions: dict[int, PartitionReport]
+    outputs: dict[str, int]
+    aborted_outputs_hidden: dict[str, int]
+
+    @property
+    def violations(self) -> Counter:
+        total: Counter = Counter()
+        for p in self.partitions.values():
+            total.update(p.violations)
+        return total
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def to_dict(self) -> dict:
+        return {
+            "input_topic": self.input_topic,
+            "group": self.group,
+            "ok": self.ok,
+            "violations": dict(self.violations),
+            "outputs": self.outputs,
+            "aborted_outputs_hidden": self.aborted_outputs_hidden,
+            "partitions": {
+                p: {"committed_offset": r.committed_offset, "committed_inputs": r.committed_inputs,
+                    "covered_inputs": r.covered_inputs, "violations": dict(r.violations), "examples": r.examples}
+                for p, r in sorted(self.partitions.items())
+            },
+        }
+
+
+def check(
+    connection: KafkaConnection,
+    *,
+    input_topic: str,
+    group: str,
+    paired_topics: tuple[str, ...],
+    single_topics: tuple[str, ...],
+    expected_ends: dict[int, int] | None = None,
+    check_order: bool = True,
+) -> CheckReport:
+    """Judge the outputs of ``input_topic`` for ``group``.
+
+    Each committed input record must have exactly one output in every topic of
+    ``paired_topics`` (e.g. invoices and shipments) XOR exactly one in one of
+    ``single_topics`` (e.g. the dead-letter topic).
+    """
+    admin = ClusterAdmin(connection)
+    parts = admin.partitions(input_topic)
+    committed = admin.committed_offsets(group, input_topic, parts)
+    inputs = read_topic(connection, input_topic)
+    input_offsets: dict[int, set[int]] = defaultdict(set)
+    for r in inputs:
+        input_offsets[r.partition].add(r.offset)
+
+    # (input partition, input offset) -> Counter(topic -> count)
+    seen: dict[tuple[int, int], Counter] = defaultdict(Counter)
+    order_last: dict[tuple[str, int, int], int] = {}
+    reports = {p: PartitionReport(p, committed.get(p)) for p in parts}
+    outputs: dict[str, int] = {}
+    hidden: dict[str, int] = {}
+    for topic in (*paired_topics, *single_topics):
+        records = read_topic(connection, topic)
+        uncommitted = read_topic(connection, topic, isolation="read_uncommitted")
+        outputs[topic] = len(records)
+        hidden[topic] = len(uncommitted) - len(records)
+        for r in records:
+            if r.headers.get("source_topic") != input_topic.encode():
+                continue
+            sp = int(r.headers["source_partition"])
+            so = int(r.headers["source_offset"])
+            seen[(sp, so)][topic] += 1
+            rep = reports.setdefault(sp, PartitionReport(sp, committed.get(sp)))
+            c = committed.get(sp)
+            if c is None or so >= c:
+                rep.add("beyond_commit", {"topic": topic, "source_offset": so, "committed": c})
+            if so not in input_offsets[sp]:
+                rep.add("from_aborted_input", {"topic": topic, "source_offset": so})
+            if check_order:
+                k = (topic, r.partition, sp)
+                if so < order_last.get(k, -1):
+                    rep.add("order", {"topic": topic, "partition": r.partition, "source_offset": so})
+                order_last[k] = so
+
+    for p, rep in reports.items():
+        c = committed.get(p)
+        if expected_ends is not None and p in expected_ends and c != expected_ends[p]:
+            rep.add("offset_mismatch", {"committed": c, "expected": expected_ends[p]})
+        for off in sorted(input_offsets[p]):
+            if c is None or off >= c:
+                continue
+            rep.committed_inputs += 1
+            counts = seen.get((p, off), Counter())
+            if not counts:
+                rep.add("lost", {"source_offset": off})
+                continue
+            rep.covered_inputs += 1
+            if any(n > 1 for n in counts.values()):
+                rep.add("duplicate", {"source_offset": off, "counts": dict(counts)})
+            has_pair = [counts[t] > 0 for t in paired_topics]
+            has_single = sum(counts[t] > 0 for t in single_topics)
+            if any(has_pair) and (not all(has_pair) or has_single):
+                rep.add("torn", {"source_offset": off, "counts": dict(counts)})
+            elif not any(has_pair) and has_single != 1:
+                rep.add("torn", {"source_offset": off, "counts": dict(counts)})
+    return CheckReport(input_topic, group, reports, outputs, hidden)
+
+
+def check_shop(settings, expected_ends: dict[int, int] | None = None) -> CheckReport:
+    t = settings.topics
+    return check(settings.connection, input_topic=t.purchases, group=settings.group,
+                 paired_topics=(t.invoices, t.shipments), single_topics=(t.dead_letters,),
+                 expected_ends=expected_ends)

@@ -1,0 +1,359 @@
+"""Command line: ``python -m eos_etl <command>`` (or ``eos-etl``).
+
+Stack:    fetch-jars | broker {start,stop,kill,restart,status} | airflow {start,stop,status} | up | down | status
+Pipeline: create-topics | generate | plan-window | run-window
+Demo:     demo
+
+Kafka connection options are shared by every pipeline command. Passwords are
+never taken on the command line (they would show in ``ps`` and in Airflow's
+rendered templates): they come from ``$EOS_ETL_KAFKA_PASSWORD`` or a file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from . import logging_setup
+from .errors import EosEtlError
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+# -- shared option groups ---------------------------------------------------------------
+def _add_connection(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("Kafka connection")
+    g.add_argument("--bootstrap-servers", default=os.environ.get("EOS_ETL_BOOTSTRAP_SERVERS", DEFAULT_BOOTSTRAP))
+    g.add_argument("--security-protocol", default=os.environ.get("EOS_ETL_KAFKA_SECURITY_PROTOCOL", "PLAINTEXT"),
+                   choices=["PLAINTEXT", "SASL_PLAINTEXT", "SASL_SSL", "SSL"])
+    g.add_argument("--sasl-mechanism", default=os.environ.get("EOS_ETL_KAFKA_SASL_MECHANISM"),
+                   choices=[None, "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
+    g.add_argument("--sasl-username", default=os.environ.get("EOS_ETL_KAFKA_USERNAME"))
+    g.add_argument("--sasl-password-file", type=Path,
+                   help="file holding the SASL password (default: $EOS_ETL_KAFKA_PASSWORD)")
+    g.add_argument("--connection-json-env", metavar="VAR",
+                   help="read the whole connection as JSON from this environment variable (used by the DAG)")
+
+
+def connection_from_args(args):
+    from .kafka.connection import KafkaConnection
+
+    if args.connection_json_env:
+        text = os.environ.get(args.connection_json_env)
+        if not text:
+            raise EosEtlError(f"environment variable {args.connection_json_env} with the Kafka connection is not set")
+        return KafkaConnection.from_json(text)
+    password = None
+    if args.sasl_password_file:
+        password = args.sasl_password_file.read_text().strip()
+    elif args.sasl_mechanism:
+        password = os.environ.get("EOS_ETL_KAFKA_PASSWORD")
+    return KafkaConnection(
+        bootstrap_servers=args.bootstrap_servers,
+        security_protocol=args.security_protocol,
+        sasl_mechanism=args.sasl_mechanism,
+        sasl_username=args.sasl_username,
+        sasl_password=password,
+    )
+
+
+def _add_shop(p: argparse.ArgumentParser) -> None:
+    from .shop.job import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX
+    from .shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
+
+    t = ShopTopics()
+    g = p.add_argument_group("pipeline")
+    g.add_argument("--input-topic", default=t.purchases)
+    g.add_argument("--invoices-topic", default=t.invoices)
+    g.add_argument("--shipments-topic", default=t.shipments)
+    g.add_argument("--dlq-topic", default=t.dead_letters)
+    g.add_argument("--group", default=DEFAULT_GROUP)
+    g.add_argument("--transactional-id-prefix", default=DEFAULT_TRANSACTIONAL_ID_PREFIX,
+                   help="ownership claim: ids are <prefix>-<topic>-<partition>; never share between pipelines")
+    g.add_argument("--max-payload-bytes", type=int, default=DEFAULT_MAX_PAYLOAD_BYTES)
+
+
+def shop_settings_from_args(args):
+    from .shop.job import ShopSettings
+    from .shop.schema import ShopTopics
+
+    return ShopSettings(
+        connection=connection_from_args(args),
+        topics=ShopTopics(args.input_topic, args.invoices_topic, args.shipments_topic, args.dlq_topic),
+        group=args.group,
+        transactional_id_prefix=args.transactional_id_prefix,
+        max_payload_bytes=args.max_payload_bytes,
+    )
+
+
+def _add_planning(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("window")
+    g.add_argument("--max-records-per-partition", type=int)
+    g.add_argument("--until", help="ISO-8601 time or epoch millis: only records before it")
+    g.add_argument("--start-policy", default="earliest", choices=["earliest", "latest", "fail"],
+                   help="where a partition starts when the group never committed")
+    g.add_argument("--window-json", help="run exactly this window (from plan-window) instead of planning")
+
+
+def _until_ms(value: str | None) -> int | None:
+    if value is None:
+        return None
+    if value.isdigit():
+        return int(value)
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def plan_from_args(settings, args):
+    from .engine.window import Window
+
+    if args.window_json:
+        return Window.from_json(Path(args.window_json[1:]).read_text() if args.window_json.startswith("@")
+                                else args.window_json)
+    return settings.plan(
+        start_policy=args.start_policy,
+        max_records_per_partition=args.max_records_per_partition,
+        until_timestamp_ms=_until_ms(args.until),
+    )
+
+
+# -- commands ---------------------------------------------------------------------------
+def cmd_fetch_jars(args) -> int:
+    from .stack import maven
+    from .stack.versions import KAFKA_BROKER, SPARK_KAFKA
+
+    for bundle in (KAFKA_BROKER, SPARK_KAFKA):
+        path = maven.fetch(bundle, force=args.force)
+        print(f"{bundle.name}: {len(bundle.jars())} jars in {path}")
+    return 0
+
+
+def cmd_broker(args) -> int:
+    from .stack.broker import KafkaBroker
+
+    broker = KafkaBroker.local()
+    if args.action == "start":
+        broker.start()
+    elif args.action == "stop":
+        broker.stop()
+    elif args.action == "kill":
+        broker.kill()
+    elif args.action == "restart":
+        broker.restart(hard=args.hard)
+    print(broker.status().describe())
+    return 0
+
+
+def cmd_airflow(args) -> int:
+    from .stack.airflow import AirflowStandalone
+
+    af = AirflowStandalone.local()
+    if args.action == "start":
+        af.start()
+        print(af.describe())
+    elif args.action == "stop":
+        af.stop()
+        print(af.status().describe())
+    else:
+        print(af.status().describe())
+    return 0
+
+
+def cmd_up(args) -> int:
+    from .stack.airflow import AirflowStandalone
+    from .stack.broker import KafkaBroker
+
+    broker = KafkaBroker.local().start()
+    print(broker.status().describe())
+    if not args.no_airflow:
+        af = AirflowStandalone.local().start()
+        print(af.describe())
+    return 0
+
+
+def cmd_down(_args) -> int:
+    from .stack.airflow import AirflowStandalone
+    from .stack.broker import KafkaBroker
+
+    AirflowStandalone.local().stop()
+    KafkaBroker.local().stop()
+    print("stopped Airflow and the Kafka broker")
+    return 0
+
+
+def cmd_status(_args) -> int:
+    from .stack.airflow import AirflowStandalone
+    from .stack.broker import KafkaBroker
+
+    print(KafkaBroker.local().status().describe())
+    print(AirflowStandalone.local().status().describe())
+    return 0
+
+
+def cmd_create_topics(args) -> int:
+    from .kafka.admin import ClusterAdmin
+
+    settings = shop_settings_from_args(args)
+    t = settings.topics
+    admin = ClusterAdmin(settings.connection)
+    admin.check_reachable()
+    admin.create_topics(
+        {t.purchases: args.partitions, t.invoices: args.partitions, t.shipments: args.partitions},
+    )
+    # Dead letters carry the original bytes: allow anything the input allows, and more.
+    admin.create_topics({t.dead_letters: 1}, config={"max.message.bytes": "10485760"})
+    print(json.dumps(admin.require_topics(t.purchases, *t.outputs)))
+    return 0
+
+
+def cmd_generate(args) -> int:
+    from .shop.generator import generate
+
+    conn = connection_from_args(args)
+    stats = generate(
+        conn, args.input_topic, args.count, invalid_share=args.invalid_share, rate=args.rate, seed=args.seed,
+        transaction_size=args.transaction_size, abort_share=args.abort_share, progress=not args.no_progress,
+    )
+    print(json.dumps(stats.to_dict()))
+    return 0
+
+
+def cmd_plan_window(args) -> int:
+    settings = shop_settings_from_args(args)
+    window = plan_from_args(settings, args)
+    print(json.dumps(window.to_dict(), indent=None if args.compact else 2))
+    return 0
+
+
+def _pipeline_overrides(args) -> dict:
+    out = {}
+    for name in ("chunk_records", "chunk_seconds", "transaction_timeout_ms", "run_id"):
+        value = getattr(args, name, None)
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def cmd_run_window(args) -> int:
+    from .shop.job import run_shop_window, summary_dict
+    from .stack.spark import spark_session
+
+    t0 = time.monotonic()
+    settings = shop_settings_from_args(args)
+    from .engine.runner import preflight
+
+    pipeline = settings.pipeline(**_pipeline_overrides(args))
+    preflight(pipeline)  # before Spark starts: misconfiguration fails in seconds
+    window = plan_from_args(settings, args)
+    spark = spark_session(f"eos-etl-{settings.topics.purchases}")
+    try:
+        summary = run_shop_window(spark, settings, window, **_pipeline_overrides(args))
+    finally:
+        if not args.keep_spark:
+            spark.stop()
+    data = summary_dict(settings, summary)
+    data["wall_seconds"] = round(time.monotonic() - t0, 3)
+    text = json.dumps(data, indent=None if args.compact else 2)
+    if args.summary_file:
+        Path(args.summary_file).write_text(text + "\n")
+    print(text)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(args)
+
+
+# -- parser -----------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="eos-etl", description="Exactly-once batch ETL from Kafka to Kafka")
+    parser.add_argument("--log-level", default=os.environ.get("EOS_ETL_LOG_LEVEL", "INFO"))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("fetch-jars", help="fetch the Kafka broker and Spark connector jars from Maven Central")
+    p.add_argument("--force", action="store_true")
+    p.set_defaults(func=cmd_fetch_jars)
+
+    p = sub.add_parser("broker", help="the local Kafka broker (var/kafka, port $EOS_ETL_KAFKA_PORT or 9092)")
+    p.add_argument("action", choices=["start", "stop", "kill", "restart", "status"])
+    p.add_argument("--hard", action="store_true", help="restart with SIGKILL instead of a clean stop")
+    p.set_defaults(func=cmd_broker)
+
+    p = sub.add_parser("airflow", help="the local Airflow standalone (var/airflow, port $EOS_ETL_AIRFLOW_PORT or 8080)")
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.set_defaults(func=cmd_airflow)
+
+    p = sub.add_parser("up", help="start the broker and Airflow")
+    p.add_argument("--no-airflow", action="store_true")
+    p.set_defaults(func=cmd_up)
+    sub.add_parser("down", help="stop Airflow and the broker").set_defaults(func=cmd_down)
+    sub.add_parser("status", help="show what runs where").set_defaults(func=cmd_status)
+
+    p = sub.add_parser("create-topics", help="create the shop's input and output topics")
+    _add_connection(p)
+    _add_shop(p)
+    p.add_argument("--partitions", type=int, default=4)
+    p.set_defaults(func=cmd_create_topics)
+
+    p = sub.add_parser("generate", help="write demo purchases")
+    _add_connection(p)
+    p.add_argument("--input-topic", default="purchases")
+    p.add_argument("--count", type=int, default=10_000)
+    p.add_argument("--rate", type=float, help="purchases per second (default: as fast as possible)")
+    p.add_argument("--invalid-share", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--transaction-size", type=int, help="write in transactions of this many purchases")
+    p.add_argument("--abort-share", type=float, default=0.0, help="share of those transactions to abort")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=cmd_generate)
+
+    p = sub.add_parser("plan-window", help="plan and print the next window without running it")
+    _add_connection(p)
+    _add_shop(p)
+    _add_planning(p)
+    p.add_argument("--compact", action="store_true")
+    p.set_defaults(func=cmd_plan_window)
+
+    p = sub.add_parser("run-window", help="run one window exactly once and print a JSON summary")
+    _add_connection(p)
+    _add_shop(p)
+    _add_planning(p)
+    g = p.add_argument_group("transactions")
+    g.add_argument("--chunk-records", type=int, help="input records per transaction (default 50000)")
+    g.add_argument("--chunk-seconds", type=float, help="max seconds a transaction stays open (default 20)")
+    g.add_argument("--transaction-timeout-ms", type=int, help="producer transaction.timeout.ms (default 120000)")
+    p.add_argument("--run-id", help="run identifier written to every output's run_id header")
+    p.add_argument("--summary-file", help="also write the JSON summary here")
+    p.add_argument("--compact", action="store_true")
+    p.add_argument("--keep-spark", action="store_true", help=argparse.SUPPRESS)
+    p.set_defaults(func=cmd_run_window)
+
+    p = sub.add_parser("demo", help="bring up the stack, create topics, generate purchases and run the pipeline")
+    p.add_argument("--count", type=int, default=20_000)
+    p.add_argument("--invalid-share", type=float, default=0.05)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--no-airflow", action="store_true", help="run the window directly, without Airflow")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging_setup.configure(args.log_level)
+    try:
+        return args.func(args)
+    except EosEtlError as exc:
+        # Diagnosed problems: one clear message, no traceback.
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,19 @@
+"""spark-submit entry point: run one window of the shop pipeline exactly once.
+
+    spark-submit --jars <connector jars> jobs/run_window.py run-window [options]
+
+Takes exactly the options of ``python -m eos_etl run-window``; the session
+comes from spark-submit (master, jars), the exactly-once settings from
+eos_etl.stack.spark. The ``eos_etl`` package must be importable on the driver
+and executors (installed in the image, or shipped with --py-files).
+"""
+
+import sys
+
+from eos_etl.cli import main
+
+if __name__ == "__main__":
+    argv = sys.argv[1:]
+    if not argv or argv[0] != "run-window":
+        argv = ["run-window", *argv]
+    sys.exit(main(argv))
