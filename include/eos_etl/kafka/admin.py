@@ -53,6 +53,7 @@ class ClusterAdmin:
             self._errors.append(err)
 
     def _diagnose(self, exc: Exception | None = None) -> KafkaSetupError:
+        self._admin.poll(0.5)  # serve queued error callbacks (authentication failures arrive there)
         with self._lock:
             errors = list(self._errors)
         codes = {e.code() for e in errors}

@@ -1,0 +1,111 @@
+"""The command line as an operator uses it: real processes, real broker."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from eos_etl.checker import check_shop, read_topic
+from eos_etl.shop.generator import generate
+from eos_etl.stack.tools import free_port
+
+from .conftest import SASL_PASSWORD, SASL_USER
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "eos_etl", *args],
+        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
+    )
+
+
+def shop_args(shop) -> list[str]:
+    t = shop.topics
+    return ["--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
+            "--dlq-topic", t.dead_letters, "--group", shop.group,
+            "--transactional-id-prefix", shop.transactional_id_prefix]
+
+
+def assert_untouched(shop, admin):
+    parts = admin.partitions(shop.topics.purchases)
+    assert set(admin.committed_offsets(shop.group, shop.topics.purchases, parts).values()) == {None}
+    for topic in shop.topics.outputs:
+        assert read_topic(shop.connection, topic, isolation="read_uncommitted") == []
+
+
+def test_unreachable_broker_fails_fast_with_one_clear_message(shop_factory, admin):
+    shop = shop_factory(partitions=1)
+    generate(shop.connection, shop.topics.purchases, 10)
+    port = free_port()  # nothing listens there
+    res = cli("run-window", "--bootstrap-servers", f"127.0.0.1:{port}", *shop_args(shop), timeout=120)
+    assert res.returncode == 2, res.stderr
+    assert f"cannot reach Kafka at 127.0.0.1:{port}" in res.stderr
+    assert "Traceback" not in res.stderr
+    assert_untouched(shop, admin)
+
+
+def test_missing_topic_fails_fast_and_moves_nothing(shop_factory, admin, connection):
+    shop = shop_factory(partitions=1)
+    generate(shop.connection, shop.topics.purchases, 10)
+    args = shop_args(shop)
+    args[args.index("--shipments-topic") + 1] = "no-such-topic"
+    res = cli("run-window", "--bootstrap-servers", connection.bootstrap_servers, *args)
+    assert res.returncode == 2
+    assert "topic 'no-such-topic' does not exist" in res.stderr and "Traceback" not in res.stderr
+    assert_untouched(shop, admin)
+    # and the topic was not auto-created by anyone
+    with pytest.raises(Exception, match="does not exist"):
+        admin.partitions("no-such-topic")
+
+
+def test_wrong_credentials_fail_fast(shop_factory, admin, kafka_broker):
+    shop = shop_factory(partitions=1)
+    res = cli("plan-window", "--bootstrap-servers", kafka_broker.sasl_bootstrap_servers,
+              "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", SASL_USER,
+              *shop_args(shop), env={"EOS_ETL_KAFKA_PASSWORD": "wrong-password"}, timeout=120)
+    assert res.returncode == 2
+    assert "rejected the credentials" in res.stderr and "wrong-password" not in res.stderr + res.stdout
+    assert_untouched(shop, admin)
+
+
+@pytest.mark.spark
+def test_plan_then_run_window_over_sasl_prints_json_summary(shop_factory, sasl_connection, tmp_path):
+    shop = shop_factory(partitions=2, conn=sasl_connection)
+    stats = generate(sasl_connection, shop.topics.purchases, 500, invalid_share=0.1, seed=21)
+    sasl = ["--bootstrap-servers", sasl_connection.bootstrap_servers, "--security-protocol", "SASL_PLAINTEXT",
+            "--sasl-mechanism", "PLAIN", "--sasl-username", SASL_USER]
+    env = {"EOS_ETL_KAFKA_PASSWORD": SASL_PASSWORD}
+    plan = cli("plan-window", *sasl, *shop_args(shop), "--compact", env=env)
+    assert plan.returncode == 0, plan.stderr
+    window = json.loads(plan.stdout)
+    assert window["partitions"] == {"0": [0, window["partitions"]["0"][1]], "1": [0, window["partitions"]["1"][1]]}
+    window_file = tmp_path / "window.json"
+    window_file.write_text(plan.stdout)
+
+    run = cli("run-window", *sasl, *shop_args(shop), "--window-json", f"@{window_file}", "--chunk-records", "100",
+              "--run-id", "cli-run-1", "--compact", env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    summary = json.loads(run.stdout)
+    invalid = sum(stats.invalid.values())
+    assert (summary["records_read"], summary["invoices"], summary["shipments"], summary["dead_letters"]) == (
+        500, stats.valid, stats.valid, invalid)
+    assert summary["transactions"] >= 5 and summary["window"] == window and summary["run_id"] == "cli-run-1"
+    assert SASL_PASSWORD not in run.stderr + run.stdout  # never logged
+    report = check_shop(shop, expected_ends={int(p): se[1] for p, se in window["partitions"].items()})
+    assert report.ok, report.to_dict()
+
+    again = cli("run-window", *sasl, *shop_args(shop), "--compact", env=env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads(again.stdout)["records_read"] == 0  # planned from committed offsets: empty
+
+
+def test_transaction_timeout_above_broker_maximum_fails_fast(shop_factory, connection):
+    shop = shop_factory(partitions=1)
+    res = cli("run-window", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop),
+              "--transaction-timeout-ms", "1000000", "--chunk-seconds", "10")
+    assert res.returncode == 2
+    assert "exceeds the broker's transaction.max.timeout.ms=900000" in res.stderr
