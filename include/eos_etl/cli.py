@@ -265,6 +265,16 @@ def cmd_run_window(args) -> int:
     return 0
 
 
+def cmd_transactions(args) -> int:
+    from .kafka.transactions import inspect_pipeline
+
+    settings = shop_settings_from_args(args)
+    report = inspect_pipeline(settings.connection, transactional_id_prefix=settings.transactional_id_prefix,
+                              output_topics=settings.topics.outputs)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.describe())
+    return 1 if report.stuck else 0
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -334,6 +344,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compact", action="store_true")
     p.add_argument("--keep-spark", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run_window)
+
+    p = sub.add_parser("transactions", help="the pipeline's transactional ids, their state, stuck output partitions")
+    _add_connection(p)
+    _add_shop(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_transactions)
 
     p = sub.add_parser("demo", help="bring up the stack, create topics, generate purchases and run the pipeline")
     p.add_argument("--count", type=int, default=20_000)

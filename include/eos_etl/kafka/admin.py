@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
@@ -44,9 +45,12 @@ class ClusterAdmin:
         self.timeout = timeout
         self._errors: list[KafkaError] = []
         self._lock = threading.Lock()
-        conf = connection.client_config()
+        self._admin = self._new_client()
+
+    def _new_client(self) -> AdminClient:
+        conf = self.connection.client_config()
         conf.update({"error_cb": self._on_error, "log_level": 0, "socket.connection.setup.timeout.ms": "5000"})
-        self._admin = AdminClient(conf)
+        return AdminClient(conf)
 
     def _on_error(self, err: KafkaError) -> None:
         with self._lock:
@@ -129,11 +133,32 @@ class ClusterAdmin:
         if not partitions:
             return {}
         req = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])]
-        try:
-            fut = self._admin.list_consumer_group_offsets(req, require_stable=True, request_timeout=self.timeout)
-            result = fut[group].result(timeout=self.timeout + 5)
-        except KafkaException as exc:
-            raise self._diagnose(exc) from exc
+        deadline = time.monotonic() + self.timeout
+        rebuilt = False
+        while True:
+            try:
+                fut = self._admin.list_consumer_group_offsets(req, require_stable=True, request_timeout=self.timeout)
+                result = fut[group].result(timeout=self.timeout + 5)
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError._TIMED_OUT and not rebuilt:
+                    # A client that lived through a broker restart can stay stuck on
+                    # its old coordinator connection (seen after SIGKILL); a fresh one is not.
+                    self._admin, rebuilt = self._new_client(), True
+                    deadline = time.monotonic() + self.timeout
+                    continue
+                raise self._diagnose(exc) from exc
+            unstable = [tp for tp in result.topic_partitions
+                        if tp.error is not None and tp.error.code() == KafkaError.UNSTABLE_OFFSET_COMMIT]
+            # A transactional offset commit is still being completed (markers in
+            # flight): wait for it rather than report a half-done state.
+            if not unstable:
+                break
+            if time.monotonic() > deadline:
+                raise KafkaSetupError(
+                    f"committed offsets of {group}/{topic} stayed unstable for {self.timeout:.0f}s "
+                    "(a transaction touching them does not complete; see `eos_etl transactions`)"
+                )
+            time.sleep(0.05)
         out: dict[int, int | None] = {}
         for tp in result.topic_partitions:
             if tp.error is not None:

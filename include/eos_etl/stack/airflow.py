@@ -154,6 +154,10 @@ class AirflowStandalone:
     trigger_log_server_port: int = 8794
     # Extra AIRFLOW__SECTION__KEY settings; applied last, so they win.
     overrides: dict[str, str] = field(default_factory=dict)
+    # Airflow connections (conn_id -> JSON-able dict) and Variables, given to
+    # every component as AIRFLOW_CONN_* / AIRFLOW_VAR_* environment variables.
+    connections: dict[str, dict] = field(default_factory=dict, repr=False)
+    variables: dict[str, str] = field(default_factory=dict)
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False, compare=False)
     _log_offset: int = field(default=0, init=False, repr=False, compare=False)
 
@@ -166,7 +170,17 @@ class AirflowStandalone:
     @classmethod
     def local(cls) -> "AirflowStandalone":
         """The project's development Airflow: var/airflow, port from EOS_ETL_AIRFLOW_PORT or 8080."""
-        return cls(home=paths.var_dir() / "airflow")
+        kafka_port = int(os.environ.get("EOS_ETL_KAFKA_PORT", 9092))
+        return cls(
+            home=paths.var_dir() / "airflow",
+            connections={
+                # spark-submit in local mode, 4 attempts per task; point it at
+                # spark://host:7077 (or yarn, k8s://...) to run on a cluster.
+                "spark_default": {"conn_type": "spark", "host": os.environ.get("EOS_ETL_SPARK_MASTER", "local[*,4]")},
+                "kafka_purchases": {"conn_type": "generic", "host": f"127.0.0.1:{kafka_port}",
+                                    "extra": {"security_protocol": "PLAINTEXT"}},
+            },
+        )
 
     # -- layout ---------------------------------------------------------------
     @property
@@ -246,6 +260,10 @@ class AirflowStandalone:
                 "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self.trigger_log_server_port),
             }
         )
+        for conn_id, conn in self.connections.items():
+            env[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
+        for key, value in self.variables.items():
+            env[f"AIRFLOW_VAR_{key.upper()}"] = value
         env.update(self.overrides)
         return env
 

@@ -239,6 +239,7 @@ class KafkaBroker:
             raise BrokerStartError(f"formatting KRaft storage in {self.data_dir} failed:\n{proc.stdout}{proc.stderr}")
 
     def pid(self) -> int | None:
+        """The broker's pid while any of its threads still runs; None once it is fully gone."""
         try:
             pid = int(self.pid_file.read_text().strip())
         except (FileNotFoundError, ValueError):
@@ -249,15 +250,29 @@ class KafkaBroker:
             return None
         except PermissionError:
             return pid
-        # A zombie child of ours counts as dead.
+        if self._is_defunct(pid):
+            return None
+        return pid
+
+    @staticmethod
+    def _is_defunct(pid: int) -> bool:
+        """True when only a zombie is left: every thread has exited (and so released its sockets)."""
         try:
             with open(f"/proc/{pid}/stat") as f:
-                if f.read().split(")")[-1].split()[0] == "Z":
-                    os.waitpid(pid, os.WNOHANG)
-                    return None
-        except (FileNotFoundError, ChildProcessError):
+                state = f.read().rsplit(")", 1)[-1].split()[0]
+            if state != "Z":
+                return False
+            # The main thread turns into a zombie first; the JVM's other threads
+            # may still hold the listening sockets for a moment.
+            if any(t != str(pid) for t in os.listdir(f"/proc/{pid}/task")):
+                return False
+        except (FileNotFoundError, ProcessLookupError):
             pass
-        return pid
+        try:
+            os.waitpid(pid, os.WNOHANG)  # reap it if it is our child
+        except ChildProcessError:
+            pass
+        return True
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -330,9 +345,14 @@ class KafkaBroker:
         if self.pid() is not None:
             log.warning("broker pid %d ignored %s for %.0fs; killing it", pid, signal.Signals(sig).name, timeout)
             os.kill(pid, signal.SIGKILL)
-            while self.pid() is not None:
+            deadline = time.monotonic() + 30
+            while self.pid() is not None and time.monotonic() < deadline:
                 time.sleep(0.1)
         self.pid_file.unlink(missing_ok=True)
+        # Make sure the listeners are released before anyone starts a new broker here.
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and port_accepts(self.port, self.host, timeout=0.1):
+            time.sleep(0.05)
 
     def restart(self, *, hard: bool = False, timeout: float = READY_TIMEOUT_S) -> "KafkaBroker":
         """Stop (or kill) and start again on the same data directory."""

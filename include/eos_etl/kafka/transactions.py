@@ -1,0 +1,172 @@
+"""Operator view of a pipeline's transactions: ids, their state, stuck outputs.
+
+confluent-kafka's AdminClient cannot list or describe transactions, so this
+runs Kafka's own ``TransactionsCommand`` (kafka-tools, KIP-664: what
+``kafka-transactions.sh`` runs) from the jars the project already fetched.
+Output partitions are checked with list_offsets: a partition whose last
+stable offset stays below its high watermark holds an open transaction; it is
+**stuck** when that transaction has been open longer than the transaction
+timeout (the broker should have aborted it), or when no producer of the
+pipeline holds it (find-hanging).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+
+from ..stack import maven
+from ..stack.tools import require_tool
+from ..stack.versions import KAFKA_BROKER
+from .admin import ClusterAdmin
+from .connection import KafkaConnection
+from .errors import KafkaSetupError
+
+
+@dataclass
+class TransactionInfo:
+    transactional_id: str
+    state: str
+    producer_id: str = ""
+    producer_epoch: str = ""
+    timeout_ms: int | None = None
+    duration_ms: int | None = None
+    partitions: str = ""
+
+    @property
+    def overdue(self) -> bool:
+        return (self.state.lower() == "ongoing" and self.duration_ms is not None and self.timeout_ms is not None
+                and self.duration_ms > self.timeout_ms)
+
+
+@dataclass
+class PartitionLag:
+    topic: str
+    partition: int
+    last_stable: int
+    high_watermark: int
+    stuck: bool = False
+    reason: str = ""
+
+
+@dataclass
+class TransactionsReport:
+    transactions: list[TransactionInfo] = field(default_factory=list)
+    open_partitions: list[PartitionLag] = field(default_factory=list)
+    hanging: str = ""
+
+    @property
+    def stuck(self) -> list[PartitionLag]:
+        return [p for p in self.open_partitions if p.stuck]
+
+    def to_dict(self) -> dict:
+        return {"transactions": [asdict(t) | {"overdue": t.overdue} for t in self.transactions],
+                "open_partitions": [asdict(p) for p in self.open_partitions],
+                "stuck": bool(self.stuck), "hanging": self.hanging}
+
+    def describe(self) -> str:
+        lines = [f"{'transactional.id':<60} {'state':<16} {'epoch':>5} {'open ms':>9}"]
+        for t in self.transactions:
+            flag = "  OVERDUE" if t.overdue else ""
+            dur = t.duration_ms if t.state.lower() == "ongoing" else ""
+            lines.append(f"{t.transactional_id:<60} {t.state:<16} {t.producer_epoch:>5} {dur!s:>9}{flag}")
+        if not self.transactions:
+            lines.append("(no transactional ids of this pipeline on the cluster yet)")
+        for p in self.open_partitions:
+            state = "STUCK" if p.stuck else "open"
+            lines.append(f"{state}: {p.topic}[{p.partition}] last stable {p.last_stable} < high watermark "
+                         f"{p.high_watermark} {p.reason}")
+        if not self.open_partitions:
+            lines.append("all output partitions: last stable offset = high watermark (no open transaction)")
+        return "\n".join(lines)
+
+
+class TransactionsTool:
+    def __init__(self, connection: KafkaConnection):
+        self.connection = connection
+
+    def _run(self, *args: str) -> str:
+        java = require_tool("java", install_hint="apt-get install openjdk-17-jre-headless")
+        maven.fetch(KAFKA_BROKER)
+        with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
+            os.chmod(f.name, 0o600)
+            for key, value in self.connection.spark_options().items():
+                if key != "kafka.bootstrap.servers":
+                    f.write(f"{key.removeprefix('kafka.')}={value}\n")
+            config = f.name
+        try:
+            proc = subprocess.run(
+                [java, "-cp", KAFKA_BROKER.classpath(), "-Dlog4j2.level=ERROR", "org.apache.kafka.tools.TransactionsCommand",
+                 "--bootstrap-server", self.connection.bootstrap_servers, "--command-config", config, *args],
+                capture_output=True, text=True, timeout=120,
+            )
+        finally:
+            os.unlink(config)
+        if proc.returncode != 0:
+            raise KafkaSetupError(f"kafka TransactionsCommand {args[0]} failed: {proc.stderr.strip()[-800:]}")
+        return proc.stdout
+
+    @staticmethod
+    def _table(text: str) -> list[dict[str, str]]:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        if not lines:
+            return []
+        header = lines[0].split()
+        return [dict(zip(header, (v.strip() for v in ln.split(None, len(header) - 1)))) for ln in lines[1:]]
+
+    def list(self, prefix: str) -> list[TransactionInfo]:
+        rows = [r for r in self._table(self._run("list")) if r.get("TransactionalId", "").startswith(prefix)]
+        out = []
+        for row in sorted(rows, key=lambda r: r["TransactionalId"]):
+            info = TransactionInfo(row["TransactionalId"], row.get("TransactionState", "?"), row.get("ProducerId", ""))
+            for d in self._table(self._run("describe", "--transactional-id", info.transactional_id)):
+                info.producer_epoch = d.get("ProducerEpoch", "")
+                info.timeout_ms = int(d["CurrentTransactionTimeoutMs"]) if d.get("CurrentTransactionTimeoutMs", "").isdigit() else None
+                info.duration_ms = int(d["TransactionDurationMs"]) if d.get("TransactionDurationMs", "").lstrip("-").isdigit() else None
+                info.partitions = d.get("TopicPartitions", "")
+            out.append(info)
+        return out
+
+    def find_hanging(self, broker_id: str) -> str:
+        return self._run("find-hanging", "--broker-id", broker_id).strip()
+
+
+def inspect_pipeline(connection: KafkaConnection, *, transactional_id_prefix: str, output_topics: tuple[str, ...],
+                     settle_s: float = 2.0) -> TransactionsReport:
+    """State of the pipeline's transactional ids and of its output partitions."""
+    admin = ClusterAdmin(connection)
+    tool = TransactionsTool(connection)
+    report = TransactionsReport(transactions=tool.list(transactional_id_prefix + "-"))
+    overdue = [t for t in report.transactions if t.overdue]
+    lagging = []
+    for topic in output_topics:
+        parts = admin.partitions(topic)
+        for p, off in admin.offsets(topic, parts).items():
+            if off.last_stable < off.high_watermark:
+                lagging.append((topic, p))
+    if lagging and settle_s:
+        time.sleep(settle_s)  # markers of a just-finished commit are still being written
+    for topic, p in lagging:
+        off = admin.offsets(topic, [p])[p]
+        if off.last_stable >= off.high_watermark:
+            continue
+        lag = PartitionLag(topic, p, off.last_stable, off.high_watermark)
+        holders = [t for t in report.transactions if t.state.lower() == "ongoing" and f"{topic}-{p}" in t.partitions]
+        if any(t.overdue for t in holders) or (overdue and not holders):
+            lag.stuck, lag.reason = True, "(open longer than the transaction timeout)"
+        elif not holders:
+            lag.reason = "(held by a producer outside this pipeline, or hanging: see find-hanging)"
+        else:
+            lag.reason = f"(open transaction of {holders[0].transactional_id}, {holders[0].duration_ms} ms)"
+        report.open_partitions.append(lag)
+    if report.open_partitions:
+        md_brokers = admin._admin.list_topics(timeout=admin.timeout).brokers
+        report.hanging = tool.find_hanging(str(next(iter(md_brokers))))
+        if report.hanging and "No hanging transactions" not in report.hanging:
+            for lag in report.open_partitions:
+                if f"{lag.topic}" in report.hanging:
+                    lag.stuck, lag.reason = True, "(hanging transaction: kafka-transactions abort)"
+    return report

@@ -1,0 +1,199 @@
+"""Build the shop pipeline DAGs (main and replay) from one definition.
+
+Tasks: ``plan_window`` -> ``has_new_records`` -> ``run_window`` (spark-submit
+through the Spark connection) -> ``validate`` (Great Expectations) ->
+``report``. Heavy imports (Spark, Great Expectations, confluent-kafka) happen
+inside the tasks, so parsing the DAG file stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from airflow.sdk import Param, dag, get_current_context, task
+
+from .. import paths
+from .operators import WindowSparkSubmitOperator, run_dir
+from .settings import KAFKA_CONN_ID, SPARK_CONN_ID
+
+log = logging.getLogger(__name__)
+
+RUN_WINDOW_JOB = paths.project_root() / "jobs" / "run_window.py"
+SCHEDULED_RUN_TYPES = {"scheduled", "backfill"}
+
+
+def _common_params(default_chunk: int | None) -> dict:
+    return {
+        "max_records_per_partition": Param(
+            None, type=["null", "integer"], minimum=1, title="Record cap per partition",
+            description="Process at most this many offsets per input partition in this run (empty: no cap).",
+        ),
+        "chunk_records": Param(
+            default_chunk, type=["null", "integer"], minimum=1, title="Records per transaction",
+            description="Input records per Kafka transaction (empty: the pipeline default).",
+        ),
+        "until": Param(
+            None, type=["null", "string"], title="Upper time bound",
+            description="ISO-8601 time: only purchases before it. Scheduled runs and backfills use the end "
+                        "of their data interval; manual runs default to no bound.",
+        ),
+        "dry_run": Param(False, type="boolean", title="Plan only",
+                         description="Plan and show the window, publish nothing."),
+    }
+
+
+def _plan(version: str | None) -> dict:
+    from ..engine.runner import preflight
+    from ..kafka.admin import ClusterAdmin
+    from .settings import ShopDagConfig, get_kafka_connection
+
+    ctx = get_current_context()
+    params = ctx["params"]
+    cfg = ShopDagConfig.load()
+    connection = get_kafka_connection()
+    settings = cfg.settings(connection, version=version)
+    if version:
+        # A replay writes to its own versioned topics, created like the originals.
+        admin = ClusterAdmin(connection)
+        parts = {t: len(admin.partitions(t)) for t in settings.topics.outputs[:2]}
+        admin.create_topics({f"{cfg.topics.invoices}.{version}": parts[settings.topics.invoices]
+                             if settings.topics.invoices in parts else len(admin.partitions(cfg.topics.invoices)),
+                             f"{cfg.topics.shipments}.{version}": len(admin.partitions(cfg.topics.shipments))})
+        admin.create_topics({settings.topics.dead_letters: 1}, config={"max.message.bytes": "10485760"})
+    preflight(settings.pipeline())  # broker, topics, credentials, timeouts: fail fast and clearly
+
+    until_ms = None
+    if params.get("until"):
+        until_ms = int(datetime.fromisoformat(params["until"].replace("Z", "+00:00")).timestamp() * 1000)
+    elif str(ctx["dag_run"].run_type).lower().split(".")[-1] in SCHEDULED_RUN_TYPES and ctx.get("data_interval_end"):
+        until_ms = int(ctx["data_interval_end"].timestamp() * 1000)
+    window = settings.plan(max_records_per_partition=params.get("max_records_per_partition"),
+                           until_timestamp_ms=until_ms)
+    partitions = [{"partition": p, "start": r.start, "end": r.end, "offsets": r.span}
+                  for p, r in sorted(window.ranges.items())]
+    for row in partitions:
+        log.info("partition %(partition)d: offsets [%(start)d, %(end)d) = %(offsets)d offsets", row)
+    log.info("window %s (until=%s, cap=%s)", window, until_ms, params.get("max_records_per_partition"))
+    return {
+        "window": window.to_dict(),
+        "window_json": window.to_json(),
+        "partitions": partitions,
+        "span": window.span,
+        "empty": window.is_empty,
+        "dry_run": bool(params.get("dry_run")),
+        "until_ms": until_ms,
+        "version": version,
+        "cli_args": cfg.cli_args(settings),
+        "chunk_records": params.get("chunk_records") or cfg.chunk_records,
+    }
+
+
+def _validate(plan: dict) -> dict:
+    from ..engine.window import Window
+    from ..quality.validation import validate_run
+    from ..stack.spark import spark_session
+    from .settings import ShopDagConfig, get_kafka_connection
+
+    ctx = get_current_context()
+    out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
+    settings = ShopDagConfig.load().settings(get_kafka_connection(), version=plan["version"])
+    spark = spark_session("eos-etl-validate", master="local[2]")
+    try:
+        report = validate_run(spark, settings, Window.from_dict(plan["window"]), run_id=ctx["run_id"],
+                              context_root=paths.var_dir() / "gx")
+    finally:
+        spark.stop()
+    data = report.to_dict()
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "quality.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    if not report.success:
+        from ..quality.validation import raise_for_failures
+
+        raise_for_failures(report)
+    log.info("data quality: all critical expectations met; Data Docs at %s", data.get("data_docs_path"))
+    return {"success": True, "data_docs_path": data.get("data_docs_path")}
+
+
+def _report(plan: dict | None) -> str:
+    from airflow.exceptions import AirflowFailException
+
+    from .reports import build_report, write_run_report
+
+    ctx = get_current_context()
+    out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
+    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else None
+    quality = json.loads((out / "quality.json").read_text()) if (out / "quality.json").is_file() else None
+    report = build_report(dag_id=ctx["dag"].dag_id, run_id=ctx["run_id"], window=(plan or {}).get("window", {}),
+                          summary=summary, quality=quality)
+    if plan and (plan["empty"] or plan["dry_run"]):
+        report["verdict"] = "dry run" if plan["dry_run"] else "no-op"
+    page = write_run_report(out, report)
+    log.info("report: %s (verdict %s)", page, report["verdict"])
+    failed = [ti.task_id for ti in ctx["dag_run"].get_task_instances() if str(ti.state).endswith("failed")] \
+        if hasattr(ctx["dag_run"], "get_task_instances") else []
+    if report["verdict"] == "failed" or failed:
+        raise AirflowFailException(f"run failed (verdict {report['verdict']}, failed tasks {failed}); report: {page}")
+    return str(page)
+
+
+def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, tags: list[str]):
+    params = _common_params(None)
+    if version_param:
+        params["version"] = Param("v2", type="string", pattern=r"^v[0-9]{1,4}$", title="Output version",
+                                  description="Replay output version: outputs go to <topic>.<version> under "
+                                              "group/prefix <name>-replay-<version>.")
+
+    @dag(
+        dag_id=dag_id,
+        schedule=schedule,
+        start_date=datetime(2026, 11, 1, tzinfo=timezone.utc),
+        catchup=False,
+        max_active_runs=1,
+        default_args={"retries": 2, "retry_delay": timedelta(seconds=20)},
+        params=params,
+        tags=tags,
+        doc_md=doc_md,
+    )
+    def shop_dag():
+        @task(retries=1)
+        def plan_window() -> dict:
+            version = get_current_context()["params"].get("version") if version_param else None
+            return _plan(version)
+
+        @task.short_circuit(ignore_downstream_trigger_rules=False)
+        def has_new_records(plan: dict) -> bool:
+            if plan["dry_run"]:
+                log.info("dry run: window %s planned, nothing published", plan["window"])
+                return False
+            if plan["empty"]:
+                log.info("nothing new: every partition's window is empty; this run is a no-op")
+                return False
+            return True
+
+        run_window = WindowSparkSubmitOperator(
+            task_id="run_window",
+            conn_id=SPARK_CONN_ID,
+            kafka_conn_id=KAFKA_CONN_ID,
+            application=str(RUN_WINDOW_JOB),
+            name=f"eos-etl-{dag_id}",
+        )
+
+        @task
+        def validate(plan: dict) -> dict:
+            return _validate(plan)
+
+        @task(trigger_rule="all_done", retries=0)
+        def report(plan: dict | None = None) -> str:
+            return _report(plan)
+
+        plan = plan_window()
+        gate = has_new_records(plan)
+        checked = validate(plan)
+        gate >> run_window >> checked >> report(plan)
+
+    return shop_dag()
+
+

@@ -1,0 +1,103 @@
+"""Pipeline settings for the DAGs: Airflow connection + an optional Variable.
+
+* Kafka: Airflow connection ``kafka_purchases`` (any conn type). ``host`` is a
+  host or a comma-separated bootstrap list, ``port`` optional, ``login`` /
+  ``password`` for SASL, ``extra`` may set ``security_protocol``,
+  ``sasl_mechanism`` and ``ssl_ca_location``.
+* Spark: Airflow connection ``spark_default`` (the provider's own).
+* Topics, group, transactional-id prefix and defaults: Airflow Variable
+  ``eos_etl_shop`` (JSON), every key optional::
+
+      {"topics": {"purchases": "purchases", "invoices": "invoices",
+                  "shipments": "shipments", "dead_letters": "purchases.dlq"},
+       "group": "shop-invoicing", "transactional_id_prefix": "shop-invoicing",
+       "max_payload_bytes": 262144, "chunk_records": 50000}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..kafka.connection import KafkaConnection
+from ..shop.job import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX, ShopSettings
+from ..shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
+
+KAFKA_CONN_ID = "kafka_purchases"
+SPARK_CONN_ID = "spark_default"
+SHOP_VARIABLE = "eos_etl_shop"
+CONNECTION_ENV = "EOS_ETL_KAFKA_CONNECTION"
+
+
+def kafka_connection_from_airflow(conn) -> KafkaConnection:
+    """An Airflow Connection -> KafkaConnection (the password stays inside the value)."""
+    extra = conn.extra_dejson or {}
+    hosts = conn.host or ""
+    if conn.port and "," not in hosts and ":" not in hosts:
+        hosts = f"{hosts}:{conn.port}"
+    if not hosts:
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError(f"Airflow connection {conn.conn_id!r} has no host (bootstrap servers)")
+    mechanism = extra.get("sasl_mechanism") or (("PLAIN") if conn.login else None)
+    protocol = extra.get("security_protocol") or ("SASL_PLAINTEXT" if mechanism else "PLAINTEXT")
+    return KafkaConnection(
+        bootstrap_servers=hosts,
+        security_protocol=protocol,
+        sasl_mechanism=mechanism,
+        sasl_username=conn.login or None,
+        sasl_password=conn.password or None,
+        ssl_ca_location=extra.get("ssl_ca_location"),
+    )
+
+
+def get_kafka_connection(conn_id: str = KAFKA_CONN_ID) -> KafkaConnection:
+    from airflow.sdk import BaseHook
+
+    # Fetching through Airflow registers the password with its secrets masker,
+    # so it is replaced by *** in any task log line.
+    return kafka_connection_from_airflow(BaseHook.get_connection(conn_id))
+
+
+@dataclass(frozen=True)
+class ShopDagConfig:
+    topics: ShopTopics
+    group: str
+    transactional_id_prefix: str
+    max_payload_bytes: int
+    chunk_records: int
+
+    @classmethod
+    def load(cls) -> "ShopDagConfig":
+        from airflow.sdk import Variable
+
+        raw = Variable.get(SHOP_VARIABLE, default=None)
+        data = json.loads(raw) if raw else {}
+        return cls(
+            topics=ShopTopics(**data.get("topics", {})),
+            group=data.get("group", DEFAULT_GROUP),
+            transactional_id_prefix=data.get("transactional_id_prefix", DEFAULT_TRANSACTIONAL_ID_PREFIX),
+            max_payload_bytes=int(data.get("max_payload_bytes", DEFAULT_MAX_PAYLOAD_BYTES)),
+            chunk_records=int(data.get("chunk_records", 50_000)),
+        )
+
+    def settings(self, connection: KafkaConnection, *, version: str | None = None) -> ShopSettings:
+        """Settings for the main pipeline, or for a replay under output version ``version``."""
+        topics, group, prefix = self.topics, self.group, self.transactional_id_prefix
+        if version:
+            topics = ShopTopics(
+                purchases=topics.purchases,
+                invoices=f"{topics.invoices}.{version}",
+                shipments=f"{topics.shipments}.{version}",
+                dead_letters=f"{topics.dead_letters}.{version}",
+            )
+            group, prefix = f"{group}-replay-{version}", f"{prefix}-replay-{version}"
+        return ShopSettings(connection=connection, topics=topics, group=group,
+                            transactional_id_prefix=prefix, max_payload_bytes=self.max_payload_bytes)
+
+    def cli_args(self, settings: ShopSettings) -> list[str]:
+        t = settings.topics
+        return ["--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
+                "--dlq-topic", t.dead_letters, "--group", settings.group,
+                "--transactional-id-prefix", settings.transactional_id_prefix,
+                "--max-payload-bytes", str(settings.max_payload_bytes)]

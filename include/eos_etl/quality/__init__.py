@@ -1,0 +1,30 @@
+"""Data-quality validation of one pipeline run with Great Expectations 1.x.
+
+``validate_run(spark, settings, window, run_id=..., context_root=...)`` checks
+what a read_committed reader sees for a window and returns a
+:class:`QualityReport`; ``raise_for_failures(report)`` turns critical
+failures into a :class:`QualityError`. Importing this package does not import
+Great Expectations.
+"""
+
+from .report import (
+    FailedExpectation,
+    PartitionOffsets,
+    QualityCounts,
+    QualityError,
+    QualityReport,
+    SuiteResult,
+    raise_for_failures,
+)
+from .validation import validate_run
+
+__all__ = [
+    "FailedExpectation",
+    "PartitionOffsets",
+    "QualityCounts",
+    "QualityError",
+    "QualityReport",
+    "SuiteResult",
+    "raise_for_failures",
+    "validate_run",
+]

@@ -1,0 +1,318 @@
+"""The expectation suites, and how each failed expectation is told to a human.
+
+Four suites, each run by its own Checkpoint on its own DataFrame:
+
+* ``invoices``: the contract of an invoice (columns and types, required
+  fields, quantity > 0, total = quantity x unit_price exactly, unique
+  invoice_id, one invoice per source record, ISO currency code);
+* ``shipments``: required ids, unique shipment_id, one shipment per source
+  record, quantity > 0;
+* ``pairing``: every invoice has its shipment and the reverse, with the same
+  lineage, purchase and quantity;
+* ``reconciliation``: one row of counts: valid inputs = invoices = shipments,
+  invoices + dead letters = committed inputs, committed offsets = window
+  ends, no output from an aborted input, every input has an output, and
+  read_uncommitted sees at least what read_committed sees.
+
+Every expectation carries ``meta.check`` (a stable name) and is critical.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+
+CRITICAL = "critical"
+CURRENCY_REGEX = r"^[A-Z]{3}$"
+
+# (column, Spark type name) of the typed DataFrames.
+INVOICE_COLUMNS = (
+    ("invoice_id", "StringType"), ("purchase_id", "StringType"), ("user_id", "StringType"),
+    ("user_full_name", "StringType"), ("product_id", "StringType"), ("quantity", "IntegerType"),
+    ("unit_price", "DecimalType"), ("total", "DecimalType"), ("currency", "StringType"),
+    ("purchase_time", "StringType"), ("issued_at", "StringType"),
+    ("source_partition", "IntegerType"), ("source_offset", "LongType"),
+)
+SHIPMENT_COLUMNS = (
+    ("shipment_id", "StringType"), ("invoice_id", "StringType"), ("purchase_id", "StringType"),
+    ("product_id", "StringType"), ("recipient_name", "StringType"), ("address", "StructType"),
+    ("quantity", "IntegerType"), ("source_partition", "IntegerType"), ("source_offset", "LongType"),
+)
+RECONCILIATION_DDL = (
+    "committed_inputs BIGINT, valid_inputs BIGINT, invalid_inputs BIGINT, invoices BIGINT, shipments BIGINT, "
+    "dead_letters BIGINT, invoices_plus_dead_letters BIGINT, invoices_read_uncommitted BIGINT, "
+    "shipments_read_uncommitted BIGINT, dead_letters_read_uncommitted BIGINT, aborted_visible BIGINT, "
+    "inputs_without_output BIGINT, offsets_match BOOLEAN, offset_mismatches BIGINT"
+)
+
+
+@dataclass
+class Facts:
+    """What the messages need beyond a Great Expectations result."""
+
+    reconciliation: dict = field(default_factory=dict)  # the reconciliation row
+    invoice_surplus: int = 0  # invoices beyond the first per source record
+    shipment_surplus: int = 0
+    wrong_totals: list[dict] = field(default_factory=list)  # examples
+    offset_mismatches: list[tuple[int, int | None, int]] = field(default_factory=list)  # (p, committed, end)
+    exact_offsets: bool = True
+
+
+Describe = Callable[[dict, Facts], str]
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    expectation: object  # a great_expectations Expectation
+    describe: Describe
+
+
+@dataclass(frozen=True)
+class SuiteSpec:
+    name: str  # invoices | shipments | pairing | reconciliation
+    noun: str  # what one row is, for messages
+    checks: tuple[Check, ...]
+
+    def by_name(self) -> dict[str, Check]:
+        return {c.name: c for c in self.checks}
+
+
+# -- message helpers ------------------------------------------------------------------
+
+
+def _n(result: dict) -> int:
+    return int(result.get("unexpected_count") or 0)
+
+
+def _examples(result: dict, limit: int = 3) -> list:
+    seen: list = []
+    for v in result.get("partial_unexpected_list") or []:
+        if v is not None and v not in seen:
+            seen.append(v)
+        if len(seen) == limit:
+            break
+    return seen
+
+
+def _eg(values: list) -> str:
+    return f" (e.g. {', '.join(str(v) for v in values)})" if values else ""
+
+
+def _money(text) -> str:
+    try:
+        d = Decimal(str(text))
+    except (InvalidOperation, ValueError):
+        return repr(text)
+    q = d.quantize(Decimal("0.01"))
+    return str(q) if q == d else str(d.normalize())
+
+
+def rows(noun: str, what: str, *, examples: bool = True) -> Describe:
+    def describe(result: dict, _facts: Facts) -> str:
+        return f"{_n(result)} {noun}(s) {what}" + (_eg(_examples(result)) if examples else "")
+
+    return describe
+
+
+def column_missing(column: str) -> Describe:
+    return lambda _r, _f: f"column {column} is missing"
+
+
+def column_type(column: str, type_: str) -> Describe:
+    return lambda r, _f: f"column {column} is {r.get('observed_value')}, expected {type_}"
+
+
+def pair_equal(a: str, b: str) -> Describe:
+    def describe(_r: dict, facts: Facts) -> str:
+        row = facts.reconciliation
+        va, vb = row.get(a), row.get(b)
+        off = abs(va - vb) if isinstance(va, int) and isinstance(vb, int) else "?"
+        label_a = "invoices+dead_letters" if a == "invoices_plus_dead_letters" else a
+        return f"{label_a}={va} but {b}={vb} (off by {off})"
+
+    return describe
+
+
+def _wrong_totals(result: dict, facts: Facts) -> str:
+    ex = [f"{e['invoice_id']}: total {_money(e['total_text'])}, expected {e['quantity']} x "
+          f"{_money(e['unit_price'])} = {_money(e['expected_total_text'])}" for e in facts.wrong_totals]
+    return f"{_n(result)} invoice(s) whose total != quantity x unit_price" + (f" (e.g. {'; '.join(ex)})" if ex else "")
+
+
+def _surplus(noun: str, attr: str) -> Describe:
+    def describe(result: dict, facts: Facts) -> str:
+        return (f"{getattr(facts, attr)} extra {noun}(s) for an input record that already has one "
+                f"({_n(result)} {noun}(s) share a source offset)")
+
+    return describe
+
+
+def _offsets(_r: dict, facts: Facts) -> str:
+    rel = "equal" if facts.exact_offsets else "reach"
+    parts = ", ".join(f"partition {p}: committed {c}, window end {e}" for p, c, e in facts.offset_mismatches)
+    return (f"the group's committed offsets do not {rel} the window ends on "
+            f"{len(facts.offset_mismatches)} partition(s) ({parts})")
+
+
+def _count_col(column: str, what: str) -> Describe:
+    return lambda _r, facts: f"{facts.reconciliation.get(column)} {what}"
+
+
+def _uncommitted(topic: str) -> Describe:
+    def describe(_r: dict, facts: Facts) -> str:
+        row = facts.reconciliation
+        return (f"{topic}: read_uncommitted={row.get(f'{topic}_read_uncommitted')} < "
+                f"read_committed={row.get(topic)} (the topic changed while it was read?)")
+
+    return describe
+
+
+# -- suites ------------------------------------------------------------------------------
+
+
+def _columns(columns) -> list[Check]:
+    import great_expectations.expectations as gxe
+
+    checks = []
+    for col, type_ in columns:
+        checks.append(Check(f"{col}_exists", gxe.ExpectColumnToExist(column=col), column_missing(col)))
+        checks.append(Check(f"{col}_type", gxe.ExpectColumnValuesToBeOfType(column=col, type_=type_),
+                            column_type(col, type_)))
+    return checks
+
+
+def _not_null(noun: str, columns) -> list[Check]:
+    import great_expectations.expectations as gxe
+
+    return [Check(f"{c}_not_null", gxe.ExpectColumnValuesToNotBeNull(column=c), rows(noun, f"with null {c}",
+                                                                                   examples=False))
+            for c in columns]
+
+
+def invoices_suite() -> SuiteSpec:
+    import great_expectations.expectations as gxe
+
+    checks = _columns(INVOICE_COLUMNS)
+    checks += _not_null("invoice", ("invoice_id", "purchase_id", "quantity", "unit_price", "total", "currency"))
+    checks += [
+        Check("quantity_positive",
+              gxe.ExpectColumnValuesToBeBetween(column="quantity", min_value=0, strict_min=True,
+                                                description="quantity > 0"),
+              rows("invoice", "with quantity <= 0")),
+        Check("total_matches",
+              gxe.ExpectColumnValuesToBeInSet(
+                  column="total_matches", value_set=[True],
+                  description="total = quantity x unit_price exactly (decimal arithmetic, computed in Spark)"),
+              _wrong_totals),
+        Check("invoice_id_unique", gxe.ExpectColumnValuesToBeUnique(column="invoice_id"),
+              rows("invoice", "share an invoice_id with another invoice")),
+        Check("source_offset_unique",
+              gxe.ExpectCompoundColumnsToBeUnique(
+                  column_list=["source_partition", "source_offset"],
+                  description="at most one invoice per input record (lineage source_partition, source_offset)"),
+              _surplus("invoice", "invoice_surplus")),
+        Check("currency_iso", gxe.ExpectColumnValuesToMatchRegex(column="currency", regex=CURRENCY_REGEX),
+              rows("invoice", f"with a currency not matching {CURRENCY_REGEX}")),
+    ]
+    return SuiteSpec("invoices", "invoice", tuple(checks))
+
+
+def shipments_suite() -> SuiteSpec:
+    import great_expectations.expectations as gxe
+
+    checks = _columns(SHIPMENT_COLUMNS)
+    checks += _not_null("shipment", ("shipment_id", "invoice_id", "purchase_id", "quantity"))
+    checks += [
+        Check("shipment_id_unique", gxe.ExpectColumnValuesToBeUnique(column="shipment_id"),
+              rows("shipment", "share a shipment_id with another shipment")),
+        Check("source_offset_unique",
+              gxe.ExpectCompoundColumnsToBeUnique(
+                  column_list=["source_partition", "source_offset"],
+                  description="at most one shipment per input record (lineage source_partition, source_offset)"),
+              _surplus("shipment", "shipment_surplus")),
+        Check("quantity_positive",
+              gxe.ExpectColumnValuesToBeBetween(column="quantity", min_value=0, strict_min=True,
+                                                description="quantity > 0"),
+              rows("shipment", "with quantity <= 0")),
+    ]
+    return SuiteSpec("shipments", "shipment", tuple(checks))
+
+
+def pairing_suite() -> SuiteSpec:
+    import great_expectations.expectations as gxe
+
+    checks = [
+        Check("invoice_has_shipment",
+              gxe.ExpectColumnValuesToBeNull(
+                  column="invoice_without_shipment",
+                  description="every invoice has its shipment (joined on invoice_id); "
+                              "unexpected values are the unpaired invoice ids"),
+              rows("invoice", "without shipment")),
+        Check("shipment_has_invoice",
+              gxe.ExpectColumnValuesToBeNull(
+                  column="shipment_without_invoice",
+                  description="every shipment has its invoice (joined on invoice_id); "
+                              "unexpected values are the unpaired shipment ids"),
+              rows("shipment", "without invoice")),
+        Check("pair_consistent",
+              gxe.ExpectColumnValuesToBeNull(
+                  column="pair_mismatch",
+                  description="an invoice and its shipment share source partition/offset, purchase_id "
+                              "and quantity; unexpected values are the invoice ids"),
+              rows("invoice/shipment pair", "whose lineage, purchase_id or quantity differ")),
+    ]
+    return SuiteSpec("pairing", "pair", tuple(checks))
+
+
+def reconciliation_suite() -> SuiteSpec:
+    import great_expectations.expectations as gxe
+
+    def eq(a: str, b: str, text: str) -> Check:
+        return Check(f"{a}_equal_{b}", gxe.ExpectColumnPairValuesToBeEqual(column_A=a, column_B=b, description=text),
+                     pair_equal(a, b))
+
+    def zero(column: str, text: str, what: str) -> Check:
+        return Check(f"no_{column}", gxe.ExpectColumnValuesToBeBetween(column=column, min_value=0, max_value=0,
+                                                                      description=text),
+                     _count_col(column, what))
+
+    def covers(topic: str) -> Check:
+        return Check(f"{topic}_read_uncommitted_covers_read_committed",
+                     gxe.ExpectColumnPairValuesAToBeGreaterThanB(
+                         column_A=f"{topic}_read_uncommitted", column_B=topic, or_equal=True,
+                         description=f"{topic}: read_uncommitted sees at least what read_committed sees "
+                                     "(the difference is aborted attempts, hidden from read_committed readers)"),
+                     _uncommitted(topic))
+
+    checks = [
+        eq("invoices", "valid_inputs", "one invoice per valid input record in the window"),
+        eq("shipments", "invoices", "as many shipments as invoices"),
+        eq("invoices_plus_dead_letters", "committed_inputs",
+           "invoices + dead letters = input records in the window visible read_committed"),
+        Check("committed_offsets_match_window",
+              gxe.ExpectColumnValuesToBeInSet(column="offsets_match", value_set=[True],
+                                              description="the group's committed offsets equal the window ends"),
+              _offsets),
+        zero("aborted_visible", "no read_committed output comes from an input record that is not "
+                                "visible read_committed (aborted input)",
+             "visible output(s) whose source offset is no committed input record (output of aborted input)"),
+        zero("inputs_without_output", "every committed input record in the window has an output",
+             "committed input record(s) in the window without any output"),
+        covers("invoices"),
+        covers("shipments"),
+        covers("dead_letters"),
+    ]
+    return SuiteSpec("reconciliation", "row", tuple(checks))
+
+
+def all_suites() -> list[SuiteSpec]:
+    from great_expectations.expectations.metadata_types import FailureSeverity
+
+    specs = [invoices_suite(), shipments_suite(), pairing_suite(), reconciliation_suite()]
+    for spec in specs:
+        for check in spec.checks:
+            check.expectation.meta = {**(check.expectation.meta or {}), "check": check.name}
+            check.expectation.severity = FailureSeverity.CRITICAL
+    return specs

@@ -1,0 +1,329 @@
+"""Validate one pipeline run with Great Expectations 1.x.
+
+:func:`validate_run` reads what a ``read_committed`` reader sees for the
+run's window (records selected by lineage headers, see
+:mod:`eos_etl.quality.collect`), builds typed Spark DataFrames and runs four
+suites (:mod:`eos_etl.quality.suites`) through Checkpoints whose
+``UpdateDataDocsAction`` writes HTML Data Docs under ``context_root``. The
+Great Expectations project there is a file-mode context: suites, validation
+definitions, checkpoints and every validation result are kept, so Data Docs
+list the history of runs.
+
+Great Expectations is imported lazily: importing this module is cheap.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+import warnings
+from datetime import datetime, timezone
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+from ..engine.window import Window
+from ..errors import ConfigurationError
+from . import collect as c
+from .report import (
+    FailedExpectation,
+    PartitionOffsets,
+    QualityCounts,
+    QualityError,
+    QualityReport,
+    SuiteResult,
+    raise_for_failures,
+)
+from .suites import RECONCILIATION_DDL, Facts, SuiteSpec, all_suites
+
+__all__ = ["validate_run", "raise_for_failures", "QualityError", "QualityReport"]
+
+log = logging.getLogger(__name__)
+
+DATASOURCE_NAME = "eos_etl_spark"
+BATCH_DEFINITION_NAME = "whole_dataframe"
+DOCS_ACTION_NAME = "update_data_docs"
+RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 20}
+
+
+def validate_run(
+    spark,
+    settings,
+    window: Window,
+    *,
+    run_id: str,
+    context_root: Path,
+    committed_input_offsets: dict[int, int | None] | None = None,
+    exact_offsets: bool = True,
+) -> QualityReport:
+    """Validate what a read_committed reader sees for ``window``; never raises on bad data.
+
+    ``settings`` is a :class:`eos_etl.shop.job.ShopSettings`. ``committed_input_offsets``
+    (partition -> offset) replaces reading the group's committed offsets from the
+    cluster. With ``exact_offsets=False`` committed offsets at or past the window ends
+    pass (validating an old window after later ones ran); by default they must equal them.
+    Use :func:`raise_for_failures` to turn critical failures into a :class:`QualityError`.
+    """
+    t0 = time.monotonic()
+    if window.topic != settings.topics.purchases:
+        raise ConfigurationError(f"window is over topic {window.topic!r} but the pipeline reads "
+                                 f"{settings.topics.purchases!r}")
+    if window.group != settings.group:
+        raise ConfigurationError(f"window was planned for group {window.group!r} but the pipeline's group is "
+                                 f"{settings.group!r}")
+    context_root = Path(context_root)
+    timings: dict[str, float] = {}
+
+    evidence = c.collect(settings, window, committed_input_offsets)
+    timings["read_kafka"] = evidence.seconds
+
+    t = time.monotonic()
+    invoices_df = c.invoices_frame(spark, evidence.invoices)
+    shipments_df = c.shipments_frame(spark, evidence.shipments)
+    pairing_df = c.pairing_frame(invoices_df, shipments_df)
+    valid, invalid = c.classify_inputs(spark, settings, evidence.inputs)
+    offsets, mismatches = _offsets(window, evidence.committed_offsets, exact_offsets)
+    counts = QualityCounts(
+        committed_inputs=len(evidence.inputs),
+        valid_inputs=valid,
+        invalid_inputs=invalid,
+        invoices=evidence.invoices.count,
+        shipments=evidence.shipments.count,
+        dead_letters=evidence.dead_letters.count,
+        invoices_read_uncommitted=evidence.invoices.read_uncommitted,
+        shipments_read_uncommitted=evidence.shipments.read_uncommitted,
+        dead_letters_read_uncommitted=evidence.dead_letters.read_uncommitted,
+        aborted_visible=evidence.aborted_visible(),
+        inputs_without_output=evidence.inputs_without_output(),
+        unattributable_outputs=sum(s.unattributable for s in evidence.outputs),
+    )
+    recon = {
+        "committed_inputs": counts.committed_inputs,
+        "valid_inputs": counts.valid_inputs,
+        "invalid_inputs": counts.invalid_inputs,
+        "invoices": counts.invoices,
+        "shipments": counts.shipments,
+        "dead_letters": counts.dead_letters,
+        "invoices_plus_dead_letters": counts.invoices + counts.dead_letters,
+        "invoices_read_uncommitted": counts.invoices_read_uncommitted,
+        "shipments_read_uncommitted": counts.shipments_read_uncommitted,
+        "dead_letters_read_uncommitted": counts.dead_letters_read_uncommitted,
+        "aborted_visible": counts.aborted_visible,
+        "inputs_without_output": counts.inputs_without_output,
+        "offsets_match": not mismatches,
+        "offset_mismatches": len(mismatches),
+    }
+    columns = [f.split()[0] for f in RECONCILIATION_DDL.split(", ")]
+    reconciliation_df = spark.createDataFrame([tuple(recon[k] for k in columns)], RECONCILIATION_DDL)
+    facts = Facts(
+        reconciliation=recon,
+        invoice_surplus=evidence.invoices.surplus_per_source(),
+        shipment_surplus=evidence.shipments.surplus_per_source(),
+        offset_mismatches=[(o.partition, o.committed, o.window_end) for o in mismatches],
+        exact_offsets=exact_offsets,
+    )
+    frames = {"invoices": invoices_df, "shipments": shipments_df, "pairing": pairing_df,
+              "reconciliation": reconciliation_df}
+    rows = {"invoices": counts.invoices, "shipments": counts.shipments, "pairing": pairing_df.count(),
+            "reconciliation": 1}
+    timings["spark_frames"] = round(time.monotonic() - t, 3)
+
+    t = time.monotonic()
+    specs = all_suites()
+    run_results = _run_checkpoints(context_root, settings, specs, frames, run_id)
+    timings["great_expectations"] = round(time.monotonic() - t, 3)
+
+    suites: dict[str, SuiteResult] = {}
+    failures: list[FailedExpectation] = []
+    for spec in specs:
+        result, vr_id, docs_page = run_results[spec.name]
+        failed = [r for r in result.results if not r.success]
+        if any(_check_name(r) == "total_matches" for r in failed) and spec.name == "invoices":
+            facts.wrong_totals = c.examples_of_wrong_totals(invoices_df)
+        failures += [_failure(spec, r, facts) for r in failed]
+        stats = result.statistics or {}
+        suites[spec.name] = SuiteResult(
+            name=spec.name,
+            suite_name=result.suite_name,
+            success=not failed,
+            evaluated=int(stats.get("evaluated_expectations", len(result.results))),
+            successful=int(stats.get("successful_expectations", len(result.results) - len(failed))),
+            rows=rows[spec.name],
+            validation_result_id=vr_id,
+            docs_page=docs_page,
+        )
+    data_docs = context_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
+    report = QualityReport(
+        run_id=run_id,
+        window=window,
+        success=not any(f.critical for f in failures),
+        suites=suites,
+        failures=failures,
+        counts=counts,
+        offsets=offsets,
+        data_docs_path=data_docs if data_docs.is_file() else None,
+        context_root=context_root,
+        seconds=round(time.monotonic() - t0, 3),
+        timings=timings,
+    )
+    for df in (invoices_df, shipments_df, pairing_df):
+        df.unpersist()
+    log.info("data quality of run %s (%s): %s in %.1fs; counts %s%s", run_id, window,
+             "passed" if report.success else f"FAILED {len(report.critical_failures)} critical check(s)",
+             report.seconds, counts.to_dict(), "".join(f"\n  - {m}" for m in report.messages))
+    return report
+
+
+# -- offsets ----------------------------------------------------------------------------
+
+
+def _offsets(window: Window, committed: dict[int, int | None], exact: bool):
+    rows, mismatches = [], []
+    for p, rng in sorted(window.ranges.items()):
+        got = committed.get(p)
+        row = PartitionOffsets(p, rng.start, rng.end, got)
+        rows.append(row)
+        if got is None:
+            ok = rng.is_empty  # an empty range publishes nothing, so it may commit nothing
+        else:
+            ok = got == rng.end if exact else got >= rng.end
+        if not ok:
+            mismatches.append(row)
+    return rows, mismatches
+
+
+# -- Great Expectations ------------------------------------------------------------------
+
+
+def _safe_name(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "unnamed"
+
+
+def open_context(context_root: Path):
+    """The file-mode Great Expectations project under ``context_root`` (created on first use),
+    with progress bars off."""
+    import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    context_root.mkdir(parents=True, exist_ok=True)
+    context = gx.get_context(mode="file", project_root_dir=str(context_root))
+    bars = context.variables.progress_bars
+    if not bars or _get(bars, "globally", True) or _get(bars, "metric_calculations", True):
+        context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
+        context.variables.save()
+    return context
+
+
+def _get(obj, key: str, default):
+    if isinstance(obj, dict):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def _datasource(context):
+    try:
+        return context.data_sources.get(DATASOURCE_NAME)
+    except KeyError:
+        # persist=False: the DataFrames are already materialised; GE must not cache them again.
+        return context.data_sources.add_spark(name=DATASOURCE_NAME, persist=False)
+
+
+def _batch_definition(datasource, asset_name: str):
+    try:
+        asset = datasource.get_asset(asset_name)
+    except LookupError:
+        asset = datasource.add_dataframe_asset(name=asset_name)
+    try:
+        return asset.get_batch_definition(BATCH_DEFINITION_NAME)
+    except KeyError:
+        return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
+
+
+def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frames: dict, run_id: str) -> dict:
+    """Run one Checkpoint per suite; {suite: (validation result, result id, Data Docs page)}."""
+    import great_expectations as gx
+    from great_expectations.checkpoint import UpdateDataDocsAction
+    from great_expectations.core.run_identifier import RunIdentifier
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*force_reuse_spark_context.*")
+        context = open_context(context_root)
+        datasource = _datasource(context)
+        prefix = _safe_name(settings.group)
+        run = RunIdentifier(run_name=_safe_name(run_id), run_time=datetime.now(timezone.utc))
+        out = {}
+        for spec in specs:
+            name = f"{prefix}.{spec.name}"
+            suite = context.suites.add_or_update(
+                gx.ExpectationSuite(name=name, expectations=[ch.expectation for ch in spec.checks],
+                                    meta={"pipeline_group": settings.group, "input_topic": settings.topics.purchases}))
+            definition = context.validation_definitions.add_or_update(
+                gx.ValidationDefinition(name=name, data=_batch_definition(datasource, name), suite=suite))
+            checkpoint = context.checkpoints.add_or_update(
+                gx.Checkpoint(name=name, validation_definitions=[definition],
+                              actions=[UpdateDataDocsAction(name=DOCS_ACTION_NAME)], result_format=RESULT_FORMAT))
+            result = checkpoint.run(batch_parameters={"dataframe": frames[spec.name]}, run_id=run)
+            [(vr_id, vr)] = result.run_results.items()
+            out[spec.name] = (vr, str(vr_id), _docs_page(context, vr_id))
+        return out
+
+
+def _docs_page(context, resource_identifier) -> str | None:
+    try:
+        urls = context.get_docs_sites_urls(resource_identifier=resource_identifier)
+    except Exception:  # noqa: BLE001 - a missing page link is not worth failing a validation
+        return None
+    for site in urls or []:
+        url = site.get("site_url")
+        if url and url.startswith("file://"):
+            return unquote(urlparse(url).path)
+        if url:
+            return url
+    return None
+
+
+# -- results -> failures -----------------------------------------------------------------
+
+
+def _check_name(result) -> str:
+    cfg = result.expectation_config
+    return str((cfg.meta or {}).get("check") or cfg.type)
+
+
+def _exception_message(info) -> str | None:
+    if not info:
+        return None
+    if isinstance(info, dict):
+        if info.get("raised_exception"):
+            return str(info.get("exception_message") or "unknown error")
+        for value in info.values():
+            msg = _exception_message(value) if isinstance(value, dict) else None
+            if msg:
+                return msg
+    return None
+
+
+def _failure(spec: SuiteSpec, result, facts: Facts) -> FailedExpectation:
+    cfg = result.expectation_config
+    name = _check_name(result)
+    details = dict(result.result or {})
+    error = _exception_message(result.exception_info)
+    check = spec.by_name().get(name)
+    if error:
+        text = f"check {name} could not be evaluated: {error}"
+    elif check is not None:
+        text = check.describe(details, facts)
+    else:
+        text = f"{cfg.type} failed: {details}"
+    severity = getattr(cfg.severity, "value", cfg.severity) or "critical"
+    examples = tuple(v for v in (details.get("partial_unexpected_list") or [])[:5])
+    return FailedExpectation(
+        suite=spec.name,
+        check=name,
+        expectation_type=cfg.type,
+        severity=str(severity),
+        message=f"{spec.name}: {text}",
+        unexpected_count=details.get("unexpected_count"),
+        observed_value=details.get("observed_value"),
+        examples=examples,
+    )

@@ -1,0 +1,203 @@
+"""The Airflow DAGs, end to end on the embedded stack.
+
+Airflow runs in subprocesses pointed at a temporary AIRFLOW_HOME (never
+imported into the pytest process); the Kafka connection is the session
+broker's SASL listener, so credentials flow from an Airflow connection to the
+Spark job, and the tests check they never reach a task log.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from eos_etl.checker import check_shop, read_topic
+from eos_etl.shop.generator import generate
+from eos_etl.stack.airflow import AirflowStandalone
+from eos_etl.stack.tools import free_port
+
+from .conftest import SASL_PASSWORD, SASL_USER
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def shop_variable(shop) -> str:
+    t = shop.topics
+    return json.dumps({"topics": {"purchases": t.purchases, "invoices": t.invoices, "shipments": t.shipments,
+                                  "dead_letters": t.dead_letters},
+                       "group": shop.group, "transactional_id_prefix": shop.transactional_id_prefix,
+                       "chunk_records": 200})
+
+
+def airflow_for(shop, home: Path, kafka_broker, **kw) -> AirflowStandalone:
+    return AirflowStandalone(
+        home=home,
+        port=free_port(),
+        worker_log_server_port=free_port(),
+        trigger_log_server_port=free_port(),
+        connections={
+            "spark_default": {"conn_type": "spark", "host": "local[2,4]"},
+            "kafka_purchases": {"conn_type": "generic", "host": kafka_broker.sasl_bootstrap_servers,
+                                "login": SASL_USER, "password": SASL_PASSWORD,
+                                "extra": {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN"}},
+        },
+        variables={"eos_etl_shop": shop_variable(shop)},
+        overrides={"EOS_ETL_VAR": str(home / "var"), "EOS_ETL_SPARK_DRIVER_MEMORY": "1g"},
+        **kw,
+    )
+
+
+def dag_test(af: AirflowStandalone, dag_id: str, conf: dict | None = None) -> tuple[str, str, str]:
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "dag_runner.py"), dag_id, json.dumps(conf or {})],
+                          env=af.env(), capture_output=True, text=True, timeout=900)
+    out = proc.stdout + proc.stderr
+    state = next((ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("DAGRUN_STATE=")), None)
+    run_id = next((ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("DAGRUN_ID=")), "")
+    assert state is not None, out[-5000:]
+    return state, run_id, out
+
+
+def task_logs(af: AirflowStandalone) -> str:
+    return "\n".join(p.read_text(errors="replace") for p in (af.home / "logs").rglob("*.log"))
+
+
+@pytest.fixture(scope="module")
+def dag_home(tmp_path_factory):
+    return tmp_path_factory.mktemp("airflow")
+
+
+def test_dag_integrity(tmp_path):
+    af = AirflowStandalone(home=tmp_path, port=free_port())
+    script = """
+import json, sys
+from airflow.models import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+out = {"errors": {k: str(v)[:500] for k, v in bag.import_errors.items()}, "dags": {}}
+for dag_id, dag in bag.dags.items():
+    out["dags"][dag_id] = {"tags": sorted(dag.tags), "schedule": str(dag.schedule),
+        "max_active_runs": dag.max_active_runs, "catchup": dag.catchup, "params": sorted(dag.params),
+        "doc": bool(dag.doc_md), "tasks": {t.task_id: {"retries": t.retries, "trigger_rule": str(t.trigger_rule)}
+                                           for t in dag.tasks}}
+print("DAGBAG=" + json.dumps(out))
+"""
+    proc = subprocess.run([sys.executable, "-c", script, str(ROOT / "dags")], env=af.env(), capture_output=True,
+                          text=True, timeout=300)
+    line = next(ln for ln in proc.stdout.splitlines() if ln.startswith("DAGBAG="))
+    bag = json.loads(line.split("=", 1)[1])
+    assert bag["errors"] == {}
+    main = bag["dags"]["shop_invoicing"]
+    assert main["schedule"] == "@hourly" and main["max_active_runs"] == 1 and main["catchup"] is False
+    assert {"eos-etl", "exactly-once"} <= set(main["tags"]) and main["doc"]
+    assert set(main["params"]) == {"max_records_per_partition", "chunk_records", "until", "dry_run"}
+    assert set(main["tasks"]) == {"plan_window", "has_new_records", "run_window", "validate", "report"}
+    assert main["tasks"]["run_window"]["retries"] == 2 and main["tasks"]["report"]["trigger_rule"] == "all_done"
+    replay = bag["dags"]["shop_invoicing_replay"]
+    assert replay["schedule"] == "None" and "version" in replay["params"]
+
+
+def test_full_dag_run_over_sasl_then_no_op_then_seeded_defect_fails(shop_factory, kafka_broker, dag_home):
+    shop = shop_factory(partitions=2)
+    stats = generate(shop.connection, shop.topics.purchases, 1500, invalid_share=0.05, seed=31,
+                     transaction_size=100, abort_share=0.1)
+    af = airflow_for(shop, dag_home, kafka_broker)
+    assert af.airflow_cmd("db", "migrate", timeout=300).returncode == 0
+
+    state, run_id, out = dag_test(af, "shop_invoicing")
+    assert state == "success", out[-6000:]
+    run_dir = next((dag_home / "var" / "reports" / "shop_invoicing").glob("*/summary.json")).parent
+    summary = json.loads((run_dir / "summary.json").read_text())
+    quality = json.loads((run_dir / "quality.json").read_text())
+    report = json.loads((run_dir / "report.json").read_text())
+    invalid = sum(stats.invalid.values())
+    assert (summary["records_read"], summary["invoices"], summary["shipments"], summary["dead_letters"]) == (
+        stats.produced, stats.valid, stats.valid, invalid)
+    assert summary["transactions"] >= 8  # chunk_records=200 from the Variable
+    assert quality["success"] is True and Path(quality["data_docs_path"]).is_file()
+    assert report["verdict"] == "passed" and (run_dir / "report.html").is_file()
+    assert (dag_home / "var" / "reports" / "shop_invoicing" / "index.html").is_file()
+    assert check_shop(shop).ok
+    # SASL credentials came from the Airflow connection and never reach a log.
+    logs = task_logs(af) + out
+    assert "run_window" in logs and SASL_PASSWORD not in logs
+
+    # A second run finds nothing new: a clean, fast no-op that says so.
+    t0 = time.monotonic()
+    state, _, out = dag_test(af, "shop_invoicing")
+    assert state == "success", out[-4000:]
+    assert "nothing new" in out + task_logs(af)
+    assert time.monotonic() - t0 < 120
+    assert read_topic(shop.connection, shop.topics.invoices).__len__() == stats.valid
+
+    # Seed a defect: a hand-written orphan invoice (no shipment) that claims to
+    # come from a new purchase in the next window. Validation must fail the run.
+    generate(shop.connection, shop.topics.purchases, 50, invalid_share=0.0, seed=99)
+    time.sleep(1)
+    window_end = max(json.loads((run_dir / "report.json").read_text())["window"]["partitions"]["0"])
+    orphan = {"invoice_id": "inv_orphan", "purchase_id": "p-orphan", "user_id": "u-1", "user_full_name": "X",
+              "product_id": "sku-1", "quantity": 1, "unit_price": "1.00", "total": "1.00", "currency": "EUR",
+              "purchase_time": "2026-11-21T10:00:00.000Z", "issued_at": "2026-11-21T10:00:00.000Z"}
+    p = Producer(shop.connection.client_config())
+    p.produce(shop.topics.invoices, json.dumps(orphan).encode(), b"p-orphan", headers=[
+        ("source_topic", shop.topics.purchases.encode()), ("source_partition", b"0"),
+        ("source_offset", str(window_end).encode()), ("run_id", b"forged")])
+    p.flush(10)
+    state, run_id, out = dag_test(af, "shop_invoicing")
+    assert state == "failed", out[-4000:]
+    failed_dir = [d for d in (dag_home / "var" / "reports" / "shop_invoicing").iterdir()
+                  if (d / "quality.json").is_file() and not json.loads((d / "quality.json").read_text())["success"]]
+    assert failed_dir, "no failed validation recorded"
+    failures = json.loads((failed_dir[0] / "quality.json").read_text())["failures"]
+    assert any("shipment" in str(f) for f in failures), failures
+    assert json.loads((failed_dir[0] / "report.json").read_text())["verdict"] == "failed"
+
+
+def _api(af: AirflowStandalone, method: str, path: str, body: dict | None = None, token: str | None = None):
+    req = urllib.request.Request(f"{af.url}{path}", method=method, data=json.dumps(body).encode() if body else None,
+                                 headers={"Content-Type": "application/json",
+                                          **({"Authorization": f"Bearer {token}"} if token else {})})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(req, timeout=30) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def test_backfill_from_the_rest_api_publishes_nothing_new(shop_factory, kafka_broker, spark, tmp_path):
+    from eos_etl.shop.job import run_shop_window
+
+    shop = shop_factory(partitions=2)
+    generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.05, seed=41)
+    # The pipeline is up to date: everything so far was processed.
+    run_shop_window(spark, shop, shop.plan())
+    before = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
+
+    af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4)
+    af.start()
+    try:
+        token = af.api_token()
+        _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": False}, token)
+        now = time.time()
+        body = {"dag_id": "shop_invoicing", "reprocess_behavior": "completed", "max_active_runs": 2,
+                "from_date": time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(now - 3 * 3600)),
+                "to_date": time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(now - 3600))}
+        backfill = _api(af, "POST", "/api/v2/backfills", body, token)
+        deadline = time.monotonic() + 420
+        runs = []
+        while time.monotonic() < deadline:
+            runs = _api(af, "GET", "/api/v2/dags/shop_invoicing/dagRuns?run_type=backfill", None, token)["dag_runs"]
+            if runs and all(r["state"] in ("success", "failed") for r in runs):
+                break
+            time.sleep(3)
+        assert runs and all(r["state"] == "success" for r in runs), runs
+        assert len(runs) >= 2 and backfill["id"]
+    finally:
+        af.stop()
+    after = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
+    assert after == before  # not even an aborted attempt: nothing was published at all
+    assert check_shop(shop).ok
