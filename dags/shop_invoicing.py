@@ -30,6 +30,7 @@ transactional-id prefix.
 
 import os
 
+# airflow dag file: the DAG processor only parses files containing both words.
 from eos_etl.orchestration.dag_factory import build_shop_dag
 
 dag = build_shop_dag(

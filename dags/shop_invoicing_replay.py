@@ -18,6 +18,7 @@ twice, and a *new* version is a deliberate, visible choice. Consumers switch
 to the new topics when they are ready.
 """
 
+# airflow dag file: the DAG processor only parses files containing both words.
 from eos_etl.orchestration.dag_factory import build_shop_dag
 
 dag = build_shop_dag(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import shutil
 import subprocess
 import tempfile
@@ -106,6 +107,9 @@ def fetch(bundle: Bundle, *, force: bool = False) -> Path:
             "-DincludeScope=runtime",
             f"-DoutputDirectory={staging}",
         ]
+        # A separate local repository (e.g. a cold cache, or a CI cache directory).
+        if os.environ.get("EOS_ETL_MAVEN_REPO"):
+            cmd.append(f"-Dmaven.repo.local={os.environ['EOS_ETL_MAVEN_REPO']}")
         proc = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
