@@ -275,6 +275,20 @@ def cmd_transactions(args) -> int:
     return 1 if report.stuck else 0
 
 
+def cmd_check(args) -> int:
+    from .checker import check_shop
+
+    settings = shop_settings_from_args(args)
+    expected = json.loads(args.expected_ends) if args.expected_ends else None
+    report = check_shop(settings, expected_ends={int(k): v for k, v in expected.items()} if expected else None)
+    data = report.to_dict()
+    print(json.dumps(data, indent=2))
+    if not report.ok:
+        print(f"VIOLATIONS: {dict(report.violations)}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -344,6 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compact", action="store_true")
     p.add_argument("--keep-spark", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run_window)
+
+    p = sub.add_parser("check", help="independent exactly-once check of inputs, outputs and committed offsets")
+    _add_connection(p)
+    _add_shop(p)
+    p.add_argument("--expected-ends", help='JSON {"partition": end_offset} the committed offsets must equal')
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("transactions", help="the pipeline's transactional ids, their state, stuck output partitions")
     _add_connection(p)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from ..checker import ConsumedRecord, read_topic
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
+from ..kafka.errors import KafkaSetupError
 
 # Explicit schemas of the JSON values (see eos_etl.shop.schema). Money is read
 # as text and cast to decimals in Spark, never through a float.
@@ -111,14 +112,44 @@ def _output_slice(connection, topic: str, window: Window, timeout_s: float) -> O
     return out
 
 
+_COORDINATOR_BUSY = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR")
+
+
+def _coordinator_busy(exc: BaseException | None) -> bool:
+    """True if a KafkaException in the cause chain says the group coordinator is not ready yet."""
+    while exc is not None:
+        args = getattr(exc, "args", ())
+        code = args[0].code() if args and hasattr(args[0], "code") else None
+        if code is not None:
+            from confluent_kafka import KafkaError
+
+            if code in {getattr(KafkaError, n) for n in _COORDINATOR_BUSY}:
+                return True
+        exc = exc.__cause__
+    return False
+
+
+def _committed_offsets(settings, window: Window, timeout_s: float = 30.0) -> dict[int, int | None]:
+    """The group's committed offsets; waits while the group coordinator is still loading
+    (a fresh broker answers COORDINATOR_LOAD_IN_PROGRESS to the first group requests)."""
+    admin = ClusterAdmin(settings.connection)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return admin.committed_offsets(settings.group, window.topic, window.partitions)
+        except KafkaSetupError as exc:
+            if not _coordinator_busy(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
+
+
 def collect(settings, window: Window, committed_input_offsets: dict[int, int | None] | None = None,
             *, timeout_s: float = 120.0) -> WindowEvidence:
     """Read the input and the three output topics and keep what belongs to ``window``."""
     t0 = time.monotonic()
     connection = settings.connection
     if committed_input_offsets is None:
-        committed_input_offsets = ClusterAdmin(connection).committed_offsets(
-            settings.group, window.topic, window.partitions)
+        committed_input_offsets = _committed_offsets(settings, window)
     inputs = [r for r in read_topic(connection, window.topic, isolation="read_committed", timeout_s=timeout_s)
               if _in_window(window, r.partition, r.offset)]
     t = settings.topics

@@ -34,13 +34,13 @@ from .report import (
     SuiteResult,
     raise_for_failures,
 )
-from .suites import RECONCILIATION_DDL, Facts, SuiteSpec, all_suites
+from .suites import RECONCILIATION_COLUMNS, Facts, SuiteSpec, all_suites
 
 __all__ = ["validate_run", "raise_for_failures", "QualityError", "QualityReport"]
 
 log = logging.getLogger(__name__)
 
-DATASOURCE_NAME = "eos_etl_spark"
+DATASOURCE_NAMES = {"spark": "eos_etl_spark", "pandas": "eos_etl_pandas"}
 BATCH_DEFINITION_NAME = "whole_dataframe"
 DOCS_ACTION_NAME = "update_data_docs"
 RESULT_FORMAT = {"result_format": "SUMMARY", "partial_unexpected_count": 20}
@@ -73,6 +73,7 @@ def validate_run(
                                  f"{settings.group!r}")
     context_root = Path(context_root)
     timings: dict[str, float] = {}
+    _quiet_great_expectations()
 
     evidence = c.collect(settings, window, committed_input_offsets)
     timings["read_kafka"] = evidence.seconds
@@ -113,8 +114,7 @@ def validate_run(
         "offsets_match": not mismatches,
         "offset_mismatches": len(mismatches),
     }
-    columns = [f.split()[0] for f in RECONCILIATION_DDL.split(", ")]
-    reconciliation_df = spark.createDataFrame([tuple(recon[k] for k in columns)], RECONCILIATION_DDL)
+    reconciliation_df = _reconciliation_frame(recon)
     facts = Facts(
         reconciliation=recon,
         invoice_surplus=evidence.invoices.surplus_per_source(),
@@ -130,7 +130,7 @@ def validate_run(
 
     t = time.monotonic()
     specs = all_suites()
-    run_results = _run_checkpoints(context_root, settings, specs, frames, run_id)
+    run_results = _run_checkpoints(context_root, settings, specs, frames, run_id, timings)
     timings["great_expectations"] = round(time.monotonic() - t, 3)
 
     suites: dict[str, SuiteResult] = {}
@@ -168,10 +168,23 @@ def validate_run(
     )
     for df in (invoices_df, shipments_df, pairing_df):
         df.unpersist()
-    log.info("data quality of run %s (%s): %s in %.1fs; counts %s%s", run_id, window,
+    log.info("data quality of run %s (%s): %s in %.1fs (%s); counts %s%s", run_id, window,
              "passed" if report.success else f"FAILED {len(report.critical_failures)} critical check(s)",
-             report.seconds, counts.to_dict(), "".join(f"\n  - {m}" for m in report.messages))
+             report.seconds, timings, counts.to_dict(), "".join(f"\n  - {m}" for m in report.messages))
     return report
+
+
+def _quiet_great_expectations() -> None:
+    """Great Expectations logs every store write at INFO; keep it at WARNING unless configured."""
+    gx_log = logging.getLogger("great_expectations")
+    if gx_log.level == logging.NOTSET:
+        gx_log.setLevel(logging.WARNING)
+
+
+def _reconciliation_frame(recon: dict):
+    import pandas as pd
+
+    return pd.DataFrame({k: pd.Series([recon[k]], dtype=dtype) for k, dtype in RECONCILIATION_COLUMNS.items()})
 
 
 # -- offsets ----------------------------------------------------------------------------
@@ -220,12 +233,15 @@ def _get(obj, key: str, default):
     return getattr(obj, key, default)
 
 
-def _datasource(context):
+def _datasource(context, engine: str):
+    name = DATASOURCE_NAMES[engine]
     try:
-        return context.data_sources.get(DATASOURCE_NAME)
+        return context.data_sources.get(name)
     except KeyError:
+        if engine == "pandas":
+            return context.data_sources.add_pandas(name=name)
         # persist=False: the DataFrames are already materialised; GE must not cache them again.
-        return context.data_sources.add_spark(name=DATASOURCE_NAME, persist=False)
+        return context.data_sources.add_spark(name=name, persist=False)
 
 
 def _batch_definition(datasource, asset_name: str):
@@ -239,7 +255,8 @@ def _batch_definition(datasource, asset_name: str):
         return asset.add_batch_definition_whole_dataframe(BATCH_DEFINITION_NAME)
 
 
-def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frames: dict, run_id: str) -> dict:
+def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frames: dict, run_id: str,
+                     timings: dict[str, float]) -> dict:
     """Run one Checkpoint per suite; {suite: (validation result, result id, Data Docs page)}."""
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
@@ -247,24 +264,28 @@ def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frame
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*force_reuse_spark_context.*")
+        t = time.monotonic()
         context = open_context(context_root)
-        datasource = _datasource(context)
+        datasources = {engine: _datasource(context, engine) for engine in {spec.engine for spec in specs}}
+        timings["ge_context"] = round(time.monotonic() - t, 3)
         prefix = _safe_name(settings.group)
         run = RunIdentifier(run_name=_safe_name(run_id), run_time=datetime.now(timezone.utc))
         out = {}
         for spec in specs:
+            t = time.monotonic()
             name = f"{prefix}.{spec.name}"
             suite = context.suites.add_or_update(
                 gx.ExpectationSuite(name=name, expectations=[ch.expectation for ch in spec.checks],
                                     meta={"pipeline_group": settings.group, "input_topic": settings.topics.purchases}))
             definition = context.validation_definitions.add_or_update(
-                gx.ValidationDefinition(name=name, data=_batch_definition(datasource, name), suite=suite))
+                gx.ValidationDefinition(name=name, data=_batch_definition(datasources[spec.engine], name), suite=suite))
             checkpoint = context.checkpoints.add_or_update(
                 gx.Checkpoint(name=name, validation_definitions=[definition],
                               actions=[UpdateDataDocsAction(name=DOCS_ACTION_NAME)], result_format=RESULT_FORMAT))
             result = checkpoint.run(batch_parameters={"dataframe": frames[spec.name]}, run_id=run)
             [(vr_id, vr)] = result.run_results.items()
             out[spec.name] = (vr, str(vr_id), _docs_page(context, vr_id))
+            timings[f"ge_{spec.name}"] = round(time.monotonic() - t, 3)
         return out
 
 
