@@ -35,3 +35,5 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 .venv/bin/python -m eos_etl --log-level WARNING fetch-jars
+# Debian's chromium for the real-browser UI test (installs it when root with apt).
+bash scripts/install_browser.sh

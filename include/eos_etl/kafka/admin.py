@@ -30,6 +30,13 @@ _AUTH_CODES = {
 }
 
 
+_COORDINATOR_LOADING = {
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError.NOT_COORDINATOR,
+}
+
+
 @dataclass(frozen=True)
 class PartitionOffsets:
     earliest: int
@@ -69,6 +76,10 @@ class ClusterAdmin:
                 f"({self.connection.security_protocol}, user {self.connection.sasl_username!r}); "
                 "check the connection's login and password"
             )
+        if exc is not None and isinstance(exc, KafkaException) and exc.args[0].code() not in (
+            KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE
+        ):
+            return KafkaSetupError(f"Kafka at {self.connection.bootstrap_servers} answered: {exc.args[0].str()}")
         return BrokerUnreachableError(
             f"cannot reach Kafka at {self.connection.bootstrap_servers} "
             f"({self.connection.security_protocol}) within {self.timeout:.0f}s; is the broker running "
@@ -140,6 +151,9 @@ class ClusterAdmin:
                 fut = self._admin.list_consumer_group_offsets(req, require_stable=True, request_timeout=self.timeout)
                 result = fut[group].result(timeout=self.timeout + 5)
             except KafkaException as exc:
+                if exc.args[0].code() in _COORDINATOR_LOADING and time.monotonic() < deadline:
+                    time.sleep(0.2)  # a fresh broker is still creating/loading __consumer_offsets
+                    continue
                 if exc.args[0].code() == KafkaError._TIMED_OUT and not rebuilt:
                     # A client that lived through a broker restart can stay stuck on
                     # its old coordinator connection (seen after SIGKILL); a fresh one is not.

@@ -99,6 +99,7 @@ def _validate(plan: dict) -> dict:
 
     ctx = get_current_context()
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
+    (out / "quality.json").unlink(missing_ok=True)  # never let a previous attempt's verdict stand
     settings = ShopDagConfig.load().settings(get_kafka_connection(), version=plan["version"])
     spark = spark_session("eos-etl-validate", master="local[2]")
     try:
@@ -128,14 +129,27 @@ def _report(plan: dict | None) -> str:
     quality = json.loads((out / "quality.json").read_text()) if (out / "quality.json").is_file() else None
     report = build_report(dag_id=ctx["dag"].dag_id, run_id=ctx["run_id"], window=(plan or {}).get("window", {}),
                           summary=summary, quality=quality)
-    if plan and (plan["empty"] or plan["dry_run"]):
+    noop = bool(plan) and (plan["empty"] or plan["dry_run"])
+    if noop:
         report["verdict"] = "dry run" if plan["dry_run"] else "no-op"
+    # The report runs whatever happened upstream (trigger rule all_done), so it
+    # is also where an incomplete run is turned into a failed one: a missing
+    # plan, summary or validation means a task before it failed.
+    problem = None
+    if plan is None:
+        problem = "plan_window failed (see its log: broker, topics, credentials)"
+    elif not noop and summary is None:
+        problem = "run_window did not complete"
+    elif not noop and quality is None:
+        problem = "validate did not complete"
+    elif not noop and not quality.get("success"):
+        problem = "data quality checks failed: " + "; ".join(map(str, quality.get("failures", [])))[:2000]
+    if problem:
+        report["verdict"] = "failed"
     page = write_run_report(out, report)
     log.info("report: %s (verdict %s)", page, report["verdict"])
-    failed = [ti.task_id for ti in ctx["dag_run"].get_task_instances() if str(ti.state).endswith("failed")] \
-        if hasattr(ctx["dag_run"], "get_task_instances") else []
-    if report["verdict"] == "failed" or failed:
-        raise AirflowFailException(f"run failed (verdict {report['verdict']}, failed tasks {failed}); report: {page}")
+    if problem:
+        raise AirflowFailException(f"{problem}; report: {page}")
     return str(page)
 
 

@@ -145,20 +145,33 @@ def _committed_offsets(settings, window: Window, timeout_s: float = 30.0) -> dic
 
 def collect(settings, window: Window, committed_input_offsets: dict[int, int | None] | None = None,
             *, timeout_s: float = 120.0) -> WindowEvidence:
-    """Read the input and the three output topics and keep what belongs to ``window``."""
+    """Read the input and the three output topics and keep what belongs to ``window``.
+
+    The four topics are read concurrently (reading is mostly waiting for the
+    broker); per output topic read_committed first, then read_uncommitted.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     t0 = time.monotonic()
     connection = settings.connection
     if committed_input_offsets is None:
         committed_input_offsets = _committed_offsets(settings, window)
-    inputs = [r for r in read_topic(connection, window.topic, isolation="read_committed", timeout_s=timeout_s)
-              if _in_window(window, r.partition, r.offset)]
+
+    def inputs() -> list[ConsumedRecord]:
+        return [r for r in read_topic(connection, window.topic, isolation="read_committed", timeout_s=timeout_s)
+                if _in_window(window, r.partition, r.offset)]
+
     t = settings.topics
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="eos-etl-quality-read") as pool:
+        futures = [pool.submit(inputs)] + [pool.submit(_output_slice, connection, topic, window, timeout_s)
+                                           for topic in (t.invoices, t.shipments, t.dead_letters)]
+        read_inputs, invoices, shipments, dead_letters = [f.result() for f in futures]
     evidence = WindowEvidence(
         window=window,
-        inputs=inputs,
-        invoices=_output_slice(connection, t.invoices, window, timeout_s),
-        shipments=_output_slice(connection, t.shipments, window, timeout_s),
-        dead_letters=_output_slice(connection, t.dead_letters, window, timeout_s),
+        inputs=read_inputs,
+        invoices=invoices,
+        shipments=shipments,
+        dead_letters=dead_letters,
         committed_offsets={int(p): o for p, o in committed_input_offsets.items()},
     )
     evidence.seconds = round(time.monotonic() - t0, 3)
