@@ -1,14 +1,19 @@
 """The README's demo: the whole product on the embedded defaults, end to end.
 
-Starts the local broker (and Airflow), creates the shop topics, writes demo
-purchases (a share of them invalid, some in aborted transactions), runs the
-next window exactly once and prints what happened and where to look.
+Starts the local broker and Airflow, creates the shop topics, writes demo
+purchases (a share of them invalid, some in aborted transactions), triggers
+the ``shop_invoicing`` DAG (plan, spark-submit, Great Expectations, report),
+waits for it and prints where to look. ``--no-airflow`` runs the window
+directly instead.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
 
 from . import paths
 from .kafka.admin import ClusterAdmin
@@ -37,6 +42,18 @@ def run_demo(args) -> int:
     stats = generate(conn, t.purchases, args.count, invalid_share=args.invalid_share,
                      transaction_size=500, abort_share=0.05, progress=True, seed=int(time.time()))
     print(f"generated: {json.dumps(stats.to_dict())}", flush=True)
+    if airflow is None:
+        _run_directly(settings, broker)
+    else:
+        _run_through_airflow(airflow)
+    print(f"broker log: {broker.log_file}")
+    if airflow is not None:
+        print(airflow.describe())
+    print(f"demo finished in {time.monotonic() - t0:.0f}s; stop everything with: make down")
+    return 0
+
+
+def _run_directly(settings, broker) -> None:
     window = settings.plan()
     print(f"window: {window}", flush=True)
     spark = spark_session("eos-etl-demo")
@@ -50,8 +67,49 @@ def run_demo(args) -> int:
     report.write_text(json.dumps(data, indent=2) + "\n")
     print(json.dumps({k: v for k, v in data.items() if k != "partitions"}, indent=2))
     print(f"\nrun summary: {report}")
-    print(f"broker log: {broker.log_file}")
-    if airflow is not None:
-        print(airflow.describe())
-    print(f"demo finished in {time.monotonic() - t0:.0f}s; stop everything with: make down")
-    return 0
+
+
+def _run_through_airflow(airflow, dag_id: str = "shop_invoicing", timeout_s: float = 900) -> None:
+    """Trigger the DAG as the UI would (REST API), wait for it, print where the report is."""
+    from .orchestration.operators import run_dir
+
+    token = airflow.api_token()
+    deadline = time.monotonic() + 180
+    while True:  # the DAG processor needs a moment to parse dags/ after a fresh start
+        try:
+            _api(airflow, "GET", f"/api/v2/dags/{dag_id}", token=token)
+            break
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404 or time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+    _api(airflow, "PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
+    run = _api(airflow, "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}}, token)
+    run_id = run["dag_run_id"]
+    print(f"triggered {dag_id} run {run_id}; follow it at {airflow.url}/dags/{dag_id}/runs/{run_id}", flush=True)
+    deadline = time.monotonic() + timeout_s
+    state = run["state"]
+    while state not in ("success", "failed") and time.monotonic() < deadline:
+        time.sleep(5)
+        state = _api(airflow, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}", token=token)["state"]
+    out = run_dir(dag_id, run_id)
+    summary = out / "summary.json"
+    if summary.is_file():
+        data = json.loads(summary.read_text())
+        print(json.dumps({k: v for k, v in data.items() if k != "partitions"}, indent=2))
+    print(f"\nDAG run {run_id}: {state}")
+    print(f"report: {out / 'report.html'}")
+    print(f"reports in the UI: {airflow.url}/eos-etl/reports/ (Browse > Exactly-once reports)")
+    gx_docs = paths.var_dir() / "gx"
+    print(f"Great Expectations Data Docs: {gx_docs}")
+    if state != "success":
+        raise SystemExit(f"the DAG run ended {state}; see the task logs in the UI")
+
+
+def _api(airflow, method: str, path: str, body: dict | None = None, token: str | None = None):
+    req = urllib.request.Request(
+        f"{airflow.url}{path}", method=method, data=json.dumps(body).encode() if body is not None else None,
+        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})},
+    )
+    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=30) as resp:
+        return json.loads(resp.read() or b"null")

@@ -94,7 +94,8 @@ def _lineage(record: ConsumedRecord, input_topic: bytes) -> tuple[int, int] | No
         return False
 
 
-def _output_slice(connection, topic: str, window: Window, timeout_s: float) -> OutputSlice:
+def read_output(connection, topic: str, window: Window, timeout_s: float = 120.0) -> OutputSlice:
+    """An output topic's records attributed to the window (read_committed, then read_uncommitted)."""
     input_topic = window.topic.encode()
     out = OutputSlice(topic)
     for rec in read_topic(connection, topic, isolation="read_committed", timeout_s=timeout_s):
@@ -129,7 +130,7 @@ def _coordinator_busy(exc: BaseException | None) -> bool:
     return False
 
 
-def _committed_offsets(settings, window: Window, timeout_s: float = 30.0) -> dict[int, int | None]:
+def committed_offsets(settings, window: Window, timeout_s: float = 30.0) -> dict[int, int | None]:
     """The group's committed offsets; waits while the group coordinator is still loading
     (a fresh broker answers COORDINATOR_LOAD_IN_PROGRESS to the first group requests)."""
     admin = ClusterAdmin(settings.connection)
@@ -143,6 +144,12 @@ def _committed_offsets(settings, window: Window, timeout_s: float = 30.0) -> dic
             time.sleep(0.5)
 
 
+def read_inputs(connection, window: Window, timeout_s: float = 120.0) -> list[ConsumedRecord]:
+    """Input records inside the window, as a read_committed reader sees them."""
+    return [r for r in read_topic(connection, window.topic, isolation="read_committed", timeout_s=timeout_s)
+            if _in_window(window, r.partition, r.offset)]
+
+
 def collect(settings, window: Window, committed_input_offsets: dict[int, int | None] | None = None,
             *, timeout_s: float = 120.0) -> WindowEvidence:
     """Read the input and the three output topics and keep what belongs to ``window``.
@@ -153,27 +160,15 @@ def collect(settings, window: Window, committed_input_offsets: dict[int, int | N
     from concurrent.futures import ThreadPoolExecutor
 
     t0 = time.monotonic()
-    connection = settings.connection
     if committed_input_offsets is None:
-        committed_input_offsets = _committed_offsets(settings, window)
-
-    def inputs() -> list[ConsumedRecord]:
-        return [r for r in read_topic(connection, window.topic, isolation="read_committed", timeout_s=timeout_s)
-                if _in_window(window, r.partition, r.offset)]
-
+        committed_input_offsets = committed_offsets(settings, window)
     t = settings.topics
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="eos-etl-quality-read") as pool:
-        futures = [pool.submit(inputs)] + [pool.submit(_output_slice, connection, topic, window, timeout_s)
-                                           for topic in (t.invoices, t.shipments, t.dead_letters)]
-        read_inputs, invoices, shipments, dead_letters = [f.result() for f in futures]
-    evidence = WindowEvidence(
-        window=window,
-        inputs=read_inputs,
-        invoices=invoices,
-        shipments=shipments,
-        dead_letters=dead_letters,
-        committed_offsets={int(p): o for p, o in committed_input_offsets.items()},
-    )
+        inputs = pool.submit(read_inputs, settings.connection, window, timeout_s)
+        outputs = [pool.submit(read_output, settings.connection, topic, window, timeout_s)
+                   for topic in (t.invoices, t.shipments, t.dead_letters)]
+        evidence = WindowEvidence(window, inputs.result(), *[f.result() for f in outputs],
+                                  committed_offsets=dict(committed_input_offsets))
     evidence.seconds = round(time.monotonic() - t0, 3)
     return evidence
 
