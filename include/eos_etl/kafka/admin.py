@@ -204,6 +204,15 @@ class ClusterAdmin:
             except KafkaException as exc:
                 if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
                     raise KafkaSetupError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from exc
+        # The controller has accepted the topics; wait until the broker serves their metadata.
+        deadline = time.monotonic() + self.timeout
+        pending = set(topics)
+        while pending and time.monotonic() < deadline:
+            md = self._admin.list_topics(timeout=self.timeout)
+            pending = {t for t in pending if t not in md.topics or md.topics[t].error is not None
+                       or not md.topics[t].partitions}
+            if pending:
+                time.sleep(0.1)
 
     def delete_topics(self, topics: list[str]) -> None:
         for _t, fut in self._admin.delete_topics(topics, request_timeout=self.timeout).items():

@@ -4,6 +4,11 @@ Records are tied to the window by their lineage headers (``source_topic``,
 ``source_partition``, ``source_offset``), never by ``run_id``: a re-run or a
 backfill over the same window validates whatever is visible for that window.
 Every topic is read once per isolation level with :func:`eos_etl.checker.read_topic`.
+
+The DataFrames are materialised with ``localCheckpoint``: parsed once, lineage
+cut, so that each expectation scans the result instead of re-shipping the
+driver-side rows. The checkpoint blocks are released when the DataFrames are
+garbage collected (Spark's ContextCleaner).
 """
 
 from __future__ import annotations
@@ -148,29 +153,6 @@ def read_inputs(connection, window: Window, timeout_s: float = 120.0) -> list[Co
     """Input records inside the window, as a read_committed reader sees them."""
     return [r for r in read_topic(connection, window.topic, isolation="read_committed", timeout_s=timeout_s)
             if _in_window(window, r.partition, r.offset)]
-
-
-def collect(settings, window: Window, committed_input_offsets: dict[int, int | None] | None = None,
-            *, timeout_s: float = 120.0) -> WindowEvidence:
-    """Read the input and the three output topics and keep what belongs to ``window``.
-
-    The four topics are read concurrently (reading is mostly waiting for the
-    broker); per output topic read_committed first, then read_uncommitted.
-    """
-    from concurrent.futures import ThreadPoolExecutor
-
-    t0 = time.monotonic()
-    if committed_input_offsets is None:
-        committed_input_offsets = committed_offsets(settings, window)
-    t = settings.topics
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="eos-etl-quality-read") as pool:
-        inputs = pool.submit(read_inputs, settings.connection, window, timeout_s)
-        outputs = [pool.submit(read_output, settings.connection, topic, window, timeout_s)
-                   for topic in (t.invoices, t.shipments, t.dead_letters)]
-        evidence = WindowEvidence(window, inputs.result(), *[f.result() for f in outputs],
-                                  committed_offsets=dict(committed_input_offsets))
-    evidence.seconds = round(time.monotonic() - t0, 3)
-    return evidence
 
 
 # -- Spark -------------------------------------------------------------------------

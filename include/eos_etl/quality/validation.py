@@ -158,8 +158,6 @@ def validate_run(
         seconds=round(time.monotonic() - t0, 3),
         timings=timings,
     )
-    for df in (invoices_df, shipments_df, pairing_df):
-        df.unpersist()
     log.info("data quality of run %s (%s): %s in %.1fs (%s); counts %s%s", run_id, window,
              "passed" if report.success else f"FAILED {len(report.critical_failures)} critical check(s)",
              report.seconds, timings, counts.to_dict(), "".join(f"\n  - {m}" for m in report.messages))
