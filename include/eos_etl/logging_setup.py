@@ -21,6 +21,8 @@ def configure(level: str | None = None) -> None:
     root.setLevel(level)
     # librdkafka's Python wrapper and py4j are chatty at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    # Great Expectations logs every store write at INFO.
+    logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 
 def configure_task_logging() -> None:

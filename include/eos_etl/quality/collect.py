@@ -13,14 +13,12 @@ garbage collected (Spark's ContextCleaner).
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 from ..checker import ConsumedRecord, read_topic
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
-from ..kafka.errors import KafkaSetupError
 
 # Explicit schemas of the JSON values (see eos_etl.shop.schema). Money is read
 # as text and cast to decimals in Spark, never through a float.
@@ -118,35 +116,9 @@ def read_output(connection, topic: str, window: Window, timeout_s: float = 120.0
     return out
 
 
-_COORDINATOR_BUSY = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR")
-
-
-def _coordinator_busy(exc: BaseException | None) -> bool:
-    """True if a KafkaException in the cause chain says the group coordinator is not ready yet."""
-    while exc is not None:
-        args = getattr(exc, "args", ())
-        code = args[0].code() if args and hasattr(args[0], "code") else None
-        if code is not None:
-            from confluent_kafka import KafkaError
-
-            if code in {getattr(KafkaError, n) for n in _COORDINATOR_BUSY}:
-                return True
-        exc = exc.__cause__
-    return False
-
-
-def committed_offsets(settings, window: Window, timeout_s: float = 30.0) -> dict[int, int | None]:
-    """The group's committed offsets; waits while the group coordinator is still loading
-    (a fresh broker answers COORDINATOR_LOAD_IN_PROGRESS to the first group requests)."""
-    admin = ClusterAdmin(settings.connection)
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            return admin.committed_offsets(settings.group, window.topic, window.partitions)
-        except KafkaSetupError as exc:
-            if not _coordinator_busy(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
+def committed_offsets(settings, window: Window) -> dict[int, int | None]:
+    """The group's committed offsets for the window's partitions (stable semantics)."""
+    return ClusterAdmin(settings.connection).committed_offsets(settings.group, window.topic, window.partitions)
 
 
 def read_inputs(connection, window: Window, timeout_s: float = 120.0) -> list[ConsumedRecord]:

@@ -122,7 +122,7 @@ def validate_run(
 
     t = time.monotonic()
     specs = all_suites()
-    run_results = _run_checkpoints(context_root, settings, specs, frames, run_id, timings)
+    run_results, data_docs = _run_checkpoints(context_root, settings, specs, frames, run_id, timings)
     timings["great_expectations"] = round(time.monotonic() - t, 3)
 
     suites: dict[str, SuiteResult] = {}
@@ -144,7 +144,6 @@ def validate_run(
             validation_result_id=vr_id,
             docs_page=docs_page,
         )
-    data_docs = context_root / "gx" / "uncommitted" / "data_docs" / "local_site" / "index.html"
     report = QualityReport(
         run_id=run_id,
         window=window,
@@ -153,7 +152,7 @@ def validate_run(
         failures=failures,
         counts=counts,
         offsets=offsets,
-        data_docs_path=data_docs if data_docs.is_file() else None,
+        data_docs_path=data_docs if data_docs is not None and data_docs.is_file() else None,
         context_root=context_root,
         seconds=round(time.monotonic() - t0, 3),
         timings=timings,
@@ -288,8 +287,11 @@ def _batch_definition(datasource, asset_name: str):
 
 
 def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frames: dict, run_id: str,
-                     timings: dict[str, float]) -> dict:
-    """Run one Checkpoint per suite; {suite: (validation result, result id, Data Docs page)}."""
+                     timings: dict[str, float]) -> tuple[dict, Path | None]:
+    """Run one Checkpoint per suite.
+
+    Returns ({suite: (validation result, result id, Data Docs page)}, Data Docs index.html).
+    """
     import great_expectations as gx
     from great_expectations.checkpoint import UpdateDataDocsAction
     from great_expectations.core.run_identifier import RunIdentifier
@@ -318,7 +320,8 @@ def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frame
             [(vr_id, vr)] = result.run_results.items()
             out[spec.name] = (vr, str(vr_id), _docs_page(context, vr_id))
             timings[f"ge_{spec.name}"] = round(time.monotonic() - t, 3)
-        return out
+        index = _docs_page(context, None)
+        return out, Path(index) if index and not index.startswith(("http:", "https:")) else None
 
 
 def _docs_page(context, resource_identifier) -> str | None:
