@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -161,12 +160,7 @@ def test_full_dag_run_over_sasl_then_no_op_then_seeded_defect_fails(shop_factory
 
 
 def _api(af: AirflowStandalone, method: str, path: str, body: dict | None = None, token: str | None = None):
-    req = urllib.request.Request(f"{af.url}{path}", method=method, data=json.dumps(body).encode() if body else None,
-                                 headers={"Content-Type": "application/json",
-                                          **({"Authorization": f"Bearer {token}"} if token else {})})
-    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-    with opener.open(req, timeout=30) as resp:
-        return json.loads(resp.read() or b"null")
+    return af.api(method, path, body, token)
 
 
 def test_backfill_from_the_rest_api_publishes_nothing_new(shop_factory, kafka_broker, spark, tmp_path):

@@ -13,7 +13,6 @@ import json
 import time
 import urllib.error
 import urllib.parse
-import urllib.request
 
 from . import paths
 from .kafka.admin import ClusterAdmin
@@ -77,21 +76,21 @@ def _run_through_airflow(airflow, dag_id: str = "shop_invoicing", timeout_s: flo
     deadline = time.monotonic() + 180
     while True:  # the DAG processor needs a moment to parse dags/ after a fresh start
         try:
-            _api(airflow, "GET", f"/api/v2/dags/{dag_id}", token=token)
+            airflow.api("GET", f"/api/v2/dags/{dag_id}", token=token)
             break
         except urllib.error.HTTPError as exc:
             if exc.code != 404 or time.monotonic() > deadline:
                 raise
             time.sleep(2)
-    _api(airflow, "PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
-    run = _api(airflow, "POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}}, token)
+    airflow.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
+    run = airflow.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}}, token)
     run_id = run["dag_run_id"]
     print(f"triggered {dag_id} run {run_id}; follow it at {airflow.url}/dags/{dag_id}/runs/{run_id}", flush=True)
     deadline = time.monotonic() + timeout_s
     state = run["state"]
     while state not in ("success", "failed") and time.monotonic() < deadline:
         time.sleep(5)
-        state = _api(airflow, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}", token=token)["state"]
+        state = airflow.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}", token=token)["state"]
     out = run_dir(dag_id, run_id)
     summary = out / "summary.json"
     if summary.is_file():
@@ -105,11 +104,3 @@ def _run_through_airflow(airflow, dag_id: str = "shop_invoicing", timeout_s: flo
     if state != "success":
         raise SystemExit(f"the DAG run ended {state}; see the task logs in the UI")
 
-
-def _api(airflow, method: str, path: str, body: dict | None = None, token: str | None = None):
-    req = urllib.request.Request(
-        f"{airflow.url}{path}", method=method, data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})},
-    )
-    with urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req, timeout=30) as resp:
-        return json.loads(resp.read() or b"null")

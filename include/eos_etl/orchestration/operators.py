@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator

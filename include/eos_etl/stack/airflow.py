@@ -394,6 +394,19 @@ class AirflowStandalone:
         except (urllib.error.URLError, OSError) as e:
             raise StackError(f"Airflow does not answer on {self.url} ({e}); is it running?") from None
 
+    def api(self, method: str, path: str, body: dict | None = None, token: str | None = None,
+            timeout: float = 30.0):
+        """One REST API call (``path`` like ``/api/v2/dags``); returns the decoded JSON.
+
+        HTTP errors propagate as ``urllib.error.HTTPError`` so callers can act on the status.
+        """
+        req = urllib.request.Request(
+            self.url + path, method=method, data=json.dumps(body).encode() if body is not None else None,
+            headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})},
+        )
+        with _local_http.open(req, timeout=timeout) as resp:
+            return json.loads(resp.read() or b"null")
+
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Wait until the API answers and the metadatabase and all components report healthy."""
         deadline = time.monotonic() + timeout
