@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from enum import Enum
 
 from ..kafka.admin import ClusterAdmin
+from ..kafka.errors import UnstableOffsetsError
 from .errors import InputDataLossError
 from .window import OffsetRange, Window
 
@@ -29,8 +31,15 @@ def plan_window(
     max_records_per_partition: int | None = None,
     until_timestamp_ms: int | None = None,
     partitions: list[int] | None = None,
+    recover: Callable[[list[int]], None] | None = None,
 ) -> Window:
     """Per partition: [committed offset (or policy), last stable offset), capped.
+
+    ``recover(partitions)`` is called when the group's offsets are held by a
+    transaction that never completed (an attempt died between
+    send_offsets_to_transaction and commit): it must fence the pipeline's
+    transactional ids, which aborts that transaction, so planning can go on
+    instead of waiting for the broker's transaction timeout.
 
     ``until_timestamp_ms`` caps the end at the first record at or after that
     time (records strictly before it are in the window). ``max_records_per_partition``
@@ -40,7 +49,15 @@ def plan_window(
     policy = StartPolicy(start_policy)
     parts = partitions if partitions is not None else admin.partitions(topic)
     offsets = admin.offsets(topic, parts)
-    committed = admin.committed_offsets(group, topic, parts)
+    if recover is None:
+        committed = admin.committed_offsets(group, topic, parts)
+    else:
+        try:
+            committed = admin.committed_offsets(group, topic, parts, unstable_timeout=2.0)
+        except UnstableOffsetsError as exc:
+            log.warning("%s; fencing the pipeline's transactional ids to abort it", exc)
+            recover(parts)
+            committed = admin.committed_offsets(group, topic, parts)
     time_caps = admin.offsets_for_time(topic, parts, until_timestamp_ms) if until_timestamp_ms is not None else {}
     ranges: dict[int, OffsetRange] = {}
     for p in parts:

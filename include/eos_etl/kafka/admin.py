@@ -16,7 +16,7 @@ from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaE
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from .connection import KafkaConnection
-from .errors import AuthenticationError, BrokerUnreachableError, KafkaSetupError, MissingTopicError
+from .errors import AuthenticationError, BrokerUnreachableError, KafkaSetupError, MissingTopicError, UnstableOffsetsError
 
 log = logging.getLogger(__name__)
 
@@ -138,13 +138,16 @@ class ClusterAdmin:
         )
         return {p: (off if off >= 0 else None) for p, (off, _ts) in got.items()}
 
-    def committed_offsets(self, group: str, topic: str, partitions: list[int]) -> dict[int, int | None]:
+    def committed_offsets(
+        self, group: str, topic: str, partitions: list[int], *, unstable_timeout: float | None = None
+    ) -> dict[int, int | None]:
         """The group's committed offsets, read with stable semantics (pending
         transactional commits are waited for, never reported half-done)."""
         if not partitions:
             return {}
         req = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])]
         deadline = time.monotonic() + self.timeout
+        unstable_since = time.monotonic()
         rebuilt = False
         while True:
             try:
@@ -167,8 +170,13 @@ class ClusterAdmin:
             # flight): wait for it rather than report a half-done state.
             if not unstable:
                 break
+            if unstable_timeout is not None and time.monotonic() > unstable_since + unstable_timeout:
+                raise UnstableOffsetsError(
+                    f"committed offsets of {group}/{topic} partitions {[tp.partition for tp in unstable]} "
+                    "belong to a transaction that has not completed"
+                )
             if time.monotonic() > deadline:
-                raise KafkaSetupError(
+                raise UnstableOffsetsError(
                     f"committed offsets of {group}/{topic} stayed unstable for {self.timeout:.0f}s "
                     "(a transaction touching them does not complete; see `eos_etl transactions`)"
                 )

@@ -15,3 +15,7 @@ class MissingTopicError(KafkaSetupError):
 
 class AuthenticationError(KafkaSetupError):
     pass
+
+
+class UnstableOffsetsError(KafkaSetupError):
+    """The group's committed offsets belong to a transaction that has not completed."""

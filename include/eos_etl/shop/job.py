@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ..engine.pipeline import PipelineConfig
 from ..engine.planner import plan_window
+from ..engine.recovery import fence_transactional_ids
 from ..engine.runner import RunSummary, run_window
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
@@ -40,6 +41,8 @@ class ShopSettings:
         return functools.partial(purchases_to_outputs, topics=self.topics, max_payload_bytes=self.max_payload_bytes)
 
     def plan(self, **kwargs) -> Window:
+        pipeline = self.pipeline()
+        kwargs.setdefault("recover", lambda parts: fence_transactional_ids(pipeline, parts))
         return plan_window(ClusterAdmin(self.connection), self.topics.purchases, self.group, **kwargs)
 
 
