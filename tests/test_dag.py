@@ -159,6 +159,30 @@ def test_full_dag_run_over_sasl_then_no_op_then_seeded_defect_fails(shop_factory
     assert json.loads((failed_dir[0] / "report.json").read_text())["verdict"] == "failed"
 
 
+def test_replay_writes_a_new_version_exactly_once(shop_factory, kafka_broker, spark, tmp_path):
+    from eos_etl.shop.job import run_shop_window
+
+    shop = shop_factory(partitions=2)
+    stats = generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1, seed=51)
+    run_shop_window(spark, shop, shop.plan())  # the live pipeline already published everything
+    live = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
+    af = airflow_for(shop, tmp_path / "af", kafka_broker)
+    assert af.airflow_cmd("db", "migrate", timeout=300).returncode == 0
+
+    state, _, out = dag_test(af, "shop_invoicing_replay", {"version": "v2"})
+    assert state == "success", out[-6000:]
+    v2 = {t: f"{t}.v2" for t in shop.topics.outputs}
+    counts = {t: len(read_topic(shop.connection, v2[t])) for t in shop.topics.outputs}
+    assert counts == {shop.topics.invoices: stats.valid, shop.topics.shipments: stats.valid,
+                      shop.topics.dead_letters: sum(stats.invalid.values())}
+    # The live topics were not touched; a second replay of v2 publishes nothing.
+    assert {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs} == live
+    state, _, out = dag_test(af, "shop_invoicing_replay", {"version": "v2"})
+    assert state == "success", out[-4000:]
+    assert {t: len(read_topic(shop.connection, v2[t], isolation="read_uncommitted"))
+            for t in shop.topics.outputs} == counts
+
+
 def _api(af: AirflowStandalone, method: str, path: str, body: dict | None = None, token: str | None = None):
     return af.api(method, path, body, token)
 

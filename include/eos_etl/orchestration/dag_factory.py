@@ -57,10 +57,8 @@ def _plan(version: str | None) -> dict:
     if version:
         # A replay writes to its own versioned topics, created like the originals.
         admin = ClusterAdmin(connection)
-        parts = {t: len(admin.partitions(t)) for t in settings.topics.outputs[:2]}
-        admin.create_topics({f"{cfg.topics.invoices}.{version}": parts[settings.topics.invoices]
-                             if settings.topics.invoices in parts else len(admin.partitions(cfg.topics.invoices)),
-                             f"{cfg.topics.shipments}.{version}": len(admin.partitions(cfg.topics.shipments))})
+        admin.create_topics({settings.topics.invoices: len(admin.partitions(cfg.topics.invoices)),
+                             settings.topics.shipments: len(admin.partitions(cfg.topics.shipments))})
         admin.create_topics({settings.topics.dead_letters: 1}, config={"max.message.bytes": "10485760"})
     preflight(settings.pipeline())  # broker, topics, credentials, timeouts: fail fast and clearly
 
