@@ -130,6 +130,38 @@ def _check_contract(df) -> None:
             )
 
 
+def arrow_records(batch):
+    """Yield ``(offset, [(topic, key, value, [(header, bytes), ...]), ...])`` per row of an Arrow batch.
+
+    Converts column by column (the flattened child arrays of ``outputs`` and
+    of its ``headers``, split by list lengths) instead of ``to_pylist()`` on the
+    nested column, which builds a dict per output and per header. Rows and
+    outputs keep their order; a null ``outputs`` or ``headers`` is empty.
+    """
+    import pyarrow.compute as pc
+
+    offsets = batch.column("offset").to_pylist()
+    outputs = batch.column("outputs")
+    counts = pc.fill_null(pc.list_value_length(outputs), 0).to_pylist()
+    # flatten() honours the array's slice offset and skips null lists' segments.
+    topic_a, key_a, value_a, headers_a = outputs.flatten().flatten()
+    topics = topic_a.to_pylist()
+    keys = key_a.to_pylist()
+    values = value_a.to_pylist()
+    header_counts = pc.fill_null(pc.list_value_length(headers_a), 0).to_pylist()
+    header_names, header_values = headers_a.flatten().flatten()
+    pairs = list(zip(header_names.to_pylist(), header_values.to_pylist()))
+    i = h = 0
+    for offset, n in zip(offsets, counts):
+        outs = []
+        for j in range(i, i + n):
+            nh = header_counts[j]
+            outs.append((topics[j], keys[j], values[j], pairs[h:h + nh]))
+            h += nh
+        i += n
+        yield offset, outs
+
+
 def _publish_task(config_json: str, window_json: str):
     """Build the function each Spark task runs over its Arrow batches."""
 
@@ -141,6 +173,7 @@ def _publish_task(config_json: str, window_json: str):
 
         from ..logging_setup import configure_task_logging
 
+        t_task = time.monotonic()
         configure_task_logging()
         config = PipelineConfig.from_json(config_json)
         window = Window.from_json(window_json)
@@ -149,6 +182,8 @@ def _publish_task(config_json: str, window_json: str):
         if first is None:
             return  # no rows in this Spark partition; the driver commits its offsets
         partition = first.column("partition")[0].as_py()
+        log.info("task for %s[%d]: first batch (%d rows) %.2fs after the task function started",
+                 window.topic, partition, first.num_rows, time.monotonic() - t_task)
 
         def records():
             for batch in itertools.chain([first], batches):
@@ -157,21 +192,16 @@ def _publish_task(config_json: str, window_json: str):
                 col = batch.column("partition")
                 if pc.min(col).as_py() != partition or pc.max(col).as_py() != partition:
                     raise TransformContractError("a Spark partition holds several Kafka partitions; no shuffle allowed")
-                offsets = batch.column("offset").to_pylist()
-                outputs = batch.column("outputs").to_pylist()
-                for offset, outs in zip(offsets, outputs):
-                    yield offset, [
-                        (o["topic"], o["key"], o["value"], [(h["key"], h["value"]) for h in o["headers"] or ()])
-                        for o in outs or ()
-                    ]
+                yield from arrow_records(batch)
 
         result = PartitionPublisher(config, partition, window.ranges[partition]).publish(records())
         from . import failpoints
 
         failpoints.hit("before_report", partition)
-        yield pa.RecordBatch.from_pylist(
-            [{"partition": partition, "result": json.dumps(result.to_dict())}],
-            schema=pa.schema([("partition", pa.int32()), ("result", pa.string())]),
+        # pa.array/record_batch, not RecordBatch.from_pylist: the latter imports pandas in every worker.
+        yield pa.record_batch(
+            [pa.array([partition], pa.int32()), pa.array([json.dumps(result.to_dict())], pa.string())],
+            names=["partition", "result"],
         )
 
     return publish

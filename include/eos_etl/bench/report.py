@@ -1,0 +1,433 @@
+"""Turn a bench run's raw rows into docs/benchmarks.md and docs/benchmarks.png.
+
+Every figure is the median over the repetitions of one (case, window size,
+input partitions). Throughput is computed on the **job** basis by default
+(the case's own timing of its work: Spark session start-up, interpreter start
+and payload loading excluded) and also shown on the **wall** basis (the whole
+subprocess, start-up included). Ratios use the job basis for every case, so
+S and B3 are compared like for like.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from .notes import PROFILE_NOTES
+
+DESCRIPTIONS = {
+    "B1": "raw confluent-kafka idempotent producer, pre-built records (Python producer ceiling)",
+    "B2": "B1 in transactions of k purchases, offsets via send_offsets_to_transaction",
+    "B3": "Spark `df.write.format(\"kafka\")` of the same transform (at-least-once)",
+    "S": "our exactly-once job (`run_shop_window`)",
+    "N": "one transaction per purchase: consume, produce, send offsets, commit",
+    "R": "Spark Kafka read (read_committed) + `count()`",
+}
+
+TARGETS = {
+    "S/B3": 0.8,
+    "B2/B1": 0.95,
+    "S/N": 1000.0,
+    "linearity_pct": 20.0,
+    "memory_growth": 1.2,
+}
+
+
+def _median(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def aggregate(rows: list[dict]) -> dict[tuple[str, int, int], dict]:
+    groups: dict[tuple[str, int, int], list[dict]] = defaultdict(list)
+    for r in rows:
+        if r.get("ok"):
+            groups[(r["label"], r["size"], r["pc"])].append(r)
+    out = {}
+    for key, rs in groups.items():
+        purchases = _median([r["purchases"] for r in rs])
+        outputs = _median([r["outputs"] for r in rs])
+        job = _median([r["job_s"] for r in rs])
+        wall = _median([r["wall_s"] for r in rs])
+        cpu = _median([r["cpu_s"] for r in rs])
+        broker = _median([r.get("broker_cpu_s") for r in rs])
+        per_m = 1e6 / purchases if purchases else None
+        out[key] = {
+            "label": key[0], "case": rs[0]["case"], "size": key[1], "pc": key[2], "runs": len(rs),
+            "purchases": purchases, "outputs": outputs, "job_s": job, "wall_s": wall,
+            "startup_s": _median([r.get("startup_s") for r in rs]),
+            "cpu_s": cpu, "broker_cpu_s": broker, "peak_rss_mb": _median([r["peak_rss_mb"] for r in rs]),
+            "pps": purchases / job if purchases and job else None,
+            "ops": outputs / job if outputs and job else None,
+            "pps_wall": purchases / wall if purchases and wall else None,
+            "cpu_per_m": cpu * per_m if cpu is not None and per_m else None,
+            "broker_cpu_per_m": broker * per_m if broker is not None and per_m else None,
+            "s_per_m": job * per_m if job and per_m else None,
+            "s_per_m_wall": wall * per_m if wall and per_m else None,
+            "transactions": _median([r.get("transactions") for r in rs]),
+            "commit_s": _median([r.get("result", {}).get("commit_s") for r in rs]),
+            "send_offsets_s": _median([r.get("result", {}).get("send_offsets_s") for r in rs]),
+            "init_s": _median([r.get("result", {}).get("init_s") for r in rs]),
+            # B2: throughput without the one-time init_transactions (per producer, not per transaction).
+            "pps_no_init": _median([r["purchases"] / (r["job_s"] - r["result"]["init_s"]) for r in rs
+                                    if r.get("result", {}).get("init_s") is not None and r["job_s"] > r["result"]["init_s"]]),
+            "spread": (min(r["job_s"] for r in rs), max(r["job_s"] for r in rs)),
+        }
+    return out
+
+
+def _f(v, fmt="{:,.0f}") -> str:
+    return "–" if v is None else fmt.format(v)
+
+
+def _ratio(a, b) -> float | None:
+    return a / b if a and b else None
+
+
+def compute(data: dict) -> dict:
+    o = data["options"]
+    agg = aggregate(data["rows"])
+    n, p = o["records"], o["partitions"]
+    main = {k[0]: v for k, v in agg.items() if k[1] == n and k[2] == p}
+    b1, b3, s, nn = (main.get(x, {}).get("pps") for x in ("B1", "B3", "S", "N"))
+    b3w, sw = (main.get(x, {}).get("pps_wall") for x in ("B3", "S"))
+    ratios = {"S/B3": _ratio(s, b3), "S/B3 (wall, incl. start-up)": _ratio(sw, b3w), "S/B1": _ratio(s, b1)}
+    b2, b2_no_init = {}, {}
+    for k in o["txn_sizes"]:
+        row = main.get(f"B2(k={k})")
+        if row:
+            b2[k] = _ratio(row["pps"], b1)
+            ratios[f"B2(k={k})/B1"] = b2[k]
+    for k in o["txn_sizes"]:
+        row = main.get(f"B2(k={k})")
+        if row and row.get("pps_no_init"):
+            b2_no_init[k] = _ratio(row["pps_no_init"], b1)
+            ratios[f"B2(k={k})/B1 excl. init_transactions"] = b2_no_init[k]
+    ratios["S/N"] = _ratio(s, nn)
+    # S publishes through the same Python producer as B1, so S/N can never exceed B1/N on this machine.
+    ratios["B1/N (ceiling for S/N)"] = _ratio(b1, nn)
+    sizes = {}
+    for (label, size, pc), v in agg.items():
+        if pc == p and label in ("S", "B3"):
+            sizes.setdefault(size, {})[label] = v
+    parts = {pc: v for (label, size, pc), v in agg.items() if label == "S" and size == n}
+    base = sizes.get(n, {}).get("S")
+    linear = {}
+    for size, d in sorted(sizes.items()):
+        sv = d.get("S")
+        if sv and base:
+            linear[size] = {
+                "s_per_m": sv["s_per_m"], "dev_pct": 100 * (sv["s_per_m"] / base["s_per_m"] - 1),
+                "s_per_m_wall": sv["s_per_m_wall"], "dev_wall_pct": 100 * (sv["s_per_m_wall"] / base["s_per_m_wall"] - 1),
+                "peak_rss_mb": sv["peak_rss_mb"], "mem_vs_base": sv["peak_rss_mb"] / base["peak_rss_mb"],
+            }
+    fits = {}
+    for label in ("S", "B3"):
+        pts = [(size, d[label]["job_s"]) for size, d in sizes.items() if label in d and d[label]["job_s"]]
+        fits[label] = linear_fit(pts)
+    targets = []
+
+    def target(name, value, ok, want):
+        targets.append({"name": name, "value": value, "ok": ok, "want": want})
+
+    if ratios["S/B3"] is not None:
+        target("S/B3 (job basis)", f"{ratios['S/B3']:.2f}", ratios["S/B3"] >= TARGETS["S/B3"], ">= 0.8")
+    for k, r in b2.items():
+        if k >= 10_000 and r is not None:
+            target(f"B2(k={k:,})/B1", f"{r:.2f}", r >= TARGETS["B2/B1"], ">= 0.95")
+    for k, r in b2_no_init.items():
+        if k >= 10_000 and r is not None:
+            target(f"B2(k={k:,})/B1 excl. the one-time init_transactions", f"{r:.2f}", r >= TARGETS["B2/B1"],
+                   ">= 0.95")
+    if ratios["S/N"] is not None:
+        target("S/N", f"{ratios['S/N']:,.0f}x", ratios["S/N"] >= TARGETS["S/N"], ">= 1000x")
+    for size, d in linear.items():
+        if size != n:
+            target(f"time linear, S at {size:,} (job s per M vs {n:,})", f"{d['dev_pct']:+.0f} %",
+                   abs(d["dev_pct"]) <= TARGETS["linearity_pct"], "within ±20 %")
+    for size, d in linear.items():
+        if size > n:
+            target(f"memory flat, S peak RSS at {size:,} vs {n:,}", f"{d['mem_vs_base']:.2f}x",
+                   d["mem_vs_base"] <= TARGETS["memory_growth"], "<= 1.2x")
+    return {"agg": agg, "main": main, "ratios": ratios, "sizes": sizes, "parts": parts, "linear": linear,
+            "targets": targets, "b2": b2, "fits": fits}
+
+
+def linear_fit(points: list[tuple[int, float]]) -> dict | None:
+    """Least squares ``job_s = fixed_s + per_m_s * purchases / 1e6`` over the scale points."""
+    if len(points) < 2:
+        return None
+    xs = [x / 1e6 for x, _ in points]
+    ys = [y for _, y in points]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    if not sxx:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    return {"fixed_s": my - slope * mx, "per_m_s": slope, "points": len(points)}
+
+
+# -- markdown ---------------------------------------------------------------------------------
+def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
+    o, meta = data["options"], data["meta"]
+    m = meta.get("machine_start", {})
+    n, p = o["records"], o["partitions"]
+    lines = [
+        "# Benchmarks: exactly-once publishing vs. Spark's writer, the raw producer and per-record transactions",
+        "",
+        f"_Generated by `{command}` (`make bench`); do not edit by hand, re-run the command._",
+        "",
+        f"Run: {m.get('date', '?')}, total bench wall time {data.get('elapsed_s', 0) / 60:.1f} min. "
+        f"Every figure is the median of {o['repeats']} repetitions"
+        + (f" ({o['big_repeats']} for S at sizes above {n:,})" if o.get("big_repeats") else "")
+        + (f"; B3 at sizes above {n:,}: {o.get('big_b3_repeats', 1)} run" if o.get("scale_b3") else "")
+        + ", each case in its own process against the bench's own broker.",
+        "",
+        "## Machine",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| CPU | {m.get('cpu')}, {m.get('cores')} cores |",
+        f"| RAM | {m.get('ram_gib')} GiB |",
+        f"| OS | {m.get('os')} (kernel {m.get('kernel')}) |",
+        f"| Python | {m.get('python')} |",
+        f"| Java | {m.get('java')} |",
+        f"| Kafka broker | {m.get('kafka_broker')} (KRaft, single node, same machine) |",
+        f"| Spark | {m.get('spark')} (`local[*]`), Kafka connector clients {m.get('spark_kafka_clients')} |",
+        f"| confluent-kafka / librdkafka | {m.get('confluent_kafka')} / {m.get('librdkafka')} |",
+        f"| load average at start / end | {m.get('load_average')} / {meta.get('load_end')} |",
+        "",
+        "The machine is shared: another workload (a long fault-injection soak) ran on the same two cores "
+        "during the bench, so absolute figures carry noise; all cases were interleaved repetition by "
+        "repetition so they saw the same conditions.",
+        "",
+        "## Set-up",
+        "",
+        f"* Input: {n:,} purchases (`eos_etl.shop.generator`, seed 42, **no invalid and no aborted records**, "
+        f"so every purchase gives exactly one invoice and one shipment) in a topic with {p} partitions; the window "
+        "is planned with `ShopSettings.plan()` (a per-partition cap selects the prefix for smaller sizes).",
+        "* Every case run writes to its own fresh output topics (invoices and shipments with as many partitions as "
+        "the input, dead letters with one), its own consumer group and transactional ids; topics are deleted after "
+        "the run's checks.",
+        "* B1/B2/N use pre-built payloads: the exact output records (key, value, headers including lineage) of a "
+        "warm-up S run, read back in input order before timing starts. The timed part is only producing "
+        "(and consuming, for N).",
+        f"* B2(k): k = input purchases per transaction (2k output records); runs with small k are capped at "
+        f"{o['max_transactions']:,} transactions (k=1: {min(n, o['max_transactions']):,} purchases). B2's job time "
+        "includes the producer's one-time `init_transactions`; the ratios are also given without it. "
+        f"N uses a sample of {o['sample']:,} purchases.",
+        "* Producer settings for B1/B2/N/S are the engine's `DEFAULT_PRODUCER_CONFIG`; B3's Java producer gets the "
+        "same acks, linger.ms, batch.size and compression.type.",
+        "* Measured per case subprocess: wall time, CPU seconds of the whole process tree (Python, Spark JVM, "
+        "Python workers; sampled every 100 ms with psutil, cross-checked with `getrusage(RUSAGE_CHILDREN)`), "
+        "peak RSS summed over the tree (an upper bound: shared pages count once per process), and the broker's "
+        "CPU seconds during the run (not included in the case's CPU).",
+        "* **Basis**: *job* = the case's own timing of its work (Spark: from an existing SparkSession until the "
+        "action returns; producers: after payloads are loaded until the last delivery/commit). *wall* = the whole "
+        "subprocess including interpreter, JVM and SparkSession start-up. **Ratios use the job basis** for all "
+        "cases; S/B3 is also given on the wall basis.",
+        "* Correctness is verified after every run (output record counts from topic offsets, no open transaction, "
+        "committed group offsets = window ends); the independent checker (`eos_etl.checker.check_shop`) judges one "
+        "S run per window size and per partition count.",
+        "",
+        f"## Main table: {n:,} purchases, {p} partitions",
+        "",
+        "| case | what | purchases | purchases/s (job) | output rec/s (job) | job s | wall s | purchases/s (wall) "
+        "| Spark start-up s | CPU s / M purchases | broker CPU s / M | peak RSS MB | runs |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    order = ["B1", *[f"B2(k={k})" for k in o["txn_sizes"]], "B3", "S", "N", "R"]
+    for label in order:
+        v = c["main"].get(label)
+        if not v:
+            lines.append(f"| {label} | {DESCRIPTIONS.get(label.split('(')[0], '')} | – | failed / not run | | | | | | | | | |")
+            continue
+        lines.append(
+            f"| {label} | {DESCRIPTIONS.get(v['case'], '')} | {_f(v['purchases'])} | {_f(v['pps'])} | {_f(v['ops'])} "
+            f"| {_f(v['job_s'], '{:.2f}')} | {_f(v['wall_s'], '{:.1f}')} | {_f(v['pps_wall'])} "
+            f"| {_f(v['startup_s'], '{:.1f}')} | {_f(v['cpu_per_m'], '{:,.1f}')} | {_f(v['broker_cpu_per_m'], '{:,.1f}')} "
+            f"| {_f(v['peak_rss_mb'])} | {v['runs']} |"
+        )
+    lines += ["", "## Ratios (purchases/s, job basis)", "", "| ratio | value | target |", "|---|--:|---|"]
+    want = {"S/B3": ">= 0.8", "S/N": ">= 1000x"}
+    for name, r in c["ratios"].items():
+        t = want.get(name, ">= 0.95" if name.startswith("B2(") and int(name[5:].split(")")[0]) >= 10_000 else "")
+        lines.append(f"| {name} | {_f(r, '{:,.3f}') if r is None or r < 100 else _f(r, '{:,.0f}x')} | {t} |")
+    lines += ["", "## Targets", "", "| target | measured | wanted | met |", "|---|--:|---|---|"]
+    for t in c["targets"]:
+        lines.append(f"| {t['name']} | {t['value']} | {t['want']} | {'yes' if t['ok'] else '**no**'} |")
+    lines += [
+        "",
+        f"## Scale curve: window size ({p} partitions)",
+        "",
+        "| purchases | S purchases/s (job) | S job s | S s / M (job) | dev. vs "
+        f"{n:,} | S s / M (wall) | dev. vs {n:,} | S CPU s / M | S peak RSS MB | B3 purchases/s (job) | B3 s / M (job) "
+        "| B3 peak RSS MB | runs S/B3 |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for size, d in sorted(c["sizes"].items()):
+        sv, bv, lin = d.get("S"), d.get("B3"), c["linear"].get(size, {})
+        lines.append(
+            f"| {size:,} | {_f(sv and sv['pps'])} | {_f(sv and sv['job_s'], '{:.2f}')} | {_f(sv and sv['s_per_m'], '{:.1f}')} "
+            f"| {_f(lin.get('dev_pct'), '{:+.0f} %')} | {_f(sv and sv['s_per_m_wall'], '{:.1f}')} "
+            f"| {_f(lin.get('dev_wall_pct'), '{:+.0f} %')} | {_f(sv and sv['cpu_per_m'], '{:,.1f}')} "
+            f"| {_f(sv and sv['peak_rss_mb'])} | {_f(bv and bv['pps'])} | {_f(bv and bv['s_per_m'], '{:.1f}')} "
+            f"| {_f(bv and bv['peak_rss_mb'])} | {sv['runs'] if sv else 0}/{bv['runs'] if bv else 0} |"
+        )
+    lines += [
+        "",
+        f"## Scale curve: input partitions ({n:,} purchases, S)",
+        "",
+        "| partitions | purchases/s (job) | job s | wall s | CPU s / M | peak RSS MB | transactions | runs |",
+        "|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for pc, v in sorted(c["parts"].items()):
+        lines.append(f"| {pc} | {_f(v['pps'])} | {_f(v['job_s'], '{:.2f}')} | {_f(v['wall_s'], '{:.1f}')} "
+                     f"| {_f(v['cpu_per_m'], '{:,.1f}')} | {_f(v['peak_rss_mb'])} | {_f(v['transactions'])} | {v['runs']} |")
+    lines += ["", "## Exactly-once checks of S (independent checker)", "",
+              "| purchases | partitions | committed inputs checked | committed outputs | violations | ok |",
+              "|--:|--:|--:|--:|---|---|"]
+    for ch in data["checks"]:
+        lines.append(f"| {ch['size']:,} | {ch['partitions']} | {_f(ch.get('committed_inputs'))} | {_f(sum((ch.get('outputs') or {}).values()))} "
+                     f"| {ch.get('violations') or 'none'} | {'yes' if ch['ok'] else '**no**'} |")
+    failed = [r for r in data["rows"] if not r.get("ok")]
+    lines += ["", "Per-run verification: " + ("all runs passed." if not failed else
+              "**failed runs** (excluded from the medians): " + "; ".join(
+                  f"{r['name']}: {', '.join(r['problems'])}" for r in failed))]
+    lines += ["", f"![benchmarks]({png_name})", "", "## Limits and evidence", "", limits_section(data, c), "",
+              PROFILE_NOTES.strip(), ""]
+    return "\n".join(lines)
+
+
+def limits_section(data: dict, c: dict) -> str:
+    """Numbers that explain the gaps, computed from this run's measurements."""
+    o, main = data["options"], c["main"]
+    cores = data["meta"].get("machine_start", {}).get("cores") or 1
+    out = []
+    for label in ("B1", "S", "B3", "R", "N"):
+        v = main.get(label)
+        if not v or not v["wall_s"]:
+            continue
+        busy = v["cpu_s"] / v["wall_s"] / cores * 100
+        startup = "" if v["startup_s"] is None else f"; Spark session start-up {v['startup_s']:.1f} s"
+        out.append(f"* **{label}**: {v['cpu_s']:.1f} CPU s in {v['wall_s']:.1f} s wall ({busy:.0f} % of {cores} cores"
+                   f"{startup}), broker {_f(v['broker_cpu_s'], '{:.1f}')} CPU s.")
+    for label, fit in c.get("fits", {}).items():
+        if fit:
+            out.append(f"* Time model for {label} from the scale curve (least squares over {fit['points']} sizes): "
+                       f"job s = {fit['fixed_s']:.1f} s fixed + {fit['per_m_s']:.1f} s per million purchases. "
+                       "The fixed part (Spark job planning and code generation, Python worker start-up, producer "
+                       "init_transactions per partition) is why small windows are slower per purchase.")
+    b2s = [(lab, v) for lab, v in main.items() if lab.startswith("B2(") and v.get("commit_s") is not None]
+    for lab, v in sorted(b2s, key=lambda kv: kv[1]["transactions"] or 0):
+        if v["transactions"]:
+            out.append(f"* {lab}: {v['transactions']:.0f} transactions, commit_transaction (incl. the flush of the "
+                       f"transaction's records) {1000 * v['commit_s'] / v['transactions']:.1f} ms each, "
+                       f"send_offsets_to_transaction {1000 * v['send_offsets_s'] / v['transactions']:.1f} ms each; "
+                       f"together {100 * (v['commit_s'] + v['send_offsets_s']) / v['job_s']:.0f} % of its job time.")
+    nv = main.get("N")
+    if nv and nv.get("transactions") and nv.get("commit_s") is not None:
+        out.append(f"* N: {1000 * nv['job_s'] / nv['transactions']:.1f} ms per purchase, of which "
+                   f"commit_transaction {1000 * nv['commit_s'] / nv['transactions']:.1f} ms and "
+                   f"send_offsets_to_transaction {1000 * nv['send_offsets_s'] / nv['transactions']:.1f} ms: "
+                   "the round trips of one transaction bound any per-record loop, whatever the CPU.")
+    s, b3, r = main.get("S"), main.get("B3"), main.get("R")
+    if s and r and s["job_s"] and r["job_s"]:
+        out.append(f"* Of S's {s['job_s']:.1f} s job time, reading the window alone (R) takes {r['job_s']:.1f} s "
+                   f"({100 * r['job_s'] / s['job_s']:.0f} %); the rest is transform + publishing.")
+    if s and b3 and s["cpu_per_m"] and b3["cpu_per_m"]:
+        out.append(f"* CPU per million purchases: S {s['cpu_per_m']:.0f} s vs B3 {b3['cpu_per_m']:.0f} s "
+                   f"({s['cpu_per_m'] / b3['cpu_per_m']:.2f}x). On a CPU-bound machine the throughput ratio follows "
+                   "the CPU ratio.")
+    return "\n".join(out)
+
+
+# -- plot ----------------------------------------------------------------------------------------
+def render_png(data: dict, c: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    o = data["options"]
+    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    ax = axes[0][0]
+    labels = [lab for lab in ["B1", *[f"B2(k={k})" for k in o["txn_sizes"]], "B3", "S", "N", "R"] if lab in c["main"]]
+    vals = [c["main"][lab]["pps"] for lab in labels]
+    colors = ["tab:red" if lab == "S" else "tab:gray" if lab.startswith("B") else "tab:blue" for lab in labels]
+    ax.bar(labels, vals, color=colors)
+    if vals:
+        ax.set_yscale("log")
+    ax.set_ylabel("purchases/s (job basis, log)")
+    ax.set_title(f"{o['records']:,} purchases, {o['partitions']} partitions (median of {o['repeats']})")
+    ax.tick_params(axis="x", rotation=45)
+    for i, v in enumerate(vals):
+        ax.text(i, v, f"{v:,.0f}", ha="center", va="bottom", fontsize=7)
+
+    ax = axes[0][1]
+    ks = sorted(k for k in o["txn_sizes"] if f"B2(k={k})" in c["main"])
+    if ks:
+        ax.plot(ks, [c["main"][f"B2(k={k})"]["pps"] for k in ks], "o-", label="B2 transactional")
+    if "B1" in c["main"]:
+        ax.axhline(c["main"]["B1"]["pps"], color="tab:gray", ls="--", label="B1 idempotent, no transactions")
+        ax.axhline(0.95 * c["main"]["B1"]["pps"], color="tab:gray", ls=":", label="0.95 x B1")
+    if "S" in c["main"]:
+        ax.axhline(c["main"]["S"]["pps"], color="tab:red", ls="-.", label="S (exactly-once job)")
+    if ks:
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("purchases per transaction (k)")
+    ax.set_ylabel("purchases/s (job basis)")
+    ax.set_title("Transactions: producer throughput vs transaction size")
+    ax.legend(fontsize=8)
+
+    ax = axes[1][0]
+    sizes = sorted(c["sizes"])
+    for label, color in (("S", "tab:red"), ("B3", "tab:gray")):
+        xs = [s for s in sizes if label in c["sizes"][s]]
+        ax.plot(xs, [c["sizes"][s][label]["s_per_m"] for s in xs], "o-", color=color, label=f"{label} s / M purchases (job)")
+        ax.plot(xs, [c["sizes"][s][label]["s_per_m_wall"] for s in xs], "o:", color=color,
+                label=f"{label} s / M purchases (wall)")
+    if any("S" in c["sizes"][s_] or "B3" in c["sizes"][s_] for s_ in sizes):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    ax.set_xlabel("window size (purchases)")
+    ax.set_ylabel("seconds per million purchases")
+    ax2 = ax.twinx()
+    xs = [s for s in sizes if "S" in c["sizes"][s]]
+    ax2.bar(xs, [c["sizes"][s]["S"]["peak_rss_mb"] for s in xs], width=[x * 0.3 for x in xs], alpha=0.2,
+            color="tab:red", label="S peak RSS MB")
+    ax2.set_ylabel("S peak RSS (MB, bars)")
+    ax.set_zorder(ax2.get_zorder() + 1)  # lines above the memory bars
+    ax.patch.set_visible(False)
+    ax.set_title("Scale: time per purchase (flat = linear) and memory")
+    ax.legend(fontsize=8, loc="upper right")
+
+    ax = axes[1][1]
+    pcs = sorted(c["parts"])
+    ax.plot(pcs, [c["parts"][pc]["pps"] for pc in pcs], "o-", color="tab:red", label="S purchases/s (job)")
+    ax.plot(pcs, [c["parts"][pc]["pps_wall"] for pc in pcs], "o:", color="tab:red", label="S purchases/s (wall)")
+    if pcs:
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(pcs, [str(p) for p in pcs])
+    ax.set_xlabel("input partitions")
+    ax.set_ylabel("purchases/s")
+    ax.set_title(f"Scale: input partitions ({o['records']:,} purchases)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(data: dict, out_dir: Path, command: str) -> tuple[Path, Path]:
+    import json
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    c = compute(data)
+    png = out_dir / "benchmarks.png"
+    render_png(data, c, png)
+    md = out_dir / "benchmarks.md"
+    md.write_text(render_markdown(data, c, command, png.name))
+    (out_dir / "benchmarks.json").write_text(json.dumps(data, indent=1))
+    return md, png

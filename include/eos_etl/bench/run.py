@@ -1,0 +1,341 @@
+"""Orchestrate one benchmark run: own broker, shared inputs, every case measured in its own process.
+
+Layout under ``var/bench/`` (wiped at start): ``kafka/`` (the bench's broker,
+never the dev broker in var/kafka), ``specs/`` and ``logs/`` per case run,
+``payloads-*.pkl`` (pre-built output records for B1/B2/N) and
+``results.json`` (raw rows, rewritten after every case so a crash keeps them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from .. import paths
+from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
+from ..kafka.admin import ClusterAdmin
+from ..kafka.connection import KafkaConnection
+from ..shop.generator import generate
+from ..shop.job import ShopSettings
+from ..shop.schema import ShopTopics
+from ..stack.broker import KafkaBroker
+from ..stack.tools import free_port
+from .harness import measure, process_cpu_seconds
+
+log = logging.getLogger(__name__)
+
+# Java-client producer settings for B3 that mirror the engine's librdkafka defaults.
+SPARK_PRODUCER = {k: DEFAULT_PRODUCER_CONFIG[k] for k in ("acks", "linger.ms", "batch.size", "compression.type")}
+
+
+@dataclass
+class Options:
+    records: int = 100_000
+    partitions: int = 4
+    repeats: int = 3
+    sizes: list[int] = field(default_factory=lambda: [10_000, 100_000, 1_000_000])
+    partition_counts: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    txn_sizes: list[int] = field(default_factory=lambda: [1, 100, 1_000, 10_000, 100_000])
+    sample: int = 500  # purchases for N (one transaction each)
+    max_transactions: int = 500  # B2 uses at most this many transactions (k=1 -> 500 purchases)
+    big_repeats: int | None = None  # S repetitions at sizes above `records` (default: repeats)
+    big_b3_repeats: int = 1  # B3 repetitions at sizes above `records`
+    scale_b3: bool = True
+    out: Path = Path("docs")
+    timeout_s: float = 3600.0
+    quick: bool = False
+
+
+class Bench:
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self.work = paths.var_dir() / "bench"
+        self.rows: list[dict] = []
+        self.checks: list[dict] = []
+        self.inputs: dict[int, dict] = {}
+        self.broker: KafkaBroker | None = None
+        self.connection: KafkaConnection | None = None
+        self.admin: ClusterAdmin | None = None
+        self.started = time.time()
+        self.meta: dict = {}
+        self.windows: dict[str, object] = {}  # group -> the window its run was given
+
+    # -- broker & inputs ------------------------------------------------------------------
+    def start_broker(self) -> None:
+        home = self.work / "kafka"
+        old = KafkaBroker(home=home)
+        if old.pid_file.is_file() and old.pid() is not None:
+            log.warning("a previous bench broker (pid %s) still runs in %s; stopping it", old.pid(), home)
+            old.stop()
+        if self.work.exists():
+            shutil.rmtree(self.work)
+        self.work.mkdir(parents=True)
+        self.broker = KafkaBroker(home=home, port=free_port(), heap="1g")
+        self.broker.start()
+        self.connection = KafkaConnection(self.broker.bootstrap_servers)
+        self.admin = ClusterAdmin(self.connection, timeout=30)
+        log.info("bench broker on %s (pid %s)", self.broker.bootstrap_servers, self.broker.pid())
+
+    def stop_broker(self) -> None:
+        if self.broker is not None:
+            self.broker.stop()
+
+    def prepare_inputs(self) -> None:
+        o = self.opts
+        counts = {o.partitions: max([*o.sizes, o.records])}
+        for pc in o.partition_counts:
+            counts.setdefault(pc, o.records)
+        for pc, n in sorted(counts.items()):
+            topic = f"bench-purchases-p{pc}"
+            self.admin.create_topics({topic: pc})
+            stats = generate(self.connection, topic, n, invalid_share=0.0, seed=42)
+            self.inputs[pc] = {"topic": topic, "count": n, "generate_s": stats.seconds}
+            log.info("input %s: %d purchases in %d partitions (%.1fs)", topic, n, pc, stats.seconds)
+        self.meta["inputs"] = self.inputs
+
+    # -- one measured case ------------------------------------------------------------------
+    def _settings(self, name: str, pc: int) -> ShopSettings:
+        topics = ShopTopics(purchases=self.inputs[pc]["topic"], invoices=f"bench-{name}-invoices",
+                            shipments=f"bench-{name}-shipments", dead_letters=f"bench-{name}-dlq")
+        return ShopSettings(connection=self.connection, topics=topics, group=f"bench-{name}",
+                            transactional_id_prefix=f"bench-{name}")
+
+    def _window(self, settings: ShopSettings, size: int, pc: int):
+        cap = size // pc if size < self.inputs[pc]["count"] else None
+        return settings.plan(max_records_per_partition=cap)
+
+    def run_case(self, case: str, *, size: int, pc: int, rep: int, label: str | None = None,
+                 extra: dict | None = None, keep_topics: bool = False, record: bool = True) -> tuple[dict, ShopSettings]:
+        label = label or case
+        name = f"{label.lower().replace('(', '').replace(')', '').replace('=', '')}-{size}-p{pc}-r{rep}-{uuid.uuid4().hex[:6]}"
+        settings = self._settings(name, pc)
+        t = settings.topics
+        writes = case not in ("R",)
+        if writes:
+            self.admin.create_topics({t.invoices: pc, t.shipments: pc, t.dead_letters: 1})
+        window = self._window(settings, size, pc)
+        self.windows[settings.group] = window
+        spec = {
+            "case": case,
+            "connection": self.connection.to_json(),
+            "input_topic": t.purchases,
+            "window": window.to_json(),
+            "group": settings.group,
+            "prefix": settings.transactional_id_prefix,
+            "topics": {"invoices": t.invoices, "shipments": t.shipments, "dead_letters": t.dead_letters},
+            "run_id": name[-12:],
+            "expected_purchases": window.span,
+            "spark_producer": SPARK_PRODUCER,
+            **(extra or {}),
+        }
+        row, _ = self._measure(name, spec, label=label, size=size, pc=pc, rep=rep)
+        row["window_purchases"] = window.span
+        row["problems"] = self._verify(case, row, settings, window) if row["ok"] else row["problems"]
+        row["ok"] = not row["problems"]
+        if row["problems"]:
+            log.error("%s: verification failed: %s", name, row["problems"])
+        if record:
+            self.rows.append(row)
+            self.save()
+        if writes and not keep_topics:
+            self._drop(settings)
+        return row, settings
+
+    def _measure(self, name: str, spec: dict, **labels) -> tuple[dict, dict]:
+        spec_path = self.work / "specs" / f"{name}.json"
+        spec_path.parent.mkdir(parents=True, exist_ok=True)
+        spec_path.write_text(json.dumps(spec))
+        result_path = self.work / "specs" / f"{name}.result.json"
+        broker_cpu0 = process_cpu_seconds(self.broker.pid())
+        m = measure([sys.executable, "-m", "eos_etl.bench.cases", str(spec_path), str(result_path)],
+                    result_path=result_path, log_path=self.work / "logs" / f"{name}.log", timeout_s=self.opts.timeout_s)
+        broker_cpu1 = process_cpu_seconds(self.broker.pid())
+        res = m.result
+        row = {
+            **labels,
+            "case": spec["case"],
+            "name": name,
+            "wall_s": m.wall_s,
+            "job_s": res.get("job_s"),
+            "startup_s": res.get("startup_s"),
+            "cpu_s": m.cpu_s,
+            "cpu_sampled_s": m.cpu_sampled_s,
+            "cpu_rusage_s": m.cpu_rusage_s,
+            "broker_cpu_s": round(broker_cpu1 - broker_cpu0, 3) if broker_cpu0 is not None and broker_cpu1 else None,
+            "peak_rss_mb": m.peak_rss_mb,
+            "purchases": res.get("purchases"),
+            "outputs": res.get("outputs"),
+            "transactions": res.get("transactions"),
+            "result": {k: v for k, v in res.items() if k not in ("job_s", "startup_s", "purchases", "outputs")},
+            "log": m.log_path,
+            "ok": m.ok,
+            "problems": [] if m.ok else [f"exit code {m.returncode}, see {m.log_path}"],
+        }
+        log.info("%s: wall %.1fs job %ss cpu %.1fs peak %.0f MB purchases %s outputs %s%s", name, m.wall_s,
+                 row["job_s"], m.cpu_s, m.peak_rss_mb, row["purchases"], row["outputs"],
+                 "" if m.ok else f" FAILED ({m.log_path})")
+        return row, res
+
+    # -- cheap correctness checks after each case ----------------------------------------------
+    def _topic_counts(self, topic: str) -> tuple[int, int, int]:
+        parts = self.admin.partitions(topic)
+        offs = self.admin.offsets(topic, parts)
+        hw = sum(o.high_watermark - o.earliest for o in offs.values())
+        lso = sum(o.last_stable - o.earliest for o in offs.values())
+        return hw, lso, len(parts)
+
+    def _verify(self, case: str, row: dict, settings: ShopSettings, window) -> list[str]:
+        problems: list[str] = []
+        t = settings.topics
+        res = row["result"]
+        purchases, outputs = row["purchases"] or 0, row["outputs"] or 0
+        if case in ("S", "B3", "R") and purchases != window.span:
+            problems.append(f"purchases {purchases} != window {window.span}")
+        if case == "R":
+            return problems
+        if outputs != 2 * purchases:
+            problems.append(f"outputs {outputs} != 2 x purchases {purchases}")
+        hw = lso = nparts = 0
+        for topic in (t.invoices, t.shipments, t.dead_letters):
+            h, s, n = self._topic_counts(topic)
+            hw, lso, nparts = hw + h, lso + s, nparts + n
+        row["topic_records_hw"] = hw
+        if case in ("B1", "B3"):
+            # Non-transactional: offsets are records, exactly.
+            if hw != outputs:
+                problems.append(f"output topics hold {hw} records, expected {outputs}")
+        else:
+            # Transactional: offsets = records + one marker per touched partition per transaction.
+            txns = row["transactions"] or 0
+            if hw != lso:
+                problems.append(f"open transaction left: high watermark {hw} != last stable {lso}")
+            if not outputs <= lso <= outputs + (txns + 1) * nparts:
+                problems.append(f"output topics span {lso} offsets for {outputs} records and {txns} transactions")
+            parts = sorted(window.ranges)
+            committed = self.admin.committed_offsets(settings.group, t.purchases, parts)
+            if case == "S" or (case == "B2" and purchases == window.span):
+                want = {p: r.end for p, r in window.ranges.items()}
+            elif case == "N":
+                want = {int(p): e for p, e in res.get("ends", {}).items()}
+                committed = {p: c for p, c in committed.items() if p in want}
+            else:
+                want = None
+            if want is not None and committed != want:
+                problems.append(f"committed offsets {committed} != expected {want}")
+        return problems
+
+    def check_s(self, settings: ShopSettings, size: int, pc: int) -> dict:
+        """The independent checker over an S run's topics (in its own process)."""
+        window = self.windows[settings.group]
+        t = settings.topics
+        spec = {"case": "check", "connection": self.connection.to_json(), "input_topic": t.purchases,
+                "window": window.to_json(), "group": settings.group, "prefix": settings.transactional_id_prefix,
+                "topics": {"invoices": t.invoices, "shipments": t.shipments, "dead_letters": t.dead_letters}}
+        row, res = self._measure(f"check-{settings.group}", spec, label="check", size=size, pc=pc, rep=0)
+        entry = {"size": size, "partitions": pc, "ok": bool(res.get("ok")), "violations": res.get("violations"),
+                 "committed_inputs": res.get("purchases"), "outputs": res.get("outputs"), "seconds": row["wall_s"],
+                 "log": row["log"]}
+        log.info("checker %s p%d: ok=%s violations=%s", size, pc, entry["ok"], entry["violations"])
+        self.checks.append(entry)
+        self.save()
+        return entry
+
+    def _drop(self, settings: ShopSettings) -> None:
+        t = settings.topics
+        try:
+            self.admin.delete_topics([t.invoices, t.shipments, t.dead_letters])
+        except Exception as exc:  # noqa: BLE001 - a leftover topic only costs disk
+            log.warning("could not delete %s's topics: %s", settings.group, exc)
+
+    # -- the plan --------------------------------------------------------------------------------
+    def payloads_path(self) -> Path:
+        return self.work / f"payloads-{self.opts.records}-p{self.opts.partitions}.pkl"
+
+    def prepare_payloads(self) -> None:
+        """A warm-up S run (not counted): its outputs become B1/B2/N's payloads; the checker judges it."""
+        o = self.opts
+        row, settings = self.run_case("S", size=o.records, pc=o.partitions, rep=0, label="S-warmup",
+                                      keep_topics=True, record=False)
+        if not row["ok"]:
+            raise RuntimeError(f"warm-up S run failed: {row['problems']}")
+        self.check_s(settings, o.records, o.partitions)
+        t = settings.topics
+        spec = {"case": "payloads", "connection": self.connection.to_json(), "payloads": str(self.payloads_path()),
+                "topics": {"invoices": t.invoices, "shipments": t.shipments, "dead_letters": t.dead_letters}}
+        prow, res = self._measure(f"payloads-{settings.group}", spec, label="payloads", size=o.records,
+                                  pc=o.partitions, rep=0)
+        if res.get("purchases") != o.records:
+            raise RuntimeError(f"payload collection got {res.get('purchases')} purchases, want {o.records}")
+        self._drop(settings)
+
+    def main_cases(self) -> list[tuple[str, str, dict]]:
+        o = self.opts
+        payloads = {"payloads": str(self.payloads_path())}
+        cases: list[tuple[str, str, dict]] = [("B1", "B1", payloads)]
+        for k in o.txn_sizes:
+            limit = min(o.records, k * o.max_transactions)
+            cases.append(("B2", f"B2(k={k})", {**payloads, "txn_size": k,
+                                                "limit": limit if limit < o.records else None}))
+        cases += [("B3", "B3", {}), ("S", "S", {}), ("N", "N", {**payloads, "limit": o.sample}), ("R", "R", {})]
+        return cases
+
+    def run_main(self) -> None:
+        o = self.opts
+        for rep in range(1, o.repeats + 1):
+            for case, label, extra in self.main_cases():
+                self.run_case(case, size=o.records, pc=o.partitions, rep=rep, label=label, extra=extra)
+
+    def run_scale(self) -> None:
+        o = self.opts
+        for size in o.sizes:
+            if size == o.records:
+                continue  # the main table has it
+            reps = o.repeats if size <= o.records or o.big_repeats is None else o.big_repeats
+            for rep in range(1, reps + 1):
+                _row, settings = self.run_case("S", size=size, pc=o.partitions, rep=rep, keep_topics=rep == 1)
+                if rep == 1:
+                    self.check_s(settings, size, o.partitions)
+                    self._drop(settings)
+                if o.scale_b3 and (size <= o.records or rep <= o.big_b3_repeats):
+                    self.run_case("B3", size=size, pc=o.partitions, rep=rep)
+        for pc in o.partition_counts:
+            if pc == o.partitions:
+                continue
+            for rep in range(1, o.repeats + 1):
+                _row, settings = self.run_case("S", size=o.records, pc=pc, rep=rep, keep_topics=rep == 1)
+                if rep == 1:
+                    self.check_s(settings, o.records, pc)
+                    self._drop(settings)
+
+    def save(self) -> None:
+        data = {"options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.opts).items()},
+                "meta": self.meta, "started": self.started, "elapsed_s": round(time.time() - self.started, 1),
+                "rows": self.rows, "checks": self.checks}
+        (self.work / "results.json").write_text(json.dumps(data, indent=1))
+
+    def run(self) -> dict:
+        from .machine import describe
+
+        self.meta["machine_start"] = describe()
+        self.start_broker()
+        try:
+            t0 = time.monotonic()
+            self.prepare_inputs()
+            self.meta["prepare_inputs_s"] = round(time.monotonic() - t0, 1)
+            self.prepare_payloads()
+            self.run_main()
+            self.run_scale()
+        finally:
+            self.save()
+            self.stop_broker()
+        from .machine import load_average
+
+        self.meta["load_end"] = load_average()
+        self.save()
+        return json.loads((self.work / "results.json").read_text())

@@ -1,0 +1,47 @@
+"""runner.arrow_records: the publishing task's Arrow -> records conversion equals the plain to_pylist one."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from eos_etl.engine.runner import arrow_records
+
+HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
+OUTPUT = pa.struct([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()), ("headers", pa.list_(HEADER))])
+SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("outputs", pa.list_(OUTPUT))])
+
+
+def reference(batch):
+    for offset, outs in zip(batch.column("offset").to_pylist(), batch.column("outputs").to_pylist()):
+        yield offset, [(o["topic"], o["key"], o["value"], [(h["key"], h["value"]) for h in o["headers"] or ()])
+                       for o in outs or ()]
+
+
+def out(topic, key, value, headers):
+    return {"topic": topic, "key": key, "value": value, "headers": headers}
+
+
+ROWS = [
+    {"partition": 1, "offset": 5, "outputs": [out("a", b"k", b"v", [{"key": "h", "value": b"1"}]),
+                                              out("b", None, b"w", None)]},
+    {"partition": 1, "offset": 6, "outputs": None},
+    {"partition": 1, "offset": 7, "outputs": []},
+    {"partition": 1, "offset": 9, "outputs": [out("c", b"k2", None, [{"key": "x", "value": None},
+                                                                      {"key": "y", "value": b"2"}])]},
+]
+
+
+def test_same_records_as_to_pylist_including_slices_and_nulls():
+    batch = pa.RecordBatch.from_pylist(ROWS, schema=SCHEMA)
+    for b in (batch, batch.slice(1), batch.slice(0, 2), batch.slice(3), batch.slice(1, 2)):
+        assert list(arrow_records(b)) == list(reference(b))
+
+
+def test_null_list_backed_by_a_non_empty_segment_is_empty():
+    values = pa.array(ROWS[0]["outputs"] + ROWS[3]["outputs"], type=OUTPUT)
+    lists = pa.ListArray.from_arrays(pa.array([0, 1, 2, 3], pa.int32()), values, mask=pa.array([False, True, False]))
+    batch = pa.RecordBatch.from_arrays([pa.array([1, 1, 1], pa.int32()), pa.array([1, 2, 3], pa.int64()), lists],
+                                       schema=SCHEMA)
+    got = list(arrow_records(batch))
+    assert got == list(reference(batch))
+    assert got[1] == (2, [])
