@@ -67,10 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         log.info("bench finished in %.1f min", (time.monotonic() - t0) / 60)
     command = " ".join(["python -m eos_etl.bench", *(argv if argv is not None else sys.argv[1:])])
     if args.report_only:
-        command = f"{data.get('command', 'python -m eos_etl.bench')}` (report re-rendered with `{command}"
+        shown = (f"`{data.get('command', 'python -m eos_etl.bench')}` (`make bench`), report re-rendered from its "
+                 f"results with `{command}`")
     else:
         data["command"] = command
-    md, png = write_report(data, args.out, command=command)
+        shown = f"`{command}` (`make bench`)"
+    md, png = write_report(data, args.out, command=shown)
     print(f"wrote {md} and {png}")
     failed = [r["name"] for r in data["rows"] if not r["ok"]] + [
         f"check {c['size']}/p{c['partitions']}" for c in data["checks"] if not c["ok"]]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import sys
 import time
@@ -153,6 +154,7 @@ class Bench:
         spec_path.write_text(json.dumps(spec))
         result_path = self.work / "specs" / f"{name}.result.json"
         broker_cpu0 = process_cpu_seconds(self.broker.pid())
+        load_before = os.getloadavg()[0]
         m = measure([sys.executable, "-m", "eos_etl.bench.cases", str(spec_path), str(result_path)],
                     result_path=result_path, log_path=self.work / "logs" / f"{name}.log", timeout_s=self.opts.timeout_s)
         broker_cpu1 = process_cpu_seconds(self.broker.pid())
@@ -169,6 +171,8 @@ class Bench:
             "cpu_rusage_s": m.cpu_rusage_s,
             "broker_cpu_s": round(broker_cpu1 - broker_cpu0, 3) if broker_cpu0 is not None and broker_cpu1 else None,
             "peak_rss_mb": m.peak_rss_mb,
+            # 1-minute load average before and after: the machine is shared, this shows how busy it was.
+            "load_1m": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "purchases": res.get("purchases"),
             "outputs": res.get("outputs"),
             "transactions": res.get("transactions"),
