@@ -1,7 +1,7 @@
 # The two commands a newcomer needs:  make demo   and   make test
 PY := .venv/bin/python
 
-.PHONY: setup demo test test-fast bench up down status lock clean
+.PHONY: setup demo test test-fast soak bench up down status lock clean
 
 setup:
 	@bash scripts/setup.sh
@@ -16,6 +16,10 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+
+## Fault-injection soak at full counts (~30-40 min); writes docs/reliability.md.
+soak: setup
+	$(PY) -m eos_etl soak
 
 ## Benchmarks (~40 min, not part of the tests): writes docs/benchmarks.md and docs/benchmarks.png.
 bench: setup

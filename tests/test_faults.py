@@ -1,27 +1,59 @@
-"""Fast subset of the fault-injection suite: SIGKILL the whole job at each step boundary.
+"""Fast subset of the fault-injection suite (the soak, ``make soak``, runs all of it at scale).
 
-Each trial stops a real run at a transaction step (after init, mid-produce,
-after send_offsets, just before commit, after commit, after the last commit
-but before the job reports), kills every process of the job, restarts it and
-asks the independent checker. The soak command runs more seeds and scenarios.
+Real processes, real broker: each trial kills or freezes ``python -m eos_etl
+run-window`` process groups (CLI, Spark JVM, Python workers), lets a new run
+finish the window, and asks the independent checker. A trial passes only if
+the fault really landed, the checker reports zero violations and no output
+transaction is left hanging.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from eos_etl.faults import STEP_POINTS, kill_at_step
-from eos_etl.shop.generator import generate
+from eos_etl.faults import Lab
+from eos_etl.faults import scenarios as sc
+from eos_etl.kafka.connection import KafkaConnection
+from eos_etl.stack.broker import KafkaBroker
+from eos_etl.stack.tools import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-@pytest.mark.parametrize("point", STEP_POINTS)
-def test_kill_at_step_boundary_then_recover_exactly_once(shop_factory, point):
-    shop = shop_factory(partitions=2)
-    generate(shop.connection, shop.topics.purchases, 600, invalid_share=0.1, seed=17,
-             transaction_size=100, abort_share=0.2)
-    result = kill_at_step(shop, point, seed=1)
-    assert result.killed, f"the job never reached {point}"
+@pytest.fixture(scope="module")
+def lab(kafka_broker, connection) -> Lab:
+    return Lab(connection)
+
+
+def assert_passed(result):
+    assert not result.error, result.error
+    assert result.kills >= 1, f"the fault never landed: {result}"
     assert result.violations == {}, result
     assert result.lso_settled, "an output partition's last stable offset stays below its high watermark"
+
+
+@pytest.mark.parametrize("point", sc.STEP_POINTS)
+def test_kill_at_step_boundary_then_recover_exactly_once(lab, point):
+    assert_passed(sc.kill_at_step(lab, point, seed=1))
+
+
+def test_zombie_resumed_after_takeover_is_fenced_and_adds_nothing(lab):
+    result = sc.zombie(lab, seed=1)
+    assert_passed(result)
+    assert "fenced=True" in result.detail
+
+
+def test_transaction_outliving_its_timeout_is_aborted_by_the_broker_and_recovered(lab):
+    assert_passed(sc.transaction_timeout(lab, seed=1))
+
+
+def test_broker_sigkill_and_restart_mid_run(tmp_path):
+    # A broker of its own: the session broker must not be killed under other tests.
+    broker = KafkaBroker(home=tmp_path / "kafka", port=free_port())
+    broker.start()
+    try:
+        result = sc.broker_restart(Lab(KafkaConnection(broker.bootstrap_servers), broker=broker), seed=1,
+                                   records=4000)
+    finally:
+        broker.stop()
+    assert_passed(result)

@@ -289,6 +289,24 @@ def cmd_check(args) -> int:
     return 0
 
 
+def cmd_soak(args) -> int:
+    from .faults.soak import SCENARIOS, SoakOptions, run_soak, summarize, write_markdown
+
+    opts = SoakOptions(records=args.records, kills=args.kills, seeds=args.seeds,
+                       broker_restarts=args.broker_restarts, duration_s=args.duration,
+                       scenarios=tuple(args.scenarios.split(",")) if args.scenarios else SCENARIOS,
+                       out=Path(args.out) if args.out else None)
+    results, wall = run_soak(opts)
+    command = "python -m eos_etl soak " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "python -m eos_etl soak"
+    out = write_markdown(results, wall, opts, command.strip())
+    for row in summarize(results):
+        print(f"{row['scenario']:<22} trials={row['trials']:<3} records={row['records']:<8} kills={row['kills']:<3} "
+              f"violations={row['violations']} errors={row['errors']} wall={row['seconds']:.0f}s")
+    bad = [r for r in results if not r.ok]
+    print(f"{len(results)} trials in {wall / 60:.1f} min, {len(bad)} failed; table written to {out}")
+    return 1 if bad else 0
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -370,6 +388,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_shop(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_transactions)
+
+    p = sub.add_parser("soak", help="fault-injection soak on a private broker; writes docs/reliability.md")
+    p.add_argument("--records", type=int, default=100_000, help="backlog of the random-kills scenario")
+    p.add_argument("--kills", type=int, default=20, help="random SIGKILLs of the job in that scenario")
+    p.add_argument("--seeds", type=int, default=3, help="seeds per step boundary and trials per other scenario")
+    p.add_argument("--broker-restarts", type=int, default=5, help="broker SIGKILL + restart trials")
+    p.add_argument("--duration", type=float, default=0, help="repeat all scenarios until this many seconds passed")
+    p.add_argument("--scenarios", help="comma-separated subset (default: all)")
+    p.add_argument("--out", help="results table (default: docs/reliability.md)")
+    p.set_defaults(func=cmd_soak)
 
     p = sub.add_parser("demo", help="bring up the stack, create topics, generate purchases and run the pipeline")
     p.add_argument("--count", type=int, default=20_000)

@@ -87,12 +87,29 @@ class ClusterAdmin:
         )
 
     def check_reachable(self) -> None:
-        try:
-            md = self._admin.list_topics(timeout=self.timeout)
-        except KafkaException as exc:
-            raise self._diagnose(exc) from exc
-        if not md.brokers:
-            raise self._diagnose()
+        """Metadata from the cluster within ``timeout``; rejected credentials fail at once.
+
+        Short metadata requests in a loop, because librdkafka reports an
+        authentication failure through the error callback while a long
+        request would simply wait out its whole timeout.
+        """
+        deadline = time.monotonic() + self.timeout
+        last: KafkaException | None = None
+        while True:
+            try:
+                md = self._admin.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
+                if md.brokers:
+                    return
+            except KafkaException as exc:
+                last = exc
+                if exc.args[0].code() not in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
+                                              KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE):
+                    raise self._diagnose(exc) from exc
+            self._admin.poll(0)
+            with self._lock:
+                rejected = any(e.code() in _AUTH_CODES for e in self._errors)
+            if rejected or time.monotonic() >= deadline:
+                raise self._diagnose(last) from last
 
     def partitions(self, topic: str) -> list[int]:
         try:

@@ -207,3 +207,45 @@ def _end_transaction(producer, kinds: list, stats: GeneratorStats, rng: random.R
     else:
         producer.commit_transaction(30)
         _account(kinds, stats)
+
+
+def hostile_purchases(max_payload_bytes: int = 256 * 1024) -> list[tuple[bytes | None, bytes | None]]:
+    """(key, value) pairs a careless or malicious producer could write.
+
+    Every one must end up as exactly one invoice+shipment pair or one dead
+    letter with a reason, never crash a run. Includes valid purchases dressed
+    in hostile text (quoting, unicode, control characters), which must pass.
+    """
+    now = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)
+    base = valid_purchase(random.Random(7), now)
+
+    def variant(**fields) -> bytes:
+        return json.dumps({**base, **fields}, ensure_ascii=False).encode()
+
+    values: list[bytes | None] = [
+        None, b"", b"null", b"{}", b"[]", b'"just a string"', b"0", b"\x00\x01\x02\x03", b"\xff\xfe\xfd",
+        b"\xef\xbb\xbf" + variant(),  # UTF-8 byte-order mark before valid JSON
+        b"[" * 5000 + b"]" * 5000,  # nesting deeper than JSON parsers allow
+        b'{"a":' * 2000 + b"1" + b"}" * 2000,
+        variant()[:-1],  # truncated
+        variant() + b" trailing garbage",
+        variant().replace(b'"quantity": ', b'"quantity": 1, "quantity": '),  # duplicate key
+        variant(quantity=10**30),
+        variant(quantity="NaN"), variant(unit_price="1e400"), variant(unit_price="0.000000001"),
+        variant(unit_price="NaN"), variant(unit_price="Infinity"), variant(unit_price=" 12.50 "),
+        variant(quantity=True), variant(quantity=None), variant(currency=None), variant(purchase_id=""),
+        variant(purchase_time="2026-13-45T99:99:99Z"), variant(purchase_time="0000-01-01T00:00:00Z"),
+        variant(shipping_address=None), variant(shipping_address={}), variant(shipping_address=[1, 2]),
+        variant(extra_field={"nested": ["x"] * 50}),
+        # Valid, but hostile as text: quoting, escapes, unicode, control characters.
+        variant(user_full_name="O'Brien \"the \\ quoted\" <script>alert(1)</script>"),
+        variant(user_full_name="Robert'); DROP TABLE invoices;--"),
+        variant(user_full_name="ZWJ\u200d RTL\u202e emoji 🛒🧾 combining e\u0301 nul\u0000 tab\t nl\n"),
+        variant(user_full_name="a,b;c|d\r\n\"e\""),
+        variant(shipping_address={**base["shipping_address"], "street": "𝔘𝔫𝔦𝔠𝔬𝔡𝔢 Straße 1"}),
+        # Too big for the pipeline (dead letter "oversized"), but within the broker's limits.
+        variant(user_full_name="x" * (max_payload_bytes + 1)),
+        variant(user_full_name="y" * 900_000),
+    ]
+    keys: list[bytes | None] = [None, b"", "ключ-🔑".encode(), b"\x00\xff", b"k" * 10_000]
+    return [(keys[i % len(keys)], v) for i, v in enumerate(values)]

@@ -1,0 +1,137 @@
+"""Where fault scenarios run: a real broker, fresh topics per trial, the verdict.
+
+A :class:`Lab` wraps one broker (PLAINTEXT plus a SASL/PLAIN listener). The
+soak command starts a private broker for it, so it can hard-kill and restart
+the broker without touching anyone else's; the test suite builds one around
+the session broker. Every trial gets its own topics, group and transactional
+id prefix, and is judged the same way: the independent checker reports zero
+violations and no output partition is left with a hanging transaction
+(last stable offset below the high watermark).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from ..checker import check_shop
+from ..kafka.admin import ClusterAdmin
+from ..kafka.connection import KafkaConnection
+from ..shop.job import ShopSettings
+from ..shop.schema import ShopTopics
+from .process import JobProcess, run_window_args
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrialResult:
+    """One trial of one scenario, as the results table reports it."""
+
+    scenario: str
+    trial: str
+    records: int = 0  # purchases written to the input topic
+    kills: int = 0  # faults that landed: job processes killed or paused, broker kills
+    violations: dict = field(default_factory=dict)
+    lso_settled: bool = True
+    seconds: float = 0.0
+    detail: str = ""
+    error: str = ""  # the trial itself could not be carried out
+
+    @property
+    def violation_count(self) -> int:
+        return sum(self.violations.values()) + (0 if self.lso_settled else 1)
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and self.violation_count == 0
+
+    def to_dict(self) -> dict:
+        return {"scenario": self.scenario, "trial": self.trial, "records": self.records, "kills": self.kills,
+                "violations": self.violations, "lso_settled": self.lso_settled, "seconds": self.seconds,
+                "detail": self.detail, "error": self.error, "ok": self.ok}
+
+
+@dataclass
+class Lab:
+    connection: KafkaConnection
+    broker: object | None = None  # stack.broker.KafkaBroker when the scenario may kill it
+    sasl_bootstrap_servers: str | None = None
+    sasl_user: str | None = None
+    sasl_password: str | None = None
+    # Where the logs of jobs that failed or hung are kept (None: not kept).
+    log_dir: object | None = None
+
+    @property
+    def admin(self) -> ClusterAdmin:
+        # A fresh client each time: one that lived through a broker SIGKILL can hang.
+        return ClusterAdmin(self.connection)
+
+    def make_shop(self, partitions: int = 2, *, name: str = "soak", **kwargs) -> ShopSettings:
+        tag = f"{name}-{uuid.uuid4().hex[:8]}"
+        topics = ShopTopics(purchases=f"purchases-{tag}", invoices=f"invoices-{tag}",
+                            shipments=f"shipments-{tag}", dead_letters=f"purchases-{tag}.dlq")
+        self.admin.create_topics({topics.purchases: partitions, topics.invoices: partitions,
+                                  topics.shipments: partitions, topics.dead_letters: 1})
+        return ShopSettings(connection=self.connection, topics=topics, group=f"group-{tag}",
+                            transactional_id_prefix=f"txn-{tag}", **kwargs)
+
+    def input_ends(self, shop: ShopSettings) -> dict[int, int]:
+        """Where a complete run must leave the group's offsets: each input partition's LSO."""
+        admin = self.admin
+        topic = shop.topics.purchases
+        return {p: o.last_stable for p, o in admin.offsets(topic, admin.partitions(topic)).items()}
+
+    def job(self, shop: ShopSettings, extra: list[str] = (), *, failpoints: str = "", env: dict | None = None
+            ) -> JobProcess:
+        return JobProcess(run_window_args(shop, list(extra)), failpoints=failpoints, env=env)
+
+    def keep_log(self, job: JobProcess, name: str) -> str:
+        """Save a job's output for diagnosis; returns where (or '')."""
+        if self.log_dir is None:
+            return ""
+        from pathlib import Path
+
+        path = Path(self.log_dir) / f"{name}-{job.pid}.log"
+        job.save(path)
+        return str(path)
+
+    def recover(self, shop: ShopSettings, extra: list[str] = (), *, timeout_s: float = 600) -> JobProcess:
+        """Run the job to completion with no faults (what the next scheduled run does)."""
+        job = self.job(shop, extra).start()
+        code = job.wait(timeout_s)
+        if code != 0:
+            job.kill()
+            where = self.keep_log(job, "recovery-failed")
+            raise RecoveryFailed(f"recovery run exited with {code} (log: {where or 'not kept'}):\n{job.tail(25)}")
+        return job
+
+    def outputs_settled(self, shop: ShopSettings, timeout_s: float = 60) -> bool:
+        """No transaction left hanging: every output partition's LSO reaches its high watermark."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            admin = self.admin
+            lagging = [(t, p) for t in shop.topics.outputs
+                       for p, o in admin.offsets(t, admin.partitions(t)).items() if o.last_stable < o.high_watermark]
+            if not lagging:
+                return True
+            if time.monotonic() > deadline:
+                log.error("output partitions with a hanging transaction: %s", lagging)
+                return False
+            time.sleep(0.5)
+
+    def judge(self, result: TrialResult, shop: ShopSettings, expected_ends: dict[int, int] | None = None
+              ) -> TrialResult:
+        """Fill in the verdict: checker violations and whether outputs settled."""
+        result.lso_settled = self.outputs_settled(shop)
+        report = check_shop(shop, expected_ends=expected_ends if expected_ends is not None else self.input_ends(shop))
+        result.violations = dict(report.violations)
+        if not report.ok:
+            log.error("trial %s/%s: violations %s", result.scenario, result.trial, report.to_dict())
+        return result
+
+
+class RecoveryFailed(RuntimeError):
+    pass

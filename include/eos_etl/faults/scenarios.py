@@ -1,0 +1,359 @@
+"""Fault scenarios: each kills, pauses or starves real processes, recovers and is judged.
+
+Every function returns :class:`TrialResult` rows; a trial that could not be
+carried out (the job never reached its failpoint, a recovery run failed) has
+``error`` set and counts as failed, never as passed. After every trial the lab
+checks with the independent checker (zero violations, committed offsets equal
+to the input's ends) and that no output transaction hangs.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+
+from confluent_kafka import Producer
+
+from ..checker import read_topic
+from ..shop.generator import generate, hostile_purchases
+from .lab import Lab, TrialResult
+from .process import FAILPOINT_FIRED, PUBLISHING, run_window_args
+
+log = logging.getLogger(__name__)
+
+STEP_POINTS = ("after_init", "mid_produce", "after_send_offsets", "before_commit", "after_commit", "before_report")
+
+
+@contextmanager
+def trial(scenario: str, name: str):
+    result = TrialResult(scenario=scenario, trial=name)
+    t0 = time.monotonic()
+    log.info("trial %s/%s: start", scenario, name)
+    try:
+        yield result
+    except Exception as exc:  # noqa: BLE001 - a broken trial is a failed trial, reported, not a crashed soak
+        log.exception("trial %s/%s could not be carried out", scenario, name)
+        result.error = f"{type(exc).__name__}: {exc}"[:500]
+    result.seconds = round(time.monotonic() - t0, 1)
+    log.info("trial %s/%s: %s in %.1fs violations=%s settled=%s %s", scenario, name,
+             "ok" if result.ok else "FAILED", result.seconds, result.violations, result.lso_settled, result.detail)
+
+
+def _written(stats) -> int:
+    return stats.produced + stats.aborted
+
+
+def _once(tag: str) -> str:
+    """Failpoint option making it fire in one process, once: a resumed or retried attempt goes on."""
+    import tempfile
+    import uuid
+
+    return f"once={tempfile.gettempdir()}/eos-etl-failpoint-{tag}-{uuid.uuid4().hex}"
+
+
+# -- 1. SIGKILL at every step boundary of a transaction ---------------------------------------------
+def kill_at_step(lab: Lab, point: str, seed: int, *, records: int = 600) -> TrialResult:
+    """Stop the job exactly at ``point`` (the worker SIGSTOPs itself), SIGKILL the group, restart."""
+    with trial("kill_at_step", f"{point} seed={seed}") as result:
+        shop = lab.make_shop(2, name=f"step-{point.replace('_', '-')}")
+        stats = generate(shop.connection, shop.topics.purchases, records, invalid_share=0.1, seed=seed,
+                         transaction_size=100, abort_share=0.2)
+        result.records = _written(stats)
+        ends = lab.input_ends(shop)
+        spec = f"{point}=stop"
+        if point == "mid_produce":
+            spec += f",after={25 + seed * 37}"  # a different record for every seed
+        elif point in ("after_send_offsets", "before_commit"):
+            spec += f",partition={seed % 2}"
+        elif point == "after_commit":
+            spec += f",partition={seed % 2},after={1 + seed % 2}"
+        extra = ["--chunk-records", "100"]
+        job = lab.job(shop, extra, failpoints=spec).start()
+        fired = job.wait_for(FAILPOINT_FIRED, 240)
+        landed = job.kill()
+        if not (fired and landed):
+            raise RuntimeError(f"the job never reached {point}:\n{job.tail()}")
+        result.kills = 1
+        lab.recover(shop, extra)
+        lab.judge(result, shop, ends)
+    return result
+
+
+# -- 2. random hard kills while a backlog drains ----------------------------------------------------
+def random_kills(lab: Lab, *, records: int = 100_000, kills: int = 20, seed: int = 1, partitions: int = 4,
+                 chunk_records: int = 2000) -> TrialResult:
+    """SIGKILL the job at random moments until ``kills`` kills landed, restarting it each time.
+
+    Three kills in four land a random 0-4 s after a partition started publishing
+    (mid-transaction, between transactions, during commit); the rest land at a
+    random moment of start-up, planning or reading. When a run finishes the
+    backlog between kills, more purchases arrive (as they would in production)
+    so the next kill still lands on work.
+    """
+    rng = random.Random(seed)
+    with trial("random_kills", f"{records} records, {kills} kills, seed={seed}") as result:
+        shop = lab.make_shop(partitions, name="random-kills")
+        stats = generate(shop.connection, shop.topics.purchases, records, invalid_share=0.05, seed=seed,
+                         transaction_size=1000, abort_share=0.05)
+        result.records = _written(stats)
+        extra = ["--chunk-records", str(chunk_records)]
+        attempts = completed = topups = 0
+        while result.kills < kills and attempts < kills * 3:
+            attempts += 1
+            job = lab.job(shop, extra).start()
+            if rng.random() < 0.25:
+                job.wait(rng.uniform(0.5, 12.0))
+            elif job.wait_for(PUBLISHING, 300):
+                job.wait(rng.uniform(0.0, 4.0))
+            code = job.proc.poll()
+            if job.kill():
+                result.kills += 1
+                continue
+            if code != 0:
+                raise RuntimeError(f"run {attempts} failed on its own with exit code {code}:\n{job.tail()}")
+            completed += 1
+            top_up = generate(shop.connection, shop.topics.purchases, max(1000, records // 10),
+                              invalid_share=0.05, seed=seed * 1000 + attempts, transaction_size=1000,
+                              abort_share=0.05)
+            result.records += _written(top_up)
+            topups += 1
+        lab.recover(shop, extra)
+        result.detail = f"{attempts} runs, {completed} finished between kills, {topups} top-ups"
+        lab.judge(result, shop)
+    return result
+
+
+# -- 3. broker SIGKILL and restart mid-run ----------------------------------------------------------
+def broker_restart(lab: Lab, seed: int, *, records: int = 20_000, partitions: int = 4) -> TrialResult:
+    """SIGKILL the broker while the job publishes, restart it; the job rides it out or the next run recovers."""
+    if lab.broker is None:
+        raise ValueError("broker_restart needs a lab that owns its broker")
+    rng = random.Random(seed)
+    with trial("broker_restart", f"seed={seed}") as result:
+        shop = lab.make_shop(partitions, name="broker-restart")
+        stats = generate(shop.connection, shop.topics.purchases, records, invalid_share=0.05, seed=seed,
+                         transaction_size=500, abort_share=0.05)
+        result.records = _written(stats)
+        ends = lab.input_ends(shop)
+        extra = ["--chunk-records", "1000"]
+        job = lab.job(shop, extra).start()
+        if not job.wait_for(PUBLISHING, 300):
+            raise RuntimeError(f"the job never started publishing:\n{job.tail()}")
+        time.sleep(rng.uniform(0.0, 1.5))
+        job_was_running = job.alive
+        lab.broker.kill()
+        result.kills = 1
+        down = rng.uniform(0.0, 3.0)
+        time.sleep(down)
+        t_restart = time.monotonic()
+        lab.broker.start()
+        back = time.monotonic() - t_restart
+        code = job.wait(300)
+        if code is None:
+            job.kill()
+            outcome = f"hung for 300 s after the restart and was killed (log {lab.keep_log(job, 'broker-restart-hung')})"
+        elif code == 0:
+            outcome = "finished after the restart" if job_was_running else "had finished before the kill"
+        else:
+            outcome = (f"failed (exit {code}, log {lab.keep_log(job, 'broker-restart-failed')}); "
+                       "the next run recovered")
+        lab.recover(shop, extra)
+        result.detail = f"broker down {down:.1f}s + {back:.1f}s start-up; job {outcome}"
+        lab.judge(result, shop, ends)
+    return result
+
+
+# -- 4. zombie: a paused attempt, a new one takes over, the old one resumes --------------------------
+def _outputs_of_run(lab: Lab, shop, run_id: str) -> int:
+    return sum(r.headers.get("run_id") == run_id.encode()
+               for t in shop.topics.outputs for r in read_topic(lab.connection, t))
+
+
+def zombie(lab: Lab, seed: int) -> TrialResult:
+    with trial("zombie", f"seed={seed}") as result:
+        shop = lab.make_shop(1, name="zombie")
+        stats = generate(shop.connection, shop.topics.purchases, 600, invalid_share=0.1, seed=seed,
+                         transaction_size=100, abort_share=0.1)
+        result.records = _written(stats)
+        ends = lab.input_ends(shop)
+        extra = ["--chunk-records", "100"]
+        zombie_id, successor_id = f"zombie-{seed}", f"successor-{seed}"
+        old = lab.job(shop, extra + ["--run-id", zombie_id],
+                      failpoints=f"mid_produce=stop,after={150 + seed * 17},{_once('zombie')}").start()
+        if not old.wait_for(FAILPOINT_FIRED, 240):
+            raise RuntimeError(f"the first attempt never reached mid_produce:\n{old.tail()}")
+        old.pause()  # the whole attempt freezes mid-transaction (a paused VM)
+        result.kills = 1
+        lab.recover(shop, extra + ["--run-id", successor_id])
+        visible_before = _outputs_of_run(lab, shop, zombie_id)
+        old.resume()
+        code = old.wait(240)
+        if code is None:
+            old.kill()
+        visible_after = _outputs_of_run(lab, shop, zombie_id)
+        fenced = "fenced" in old.stderr.lower()
+        if visible_after != visible_before:
+            result.violations["zombie_published"] = visible_after - visible_before
+        if not fenced:
+            result.violations["zombie_not_fenced"] = 1
+        result.detail = (f"zombie fenced={fenced}, exit {code}; its outputs visible before/after resume "
+                         f"{visible_before}/{visible_after} (earlier commits only)")
+        lab.judge(result, shop, ends)
+    return result
+
+
+# -- 5. two runs of the same window at once ---------------------------------------------------------
+def concurrent_runs(lab: Lab, seed: int) -> TrialResult:
+    with trial("concurrent_runs", f"seed={seed}") as result:
+        shop = lab.make_shop(2, name="concurrent")
+        stats = generate(shop.connection, shop.topics.purchases, 4000, invalid_share=0.05, seed=seed,
+                         transaction_size=200, abort_share=0.1)
+        result.records = _written(stats)
+        ends = lab.input_ends(shop)
+        extra = ["--chunk-records", "200"]
+        jobs = [lab.job(shop, extra + ["--run-id", f"twin-{i}-{seed}"]).start() for i in (1, 2)]
+        codes = [j.wait(600) for j in jobs]
+        for j in jobs:
+            j.kill()
+        fenced = sum(j.count("fenced") > 0 for j in jobs)
+        if 0 not in codes:
+            lab.recover(shop, extra)
+        result.detail = f"exit codes {codes}; {fenced} of 2 saw fencing"
+        lab.judge(result, shop, ends)
+    return result
+
+
+# -- 6. a transaction outliving transaction.timeout.ms -------------------------------------------------
+def transaction_timeout(lab: Lab, seed: int, *, timeout_ms: int = 6000) -> TrialResult:
+    """Freeze the job just before commit until the broker aborts the transaction itself."""
+    with trial("transaction_timeout", f"timeout={timeout_ms}ms seed={seed}") as result:
+        shop = lab.make_shop(1, name="txn-timeout")
+        stats = generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.1, seed=seed)
+        result.records = _written(stats)
+        ends = lab.input_ends(shop)
+        extra = ["--chunk-records", "100000", "--transaction-timeout-ms", str(timeout_ms),
+                 "--chunk-seconds", str(timeout_ms / 2000)]
+        job = lab.job(shop, extra, failpoints=f"before_commit=stop,{_once('timeout')}").start()
+        if not job.wait_for(FAILPOINT_FIRED, 240):
+            raise RuntimeError(f"the job never reached before_commit:\n{job.tail()}")
+        job.pause()
+        result.kills = 1
+        t0 = time.monotonic()
+        admin = lab.admin
+        open_outputs = sum(o.high_watermark for t in shop.topics.outputs
+                           for o in admin.offsets(t, admin.partitions(t)).values())
+        aborted_by_broker = open_outputs > 0 and lab.outputs_settled(shop, timeout_s=timeout_ms / 1000 + 60)
+        waited = time.monotonic() - t0
+        if not aborted_by_broker:
+            result.violations["not_aborted_by_broker"] = 1
+        visible = sum(len(read_topic(lab.connection, t)) for t in shop.topics.outputs)
+        if visible:
+            result.violations["visible_before_commit"] = visible
+        job.resume()
+        code = job.wait(240)
+        if code is None:
+            job.kill()
+        lab.recover(shop, extra)
+        result.detail = (f"{open_outputs} uncommitted outputs aborted by the broker after {waited:.1f}s stalled; "
+                         f"the stalled attempt then exited {code}")
+        lab.judge(result, shop, ends)
+    return result
+
+
+# -- 7. aborted transactions, markers and hostile records in the input -----------------------------
+def hostile_input(lab: Lab, seed: int) -> TrialResult:
+    rng = random.Random(seed)
+    with trial("hostile_input", f"seed={seed}") as result:
+        shop = lab.make_shop(2, name="hostile")
+        stats = generate(shop.connection, shop.topics.purchases, 1000, invalid_share=0.3, seed=seed,
+                         transaction_size=50, abort_share=0.3)
+        written = _written(stats)
+        conf = shop.connection.client_config()
+        conf.update({"transactional.id": f"hostile-writer-{seed}-{shop.group}", "message.max.bytes": 2_000_000,
+                     "log_level": 3})
+        producer = Producer(conf)
+        producer.init_transactions(30)
+        corpus = hostile_purchases(shop.max_payload_bytes)
+        for round_ in range(3):  # the corpus three times: two committed, one aborted
+            producer.begin_transaction()
+            for i, (key, value) in enumerate(corpus):
+                producer.produce(shop.topics.purchases, value, key, partition=(i + round_) % 2)
+            producer.flush(60)
+            (producer.abort_transaction if round_ == 1 else producer.commit_transaction)(60)
+            written += len(corpus)
+        result.records = written
+        ends = lab.input_ends(shop)
+        extra = ["--chunk-records", "100"]
+        job = lab.job(shop, extra, failpoints=f"mid_produce=stop,after={rng.randrange(50, 400)}").start()
+        if job.wait_for(FAILPOINT_FIRED, 240):
+            result.kills = int(job.kill())
+        else:
+            job.kill()
+        lab.recover(shop, extra)
+        dead = read_topic(lab.connection, shop.topics.dead_letters)
+        unexplained = sum(not r.headers.get("dlq_reason") for r in dead)
+        if unexplained:
+            result.violations["dead_letter_without_reason"] = unexplained
+        result.detail = f"{len(corpus)} hostile records x3 (one copy aborted); {len(dead)} dead letters"
+        lab.judge(result, shop, ends)
+    return result
+
+
+# -- 8. misconfiguration: one clear error, nothing published, no offsets moved ----------------------
+def misconfiguration(lab: Lab) -> list[TrialResult]:
+    from ..stack.tools import free_port
+
+    results = []
+    cases: list[tuple[str, Callable]] = [
+        ("broker unreachable", lambda shop, args: _replace(args, "--bootstrap-servers", f"127.0.0.1:{free_port()}")),
+        ("missing output topic", lambda shop, args: _replace(args, "--shipments-topic", f"missing-{shop.group}")),
+        ("wrong SASL password", None),
+    ]
+    for name, mutate in cases:
+        with trial("misconfiguration", name) as result:
+            shop = lab.make_shop(1, name="misconfig")
+            result.records = _written(generate(shop.connection, shop.topics.purchases, 50, seed=3))
+            env = {}
+            args = run_window_args(shop)
+            if mutate is None:
+                if not lab.sasl_bootstrap_servers:
+                    raise RuntimeError("the lab's broker has no SASL listener")
+                args = _replace(args, "--bootstrap-servers", lab.sasl_bootstrap_servers)
+                args += ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
+                         "--sasl-username", lab.sasl_user]
+                env = {"EOS_ETL_KAFKA_PASSWORD": "not-the-password"}
+            else:
+                args = mutate(shop, args)
+            from .process import JobProcess
+
+            t0 = time.monotonic()
+            job = JobProcess(args, env=env).start()
+            code = job.wait(120)
+            took = time.monotonic() - t0
+            job.kill()
+            errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
+            if code != 2 or len(errors) != 1 or "Traceback" in job.stderr:
+                result.violations["no_clear_error"] = 1
+            if "not-the-password" in job.stderr + job.stdout:
+                result.violations["secret_logged"] = 1
+            admin = lab.admin
+            published = sum(o.high_watermark for t in shop.topics.outputs
+                            for o in admin.offsets(t, admin.partitions(t)).values())
+            if published:
+                result.violations["published"] = published
+            moved = admin.committed_offsets(shop.group, shop.topics.purchases, admin.partitions(shop.topics.purchases))
+            if any(v is not None for v in moved.values()):
+                result.violations["offsets_moved"] = 1
+            result.detail = f"exit {code} after {took:.1f}s: {errors[0][:160] if errors else job.tail(3)!r}"
+            result.lso_settled = lab.outputs_settled(shop)
+        results.append(result)
+    return results
+
+
+def _replace(args: list[str], option: str, value: str) -> list[str]:
+    args = list(args)
+    args[args.index(option) + 1] = value
+    return args
