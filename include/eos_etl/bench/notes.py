@@ -74,7 +74,7 @@ gives B3 the same acks/linger.ms/batch.size/compression as the engine (the faste
   producer's one-time `init_transactions` (0.06-0.5 s, it finds the coordinator and bumps the epoch). Without
   it B2 matches B1 (the "excl. init_transactions" rows). In S it is paid once per input partition per run.
 * **Time linear within ±20 % (seconds per purchase).** Job time is an affine function of the window
-  (fixed + per purchase, see the time model and its residuals above): the fixed ~20 s per run under this
+  (fixed + per purchase, see the time model and its residuals above): the fixed 20-25 s per run under this
   load (planning, worker start-up, per-task consumer set-up, init_transactions, two task waves) dominates a
   10k window and is amortised at 1M, so seconds per purchase fall with size instead of staying within ±20 %.
   Against the affine model every size is within the target.

@@ -84,6 +84,14 @@ def _f(v, fmt="{:,.0f}") -> str:
     return "–" if v is None else fmt.format(v)
 
 
+def _spread(v) -> str:
+    """' (min-max)' of a figure's job seconds over its repetitions: how noisy the shared machine was."""
+    if not v or v["runs"] < 2:
+        return ""
+    lo, hi = v["spread"]
+    return f" ({lo:.1f}-{hi:.1f})"
+
+
 def _ratio(a, b) -> float | None:
     return a / b if a and b else None
 
@@ -210,8 +218,10 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
         f"| load average at start / end | {m.get('load_average')} / {meta.get('load_end')} |",
         "",
         "The machine is shared: another workload (a long fault-injection soak) ran on the same two cores "
-        "during the bench, so absolute figures carry noise; all cases were interleaved repetition by "
-        "repetition so they saw the same conditions.",
+        "during the bench and its load varied, so absolute figures carry noise (see the min-max of job seconds). "
+        "The main-table cases were interleaved repetition by repetition so they saw the same conditions; the scale "
+        "curve runs after them, size by size. CPU seconds per purchase are less sensitive to the load than wall "
+        "time.",
         "",
         "## Set-up",
         "",
@@ -231,7 +241,8 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
         "* Producer settings for B1/B2/N/S are the engine's `DEFAULT_PRODUCER_CONFIG`; B3's Java producer gets the "
         "same acks, linger.ms, batch.size and compression.type.",
         "* Measured per case subprocess: wall time, CPU seconds of the whole process tree (Python, Spark JVM, "
-        "Python workers; sampled every 100 ms with psutil, cross-checked with `getrusage(RUSAGE_CHILDREN)`), "
+        "Python workers; sampled every 100 ms with psutil; the larger of that and `getrusage(RUSAGE_CHILDREN)`, which "
+        "only sees waited-for descendants and so misses the Spark JVM), "
         "peak RSS summed over the tree (an upper bound: shared pages count once per process), and the broker's "
         "CPU seconds during the run (not included in the case's CPU).",
         "* **Basis**: *job* = the case's own timing of its work (Spark: from an existing SparkSession until the "
@@ -244,7 +255,7 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
         "",
         f"## Main table: {n:,} purchases, {p} partitions",
         "",
-        "| case | what | purchases | purchases/s (job) | output rec/s (job) | job s | wall s | purchases/s (wall) "
+        "| case | what | purchases | purchases/s (job) | output rec/s (job) | job s (min-max) | wall s | purchases/s (wall) "
         "| Spark start-up s | CPU s / M purchases | broker CPU s / M | peak RSS MB | runs | load avg 1 min |",
         "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
@@ -256,7 +267,7 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
             continue
         lines.append(
             f"| {label} | {DESCRIPTIONS.get(v['case'], '')} | {_f(v['purchases'])} | {_f(v['pps'])} | {_f(v['ops'])} "
-            f"| {_f(v['job_s'], '{:.2f}')} | {_f(v['wall_s'], '{:.1f}')} | {_f(v['pps_wall'])} "
+            f"| {_f(v['job_s'], '{:.2f}')}{_spread(v)} | {_f(v['wall_s'], '{:.1f}')} | {_f(v['pps_wall'])} "
             f"| {_f(v['startup_s'], '{:.1f}')} | {_f(v['cpu_per_m'], '{:,.1f}')} | {_f(v['broker_cpu_per_m'], '{:,.1f}')} "
             f"| {_f(v['peak_rss_mb'])} | {v['runs']} | {_f(v['load'], '{:.1f}')} |"
         )
@@ -272,7 +283,7 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
         "",
         f"## Scale curve: window size ({p} partitions)",
         "",
-        "| purchases | S purchases/s (job) | S job s | S s / M (job) | dev. vs "
+        "| purchases | S purchases/s (job) | S job s (min-max) | S s / M (job) | dev. vs "
         f"{n:,} | S s / M (wall) | dev. vs {n:,} | S CPU s / M | S peak RSS MB | B3 purchases/s (job) | B3 s / M (job) "
         "| B3 peak RSS MB | runs S/B3 | load avg S/B3 |",
         "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
@@ -280,7 +291,7 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
     for size, d in sorted(c["sizes"].items()):
         sv, bv, lin = d.get("S"), d.get("B3"), c["linear"].get(size, {})
         lines.append(
-            f"| {size:,} | {_f(sv and sv['pps'])} | {_f(sv and sv['job_s'], '{:.2f}')} | {_f(sv and sv['s_per_m'], '{:.1f}')} "
+            f"| {size:,} | {_f(sv and sv['pps'])} | {_f(sv and sv['job_s'], '{:.2f}')}{_spread(sv)} | {_f(sv and sv['s_per_m'], '{:.1f}')} "
             f"| {_f(lin.get('dev_pct'), '{:+.0f} %')} | {_f(sv and sv['s_per_m_wall'], '{:.1f}')} "
             f"| {_f(lin.get('dev_wall_pct'), '{:+.0f} %')} | {_f(sv and sv['cpu_per_m'], '{:,.1f}')} "
             f"| {_f(sv and sv['peak_rss_mb'])} | {_f(bv and bv['pps'])} | {_f(bv and bv['s_per_m'], '{:.1f}')} "
