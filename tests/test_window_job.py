@@ -321,3 +321,53 @@ def test_planner_caps_and_window_json(shop_factory):
     assert str(full).startswith(f"{shop.topics.purchases} group={shop.group} {{0:[0,")
     with pytest.raises(ValueError):
         OffsetRange(5, 3)
+
+
+def test_dead_letter_bigger_than_the_dead_letter_topic_allows_is_cut_not_crashing(spark, shop_factory):
+    # The input topic accepts 2 MiB records, the dead-letter topic the default 1 MiB:
+    # an incompressible 1.5 MB record must still become one dead letter, cut.
+    import random
+
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from eos_etl.shop.schema import DEAD_LETTER_MAX_BYTES
+
+    shop = shop_factory(partitions=1)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, shop.topics.purchases, incremental_configs=[
+        ConfigEntry("max.message.bytes", "2097152", incremental_operation=AlterConfigOpType.SET)])
+    admin_client = AdminClient(shop.connection.client_config())
+    for fut in admin_client.incremental_alter_configs([resource]).values():
+        fut.result(30)
+    huge = random.Random(5).randbytes(1_500_000)
+    p = Producer({**shop.connection.client_config(), "message.max.bytes": 3_000_000})
+    p.produce(shop.topics.purchases, huge, b"k")
+    p.produce(shop.topics.purchases, b"not json", b"k2")
+    assert p.flush(30) == 0
+    window = shop.plan()
+    summary = run_shop_window(spark, shop, window)
+    assert summary.records_published == 2
+    dead = read_topic(shop.connection, shop.topics.dead_letters)
+    assert [r.headers["dlq_reason"] for r in dead] == [b"oversized", b"malformed_json"]
+    cut, small = dead
+    assert cut.key == b"k" and cut.value == huge[: DEAD_LETTER_MAX_BYTES - 1]
+    assert cut.headers["dlq_original_bytes"] == b"1:1500000"
+    assert small.value == b"not json" and "dlq_original_bytes" not in small.headers
+    assert_exactly_once(shop, window)
+
+
+def test_stalled_task_is_crashed_by_the_watchdog_and_retried(spark, shop_factory, tmp_path):
+    shop = shop_factory(partitions=1)
+    generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1, seed=8)
+    window = shop.plan()
+    # The first attempt hangs mid-transaction (as a client call that never
+    # returns would); the watchdog must crash it long before the hang ends.
+    marker = tmp_path / "stalled-once"
+    t0 = time.monotonic()
+    summary = run_shop_window(spark, shop, window, chunk_records=100, stall_timeout_s=10,
+                              failpoints=f"mid_produce=sleep:600,after=150,once={marker}")
+    assert marker.exists(), "the failpoint never fired"
+    assert time.monotonic() - t0 < 300
+    [p0] = summary.partitions
+    assert p0.committed_before is not None and p0.committed_before > window.ranges[0].start  # resumed
+    report = assert_exactly_once(shop, window)
+    assert report.aborted_outputs_hidden[shop.topics.invoices] > 0  # the stalled attempt's open transaction

@@ -53,6 +53,9 @@ class PipelineConfig:
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     # Fault injection for tests (see engine.failpoints); empty in production.
     failpoints: str = ""
+    # A publishing task with no progress for this long is crashed so Spark
+    # retries it (engine.watchdog); None: transaction timeout + 30 s; 0: off.
+    stall_timeout_s: float | None = None
 
     def __post_init__(self) -> None:
         if not self.transactional_id_prefix or any(c.isspace() for c in self.transactional_id_prefix):
@@ -64,6 +67,12 @@ class PipelineConfig:
                 f"chunk_seconds={self.chunk_seconds} must be at most half of transaction_timeout_ms="
                 f"{self.transaction_timeout_ms} so a transaction always commits well before the broker aborts it"
             )
+
+    @property
+    def effective_stall_timeout_s(self) -> float:
+        if self.stall_timeout_s is None:
+            return self.transaction_timeout_ms / 1000 + 30
+        return self.stall_timeout_s
 
     def transactional_id(self, partition: int) -> str:
         return f"{self.transactional_id_prefix}-{self.input_topic}-{partition}"

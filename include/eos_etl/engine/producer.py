@@ -125,13 +125,22 @@ class TransactionalProducer:
         )
 
     def flush(self) -> None:
-        """Wait for every produced message's delivery report; any failure makes the transaction abortable."""
-        remaining = self.producer.flush(self._op_timeout_s)
-        if self._delivery_errors:
-            first = self._delivery_errors[0]
-            raise TransactionAbortable(f"{len(self._delivery_errors)} deliveries failed, first: {first.str()}")
-        if remaining:
-            raise TransactionAbortable(f"{remaining} messages still undelivered after {self._op_timeout_s}s")
+        """Wait for every produced message's delivery report; any failure makes the transaction abortable.
+
+        In short slices: once one delivery failed, the transaction is doomed and
+        librdkafka will not send the rest, so waiting out the whole timeout for
+        them would only delay the abort (by the full timeout, every replay).
+        """
+        deadline = time.monotonic() + self._op_timeout_s
+        while True:
+            remaining = self.producer.flush(max(0.0, min(0.5, deadline - time.monotonic())))
+            if self._delivery_errors:
+                first = self._delivery_errors[0]
+                raise TransactionAbortable(f"{len(self._delivery_errors)} deliveries failed, first: {first.str()}")
+            if not remaining:
+                return
+            if time.monotonic() >= deadline:
+                raise TransactionAbortable(f"{remaining} messages still undelivered after {self._op_timeout_s}s")
 
     def commit_transaction(self) -> None:
         # Flush first so failed deliveries are seen before the commit, not after.
@@ -145,7 +154,10 @@ class TransactionalProducer:
         # still being added can make the broker answer INVALID_TXN_STATE, which
         # librdkafka treats as fatal (librdkafka issue #4849). If it happens
         # anyway the attempt fails and the next init_transactions cleans up.
-        self.producer.flush(self._op_timeout_s)
+        # Not for messages a failed transaction will never send: those the abort purges.
+        deadline = time.monotonic() + self._op_timeout_s
+        while len(self.producer) and not self._delivery_errors and time.monotonic() < deadline:
+            self.producer.flush(0.5)
         self._call("abort_transaction", self.producer.abort_transaction, self._op_timeout_s)
         self._delivery_errors.clear()
 

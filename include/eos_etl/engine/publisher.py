@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 from . import failpoints
@@ -72,8 +72,11 @@ class PartitionResult:
 
 
 class PartitionPublisher:
-    def __init__(self, config: PipelineConfig, partition: int, offset_range: OffsetRange):
+    def __init__(self, config: PipelineConfig, partition: int, offset_range: OffsetRange,
+                 on_progress: Callable[[], None] | None = None):
         self.config = config
+        # Called after every commit and every POLL_EVERY records (kicks the stall watchdog).
+        self._on_progress = on_progress or (lambda: None)
         self.partition = partition
         self.range = offset_range
         self.transactional_id = config.transactional_id(partition)
@@ -112,6 +115,8 @@ class PartitionPublisher:
                 for _ in records:
                     result.records_read += 1
                     result.records_skipped += 1
+                    if not result.records_read % POLL_EVERY:
+                        self._on_progress()
             else:
                 self._run_transactions(producer, checkpoint, records, position, result)
             result.seconds = round(time.monotonic() - t0, 3)
@@ -195,6 +200,7 @@ class PartitionPublisher:
                 self.transactional_id, result.transactions, len(buffered), next_offset,
             )
             buffered.clear()
+            self._on_progress()
             failpoints.hit("after_commit", p, result.transactions)
 
         def recover(exc: TransactionAbortable) -> int:
@@ -220,6 +226,8 @@ class PartitionPublisher:
         for rec in records:
             offset = rec[0]
             result.records_read += 1
+            if not result.records_read % POLL_EVERY:
+                self._on_progress()
             if offset < position:
                 result.records_skipped += 1
                 continue

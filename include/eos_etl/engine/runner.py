@@ -194,7 +194,11 @@ def _publish_task(config_json: str, window_json: str):
                     raise TransformContractError("a Spark partition holds several Kafka partitions; no shuffle allowed")
                 yield from arrow_records(batch)
 
-        result = PartitionPublisher(config, partition, window.ranges[partition]).publish(records())
+        from .watchdog import StallWatchdog
+
+        with StallWatchdog(config.effective_stall_timeout_s) as watchdog:
+            result = PartitionPublisher(config, partition, window.ranges[partition],
+                                        on_progress=watchdog.kick).publish(records())
         from . import failpoints
 
         failpoints.hit("before_report", partition)

@@ -157,6 +157,9 @@ def broker_restart(lab: Lab, seed: int, *, records: int = 20_000, partitions: in
             outcome = f"hung for 300 s after the restart and was killed (log {lab.keep_log(job, 'broker-restart-hung')})"
         elif code == 0:
             outcome = "finished after the restart" if job_was_running else "had finished before the kill"
+            if job.count("Timeout (") or job.count("Python worker exited unexpectedly"):
+                outcome += (f", after the stall watchdog crashed a stuck task "
+                            f"(log {lab.keep_log(job, 'broker-restart-watchdog')})")
         else:
             outcome = (f"failed (exit {code}, log {lab.keep_log(job, 'broker-restart-failed')}); "
                        "the next run recovered")

@@ -248,4 +248,7 @@ def hostile_purchases(max_payload_bytes: int = 256 * 1024) -> list[tuple[bytes |
         variant(user_full_name="y" * 900_000),
     ]
     keys: list[bytes | None] = [None, b"", "ключ-🔑".encode(), b"\x00\xff", b"k" * 10_000]
-    return [(keys[i % len(keys)], v) for i, v in enumerate(values)]
+    corpus = [(keys[i % len(keys)], v) for i, v in enumerate(values)]
+    # Incompressible and about as big as the broker's default record limit allows.
+    corpus.append((None, random.Random(11).randbytes(1_048_000)))
+    return corpus

@@ -30,7 +30,9 @@ and all records of one purchase stay in order (murmur2, like Java clients).
 
 Dead letter (topic ``purchases.dlq``): the original key and value bytes,
 untouched, with headers ``dlq_reason`` (one of :data:`REASONS`) and
-``dlq_field`` (the offending field, or empty).
+``dlq_field`` (the offending field, or empty). Key and value beyond
+:data:`DEAD_LETTER_MAX_BYTES` together are cut, with header
+``dlq_original_bytes`` = ``"<key bytes>:<value bytes>"``.
 """
 
 from __future__ import annotations
@@ -67,6 +69,9 @@ RECORD_TYPE_SHIPMENT = "shop.shipment.v1"
 RECORD_TYPE_DEAD_LETTER = "shop.purchase.dead_letter.v1"
 
 DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
+# Key + value bytes a dead letter copies at most (the broker's default record
+# limit is 1 MiB; the rest is left for headers). See transform.py.
+DEAD_LETTER_MAX_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 
 from .schema import (
     ADDRESS_FIELDS,
+    DEAD_LETTER_MAX_BYTES,
     DEFAULT_MAX_PAYLOAD_BYTES,
     RECORD_TYPE_DEAD_LETTER,
     RECORD_TYPE_INVOICE,
@@ -136,17 +137,27 @@ def purchases_to_outputs(
         _output(topics.invoices, purchase_id, invoice, [_header("record_type", F.lit(RECORD_TYPE_INVOICE))]),
         _output(topics.shipments, purchase_id, shipment, [_header("record_type", F.lit(RECORD_TYPE_SHIPMENT))]),
     )
-    dead_letter = F.array(
-        _output(
-            topics.dead_letters,
-            F.col("key"),
-            F.col("value"),
-            [
-                _header("record_type", F.lit(RECORD_TYPE_DEAD_LETTER)),
-                _header("dlq_reason", F.col("_reason")),
-                _header("dlq_field", F.col("_bad_field")),
-            ],
-        )
-    )
+    # A dead letter must fit the broker's record limit even when its input
+    # barely did (the lineage headers add ~150 bytes, and an input topic may
+    # allow bigger records than the dead-letter topic): beyond
+    # DEAD_LETTER_MAX_BYTES of key + value the copy is cut, and the header
+    # dlq_original_bytes says so ("key_bytes:value_bytes"). The whole
+    # original stays in the input topic at the lineage headers' position.
+    key_len = F.coalesce(F.octet_length("key"), F.lit(0))
+    value_len = F.coalesce(F.octet_length("value"), F.lit(0))
+    cut = key_len + value_len > DEAD_LETTER_MAX_BYTES
+    key_budget = F.least(key_len, F.lit(DEAD_LETTER_MAX_BYTES // 2))
+    dlq_key = F.when(cut, F.col("key").substr(F.lit(1), key_budget)).otherwise(F.col("key"))
+    dlq_value = F.when(cut, F.col("value").substr(F.lit(1), F.lit(DEAD_LETTER_MAX_BYTES) - key_budget)
+                       ).otherwise(F.col("value"))
+    dlq_headers = [
+        _header("record_type", F.lit(RECORD_TYPE_DEAD_LETTER)),
+        _header("dlq_reason", F.col("_reason")),
+        _header("dlq_field", F.col("_bad_field")),
+    ]
+    original = _header("dlq_original_bytes", F.concat_ws(":", key_len.cast("string"), value_len.cast("string")))
+    dead_letter = F.when(
+        cut, F.array(_output(topics.dead_letters, dlq_key, dlq_value, [*dlq_headers, original]))
+    ).otherwise(F.array(_output(topics.dead_letters, F.col("key"), F.col("value"), dlq_headers)))
     outputs = F.when(F.col("_reason").isNull(), valid_outputs).otherwise(dead_letter)
     return df.select(F.col("partition").cast("int").alias("partition"), F.col("offset"), outputs.alias("outputs"))
