@@ -340,7 +340,16 @@ def test_dead_letter_bigger_than_the_dead_letter_topic_allows_is_cut_not_crashin
         fut.result(30)
     huge = random.Random(5).randbytes(1_500_000)
     p = Producer({**shop.connection.client_config(), "message.max.bytes": 3_000_000})
-    p.produce(shop.topics.purchases, huge, b"k")
+    # The topic's new limit reaches the partition's log a moment after the alter
+    # call returns: retry until the broker really took the big record.
+    for _ in range(40):
+        errors = []
+        p.produce(shop.topics.purchases, huge, b"k", on_delivery=lambda err, _msg: err and errors.append(err))
+        assert p.flush(30) == 0
+        if not errors:
+            break
+        time.sleep(0.25)
+    assert not errors, errors
     p.produce(shop.topics.purchases, b"not json", b"k2")
     assert p.flush(30) == 0
     window = shop.plan()
