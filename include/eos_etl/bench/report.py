@@ -217,8 +217,8 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
         f"| confluent-kafka / librdkafka | {m.get('confluent_kafka')} / {m.get('librdkafka')} |",
         f"| load average at start / end | {m.get('load_average')} / {meta.get('load_end')} |",
         "",
-        "The machine is shared: another workload (a long fault-injection soak) ran on the same two cores "
-        "during the bench and its load varied, so absolute figures carry noise (see the min-max of job seconds). "
+        "The machine may be shared with other work; the load averages above and per case show how busy it was, "
+        "and the min-max of job seconds shows the noise. "
         "The main-table cases were interleaved repetition by repetition so they saw the same conditions; the scale "
         "curve runs after them, size by size. CPU seconds per purchase are less sensitive to the load than wall "
         "time.",
