@@ -46,6 +46,13 @@ def _written(stats) -> int:
     return stats.produced + stats.aborted
 
 
+def _shop_with_purchases(lab: Lab, result: TrialResult, partitions: int, name: str, count: int, **generate_options):
+    """Fresh topics with ``count`` purchases written (counted in ``result``); returns (shop, the input's ends)."""
+    shop = lab.make_shop(partitions, name=name)
+    result.records = _written(generate(shop.connection, shop.topics.purchases, count, **generate_options))
+    return shop, lab.input_ends(shop)
+
+
 def _once(tag: str) -> str:
     """Failpoint option making it fire in one process, once: a resumed or retried attempt goes on."""
     import tempfile
@@ -58,11 +65,8 @@ def _once(tag: str) -> str:
 def kill_at_step(lab: Lab, point: str, seed: int, *, records: int = 600) -> TrialResult:
     """Stop the job exactly at ``point`` (the worker SIGSTOPs itself), SIGKILL the group, restart."""
     with trial("kill_at_step", f"{point} seed={seed}") as result:
-        shop = lab.make_shop(2, name=f"step-{point.replace('_', '-')}")
-        stats = generate(shop.connection, shop.topics.purchases, records, invalid_share=0.1, seed=seed,
-                         transaction_size=100, abort_share=0.2)
-        result.records = _written(stats)
-        ends = lab.input_ends(shop)
+        shop, ends = _shop_with_purchases(lab, result, 2, f"step-{point.replace('_', '-')}", records,
+                                          invalid_share=0.1, seed=seed, transaction_size=100, abort_share=0.2)
         spec = f"{point}=stop"
         if point == "mid_produce":
             spec += f",after={25 + seed * 37}"  # a different record for every seed
@@ -133,11 +137,8 @@ def broker_restart(lab: Lab, seed: int, *, records: int = 20_000, partitions: in
         raise ValueError("broker_restart needs a lab that owns its broker")
     rng = random.Random(seed)
     with trial("broker_restart", f"seed={seed}") as result:
-        shop = lab.make_shop(partitions, name="broker-restart")
-        stats = generate(shop.connection, shop.topics.purchases, records, invalid_share=0.05, seed=seed,
-                         transaction_size=500, abort_share=0.05)
-        result.records = _written(stats)
-        ends = lab.input_ends(shop)
+        shop, ends = _shop_with_purchases(lab, result, partitions, "broker-restart", records,
+                                          invalid_share=0.05, seed=seed, transaction_size=500, abort_share=0.05)
         extra = ["--chunk-records", "1000"]
         job = lab.job(shop, extra).start()
         if not job.wait_for(PUBLISHING, 300):
@@ -177,11 +178,8 @@ def _outputs_of_run(lab: Lab, shop, run_id: str) -> int:
 
 def zombie(lab: Lab, seed: int) -> TrialResult:
     with trial("zombie", f"seed={seed}") as result:
-        shop = lab.make_shop(1, name="zombie")
-        stats = generate(shop.connection, shop.topics.purchases, 600, invalid_share=0.1, seed=seed,
-                         transaction_size=100, abort_share=0.1)
-        result.records = _written(stats)
-        ends = lab.input_ends(shop)
+        shop, ends = _shop_with_purchases(lab, result, 1, "zombie", 600,
+                                          invalid_share=0.1, seed=seed, transaction_size=100, abort_share=0.1)
         extra = ["--chunk-records", "100"]
         zombie_id, successor_id = f"zombie-{seed}", f"successor-{seed}"
         old = lab.job(shop, extra + ["--run-id", zombie_id],
@@ -211,11 +209,8 @@ def zombie(lab: Lab, seed: int) -> TrialResult:
 # -- 5. two runs of the same window at once ---------------------------------------------------------
 def concurrent_runs(lab: Lab, seed: int) -> TrialResult:
     with trial("concurrent_runs", f"seed={seed}") as result:
-        shop = lab.make_shop(2, name="concurrent")
-        stats = generate(shop.connection, shop.topics.purchases, 4000, invalid_share=0.05, seed=seed,
-                         transaction_size=200, abort_share=0.1)
-        result.records = _written(stats)
-        ends = lab.input_ends(shop)
+        shop, ends = _shop_with_purchases(lab, result, 2, "concurrent", 4000,
+                                          invalid_share=0.05, seed=seed, transaction_size=200, abort_share=0.1)
         extra = ["--chunk-records", "200"]
         jobs = [lab.job(shop, extra + ["--run-id", f"twin-{i}-{seed}"]).start() for i in (1, 2)]
         codes = [j.wait(600) for j in jobs]
@@ -233,10 +228,7 @@ def concurrent_runs(lab: Lab, seed: int) -> TrialResult:
 def transaction_timeout(lab: Lab, seed: int, *, timeout_ms: int = 6000) -> TrialResult:
     """Freeze the job just before commit until the broker aborts the transaction itself."""
     with trial("transaction_timeout", f"timeout={timeout_ms}ms seed={seed}") as result:
-        shop = lab.make_shop(1, name="txn-timeout")
-        stats = generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.1, seed=seed)
-        result.records = _written(stats)
-        ends = lab.input_ends(shop)
+        shop, ends = _shop_with_purchases(lab, result, 1, "txn-timeout", 400, invalid_share=0.1, seed=seed)
         extra = ["--chunk-records", "100000", "--transaction-timeout-ms", str(timeout_ms),
                  "--chunk-seconds", str(timeout_ms / 2000)]
         job = lab.job(shop, extra, failpoints=f"before_commit=stop,{_once('timeout')}").start()
