@@ -9,25 +9,129 @@ never see each other's data.
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
-
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from eos_etl import logging_setup
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
+from eos_etl.kafka.errors import KafkaSetupError
 from eos_etl.shop.job import ShopSettings
 from eos_etl.shop.schema import ShopTopics
-from eos_etl.stack.broker import KafkaBroker
+from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.tools import free_port
 
 SASL_USER = "etl"
 SASL_PASSWORD = "etl-test-secret"
 
 
+# -- shared helpers (import them from here: `from .conftest import unique, read_all`) ------------
 def unique(prefix: str) -> str:
+    """A name no other test (or earlier run) uses: topics, groups, transactional ids."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+TXN_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Rec:
+    partition: int
+    offset: int
+    value: str
+
+
+def wait_settled(connection: KafkaConnection, topic: str, timeout: float = 15.0) -> None:
+    """Wait until no transaction is undecided on ``topic``: last stable offset == high watermark.
+
+    commit/abort_transaction return once the coordinator has *decided*; it
+    writes the markers right after, so for a few milliseconds the LSO (what
+    read_committed consumers may read up to) still lags behind.
+    """
+    admin = ClusterAdmin(connection)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            offsets = admin.offsets(topic, admin.partitions(topic))
+        except KafkaSetupError:  # a broker that just restarted may not lead the partition yet
+            assert time.monotonic() < deadline, f"cannot list offsets of {topic} for {timeout}s"
+            time.sleep(0.2)
+            continue
+        if all(o.last_stable == o.high_watermark for o in offsets.values()):
+            return
+        assert time.monotonic() < deadline, f"{topic} still has undecided transactions after {timeout}s: {offsets}"
+        time.sleep(0.05)
+
+
+def read_all(
+    connection: KafkaConnection,
+    topic: str,
+    partitions: list[int] | None = None,
+    *,
+    isolation: str = "read_committed",
+    settle: bool = True,
+    timeout: float = 30.0,
+) -> list[Rec]:
+    """Every record of ``topic`` visible with ``isolation``, from the beginning to the end.
+
+    The end is the high watermark the consumer itself reports (for a
+    read_committed consumer that is the last stable offset). Reading stops
+    when the consumer's position reached it on every partition; it fails if
+    that does not happen within ``timeout``. With ``settle`` (the default)
+    it first waits until no transaction on the topic is undecided, so a
+    transaction committed just before is fully visible; pass False to look at
+    a topic with a transaction deliberately left open.
+    """
+    if settle:
+        wait_settled(connection, topic)
+    conf = connection.client_config()
+    conf.update(
+        {
+            "group.id": unique("reader"),  # never subscribes, never commits
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": isolation,
+            "log_level": 0,
+        }
+    )
+    consumer = Consumer(conf)
+    try:
+        if partitions is None:
+            md = consumer.list_topics(topic, timeout=10)
+            partitions = sorted(md.topics[topic].partitions)
+        ends = {}
+        for p in partitions:
+            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
+            ends[p] = high
+        pending = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, -2) for p in pending])  # -2 = OFFSET_BEGINNING
+        out: list[Rec] = []
+        deadline = time.monotonic() + timeout
+        while pending:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"reading {topic} ({isolation}) did not reach the end offsets {ends} within {timeout}s; "
+                    f"positions {consumer.position([TopicPartition(topic, p) for p in pending])}"
+                )
+            msg = consumer.poll(0.2)
+            if msg is not None:
+                if msg.error():
+                    if msg.error().code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise KafkaException(msg.error())
+                out.append(Rec(msg.partition(), msg.offset(), msg.value().decode()))
+            for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
+                if tp.offset >= ends[tp.partition]:
+                    pending.discard(tp.partition)
+        return sorted(out, key=lambda r: (r.partition, r.offset))
+    finally:
+        consumer.close()
+
+
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -36,11 +140,10 @@ def _logging() -> None:
 
 
 @pytest.fixture(scope="session")
-def kafka_broker(tmp_path_factory) -> Iterator[KafkaBroker]:
-    broker = KafkaBroker(
+def kafka_broker(tmp_path_factory) -> Iterator[KafkaCluster]:
+    broker = KafkaCluster(
         home=tmp_path_factory.mktemp("kafka"),
         port=free_port(),
-        sasl_port=free_port(),
         sasl_users={SASL_USER: SASL_PASSWORD},
     )
     broker.start()
@@ -49,12 +152,33 @@ def kafka_broker(tmp_path_factory) -> Iterator[KafkaBroker]:
 
 
 @pytest.fixture(scope="session")
-def connection(kafka_broker: KafkaBroker) -> KafkaConnection:
+def kafka_cluster(tmp_path_factory) -> Iterator[KafkaCluster]:
+    """Three KRaft nodes on loopback (replication factor 3, min.insync.replicas 2), started on first use.
+
+    Tests that kill, stop or pause nodes take ``healthy_cluster`` instead, which
+    brings every node back and waits for all replicas to be in sync first.
+    """
+    cluster = KafkaCluster(home=tmp_path_factory.mktemp("kafka-cluster"), size=3)
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
+def healthy_cluster(kafka_cluster: KafkaCluster) -> KafkaCluster:
+    """The session's cluster with all three nodes running and every partition fully in sync."""
+    kafka_cluster.start()
+    kafka_cluster.wait_in_sync()
+    return kafka_cluster
+
+
+@pytest.fixture(scope="session")
+def connection(kafka_broker: KafkaCluster) -> KafkaConnection:
     return KafkaConnection(kafka_broker.bootstrap_servers)
 
 
 @pytest.fixture(scope="session")
-def sasl_connection(kafka_broker: KafkaBroker) -> KafkaConnection:
+def sasl_connection(kafka_broker: KafkaCluster) -> KafkaConnection:
     return KafkaConnection(
         kafka_broker.sasl_bootstrap_servers,
         security_protocol="SASL_PLAINTEXT",

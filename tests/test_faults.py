@@ -14,7 +14,7 @@ import pytest
 from eos_etl.faults import Lab
 from eos_etl.faults import scenarios as sc
 from eos_etl.kafka.connection import KafkaConnection
-from eos_etl.stack.broker import KafkaBroker
+from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.tools import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
@@ -49,7 +49,7 @@ def test_transaction_outliving_its_timeout_is_aborted_by_the_broker_and_recovere
 
 def test_broker_sigkill_and_restart_mid_run(tmp_path):
     # A broker of its own: the session broker must not be killed under other tests.
-    broker = KafkaBroker(home=tmp_path / "kafka", port=free_port())
+    broker = KafkaCluster(home=tmp_path / "kafka", port=free_port())
     broker.start()
     try:
         result = sc.broker_restart(Lab(KafkaConnection(broker.bootstrap_servers), broker=broker), seed=1,

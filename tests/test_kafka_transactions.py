@@ -13,8 +13,6 @@
 from __future__ import annotations
 
 import time
-import uuid
-from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import (
@@ -26,116 +24,13 @@ from confluent_kafka import (
     TopicPartition,
 )
 from confluent_kafka.admin import AdminClient
-
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import KafkaSetupError
-from eos_etl.stack.broker import KafkaBroker
-from eos_etl.stack.errors import PortInUseError
-from eos_etl.stack.tools import free_port, port_is_free
+from eos_etl.stack.kafka_cluster import KafkaCluster
+from eos_etl.stack.tools import free_port
 
-TXN_TIMEOUT_S = 30.0
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-# -- helpers ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Rec:
-    partition: int
-    offset: int
-    value: str
-
-
-def wait_settled(connection: KafkaConnection, topic: str, timeout: float = 15.0) -> None:
-    """Wait until no transaction is undecided on ``topic``: last stable offset == high watermark.
-
-    commit/abort_transaction return once the coordinator has *decided*; it
-    writes the markers right after, so for a few milliseconds the LSO (what
-    read_committed consumers may read up to) still lags behind.
-    """
-    admin = ClusterAdmin(connection)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            offsets = admin.offsets(topic, admin.partitions(topic))
-        except KafkaSetupError:  # a broker that just restarted may not lead the partition yet
-            assert time.monotonic() < deadline, f"cannot list offsets of {topic} for {timeout}s"
-            time.sleep(0.2)
-            continue
-        if all(o.last_stable == o.high_watermark for o in offsets.values()):
-            return
-        assert time.monotonic() < deadline, f"{topic} still has undecided transactions after {timeout}s: {offsets}"
-        time.sleep(0.05)
-
-
-def read_all(
-    connection: KafkaConnection,
-    topic: str,
-    partitions: list[int] | None = None,
-    *,
-    isolation: str = "read_committed",
-    settle: bool = True,
-    timeout: float = 30.0,
-) -> list[Rec]:
-    """Every record of ``topic`` visible with ``isolation``, from the beginning to the end.
-
-    The end is the high watermark the consumer itself reports (for a
-    read_committed consumer that is the last stable offset). Reading stops
-    when the consumer's position reached it on every partition; it fails if
-    that does not happen within ``timeout``. With ``settle`` (the default)
-    it first waits until no transaction on the topic is undecided, so a
-    transaction committed just before is fully visible; pass False to look at
-    a topic with a transaction deliberately left open.
-    """
-    if settle:
-        wait_settled(connection, topic)
-    conf = connection.client_config()
-    conf.update(
-        {
-            "group.id": unique("reader"),  # never subscribes, never commits
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "isolation.level": isolation,
-            "log_level": 0,
-        }
-    )
-    consumer = Consumer(conf)
-    try:
-        if partitions is None:
-            md = consumer.list_topics(topic, timeout=10)
-            partitions = sorted(md.topics[topic].partitions)
-        ends = {}
-        for p in partitions:
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)
-            ends[p] = high
-        pending = {p for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, -2) for p in pending])  # -2 = OFFSET_BEGINNING
-        out: list[Rec] = []
-        deadline = time.monotonic() + timeout
-        while pending:
-            if time.monotonic() > deadline:
-                raise AssertionError(
-                    f"reading {topic} ({isolation}) did not reach the end offsets {ends} within {timeout}s; "
-                    f"positions {consumer.position([TopicPartition(topic, p) for p in pending])}"
-                )
-            msg = consumer.poll(0.2)
-            if msg is not None:
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise KafkaException(msg.error())
-                out.append(Rec(msg.partition(), msg.offset(), msg.value().decode()))
-            for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
-                if tp.offset >= ends[tp.partition]:
-                    pending.discard(tp.partition)
-        return sorted(out, key=lambda r: (r.partition, r.offset))
-    finally:
-        consumer.close()
+from .conftest import TXN_TIMEOUT_S, Rec, read_all, unique
 
 
 def values(records: list[Rec]) -> list[str]:
@@ -372,31 +267,12 @@ def test_same_transactional_id_fences_and_aborts_the_older_producer(connection, 
 @pytest.fixture(scope="module")
 def own_broker(tmp_path_factory):
     """A broker of this module alone: it gets restarted and killed."""
-    broker = KafkaBroker(home=tmp_path_factory.mktemp("kafka-restart"), port=free_port(), heap="512m")
+    broker = KafkaCluster(home=tmp_path_factory.mktemp("kafka-restart"), port=free_port(), heap="512m")
     try:
         broker.start()
         yield broker
     finally:
         broker.stop()
-
-
-def restart(broker: KafkaBroker, *, hard: bool) -> None:
-    """``broker.restart(hard=...)``, tolerating a known race in the product (see the report).
-
-    KafkaBroker.pid() treats the JVM's thread-group leader turning zombie as
-    "dead" while the JVM's other threads are still exiting and still hold the
-    listening sockets, so the start() inside restart() can fail with
-    PortInUseError. Then wait until the ports are really free and start again.
-    """
-    try:
-        broker.restart(hard=hard)
-    except PortInUseError:
-        ports = [broker.port, broker.controller_port]
-        deadline = time.monotonic() + 30
-        while not all(port_is_free(p) for p in ports):
-            assert time.monotonic() < deadline, f"ports {ports} still busy 30 s after the broker stopped"
-            time.sleep(0.05)
-        broker.start()
 
 
 def test_committed_records_and_offsets_survive_clean_and_hard_restart(own_broker):
@@ -430,7 +306,7 @@ def test_committed_records_and_offsets_survive_clean_and_hard_restart(own_broker
     assert values(read_all(conn, sink)) == ["r-0", "r-1", "r-2"]
     assert stable_committed(admin, group, source, [0]) == {0: 3}
 
-    restart(own_broker, hard=False)
+    own_broker.restart(hard=False)
     assert values(read_all(conn, sink)) == ["r-0", "r-1", "r-2"]
     assert values(read_all(conn, sink, isolation="read_uncommitted")) == ["r-0", "r-1", "r-2", "x-0"]
     assert stable_committed(admin, group, source, [0], retry_any=True) == {0: 3}
@@ -439,7 +315,7 @@ def test_committed_records_and_offsets_survive_clean_and_hard_restart(own_broker
     txn(tid, ["s-0", "s-1"], 6, commit=True)
     assert stable_committed(admin, group, source, [0], retry_any=True) == {0: 6}
 
-    restart(own_broker, hard=True)
+    own_broker.restart(hard=True)
     assert values(read_all(conn, sink)) == ["r-0", "r-1", "r-2", "s-0", "s-1"]
     assert values(read_all(conn, sink, isolation="read_uncommitted")) == ["r-0", "r-1", "r-2", "x-0", "s-0", "s-1"]
     assert stable_committed(admin, group, source, [0], retry_any=True) == {0: 6}

@@ -12,63 +12,18 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from dataclasses import dataclass
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-
+from confluent_kafka import (
+    Producer,
+)
 from eos_etl.engine.pipeline import PipelineConfig
 from eos_etl.engine.runner import read_window
 from eos_etl.engine.window import OffsetRange, Window
 
+from .conftest import TXN_TIMEOUT_S, Rec, read_all, unique
+
 pytestmark = pytest.mark.spark
-
-TXN_TIMEOUT_S = 30.0
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-@dataclass(frozen=True)
-class Rec:
-    partition: int
-    offset: int
-    value: str
-
-
-def read_all(connection, topic: str, *, isolation: str, timeout: float = 30.0) -> list[Rec]:
-    """Reference reader (librdkafka): every record visible with ``isolation``, up to the
-    consumer's own high watermark (the last stable offset for read_committed)."""
-    conf = connection.client_config()
-    conf.update({"group.id": unique("reader"), "enable.auto.commit": False, "isolation.level": isolation,
-                 "log_level": 0})
-    consumer = Consumer(conf)
-    try:
-        parts = sorted(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10, cached=False)[1]
-                for p in parts}
-        pending = {p for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, -2) for p in pending])  # -2 = OFFSET_BEGINNING
-        out: list[Rec] = []
-        deadline = time.monotonic() + timeout
-        while pending:
-            assert time.monotonic() < deadline, f"reading {topic} ({isolation}) did not reach {ends}"
-            msg = consumer.poll(0.2)
-            if msg is not None:
-                if msg.error():
-                    if msg.error().code() == KafkaError._PARTITION_EOF:
-                        continue
-                    raise KafkaException(msg.error())
-                out.append(Rec(msg.partition(), msg.offset(), msg.value().decode()))
-            for tp in consumer.position([TopicPartition(topic, p) for p in pending]):
-                if tp.offset >= ends[tp.partition]:
-                    pending.discard(tp.partition)
-        return sorted(out, key=lambda r: (r.partition, r.offset))
-    finally:
-        consumer.close()
-
 
 def spark_read(spark, connection, topic: str, starting: dict[int, int], ending: dict[int, int]) -> list[Rec]:
     reader = spark.read.format("kafka")

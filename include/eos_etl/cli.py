@@ -134,9 +134,9 @@ def cmd_fetch_jars(args) -> int:
 
 
 def cmd_broker(args) -> int:
-    from .stack.broker import KafkaBroker
+    from .stack.kafka_cluster import KafkaCluster
 
-    broker = KafkaBroker.local()
+    broker = KafkaCluster.local()
     if args.action == "start":
         broker.start()
     elif args.action == "stop":
@@ -166,9 +166,9 @@ def cmd_airflow(args) -> int:
 
 def cmd_up(args) -> int:
     from .stack.airflow import AirflowStandalone
-    from .stack.broker import KafkaBroker
+    from .stack.kafka_cluster import KafkaCluster
 
-    broker = KafkaBroker.local().start()
+    broker = KafkaCluster.local().start()
     print(broker.status().describe())
     if not args.no_airflow:
         af = AirflowStandalone.local().start()
@@ -178,19 +178,19 @@ def cmd_up(args) -> int:
 
 def cmd_down(_args) -> int:
     from .stack.airflow import AirflowStandalone
-    from .stack.broker import KafkaBroker
+    from .stack.kafka_cluster import KafkaCluster
 
     AirflowStandalone.local().stop()
-    KafkaBroker.local().stop()
+    KafkaCluster.local().stop()
     print("stopped Airflow and the Kafka broker")
     return 0
 
 
 def cmd_status(_args) -> int:
     from .stack.airflow import AirflowStandalone
-    from .stack.broker import KafkaBroker
+    from .stack.kafka_cluster import KafkaCluster
 
-    print(KafkaBroker.local().status().describe())
+    print(KafkaCluster.local().status().describe())
     print(AirflowStandalone.local().status().describe())
     return 0
 

@@ -19,13 +19,13 @@ from .kafka.admin import ClusterAdmin
 from .kafka.connection import KafkaConnection
 from .shop.generator import generate
 from .shop.job import ShopSettings, run_shop_window, summary_dict
-from .stack.broker import KafkaBroker
+from .stack.kafka_cluster import KafkaCluster
 from .stack.spark import spark_session
 
 
 def run_demo(args) -> int:
     t0 = time.monotonic()
-    broker = KafkaBroker.local().start()
+    broker = KafkaCluster.local().start()
     print(broker.status().describe(), flush=True)
     airflow = None
     if not args.no_airflow:

@@ -25,7 +25,7 @@ from ..kafka.connection import KafkaConnection
 from ..shop.generator import generate
 from ..shop.job import ShopSettings
 from ..shop.schema import ShopTopics
-from ..stack.broker import KafkaBroker
+from ..stack.kafka_cluster import KafkaCluster
 from ..stack.tools import free_port
 from .harness import measure, process_cpu_seconds
 
@@ -60,7 +60,7 @@ class Bench:
         self.rows: list[dict] = []
         self.checks: list[dict] = []
         self.inputs: dict[int, dict] = {}
-        self.broker: KafkaBroker | None = None
+        self.broker: KafkaCluster | None = None
         self.connection: KafkaConnection | None = None
         self.admin: ClusterAdmin | None = None
         self.started = time.time()
@@ -70,14 +70,15 @@ class Bench:
     # -- broker & inputs ------------------------------------------------------------------
     def start_broker(self) -> None:
         home = self.work / "kafka"
-        old = KafkaBroker(home=home)
-        if old.pid_file.is_file() and old.pid() is not None:
-            log.warning("a previous bench broker (pid %s) still runs in %s; stopping it", old.pid(), home)
-            old.stop()
+        if (home / "cluster.json").is_file():
+            old = KafkaCluster(home=home)
+            if old.pid() is not None:
+                log.warning("a previous bench broker (pid %s) still runs in %s; stopping it", old.pid(), home)
+                old.stop()
         if self.work.exists():
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True)
-        self.broker = KafkaBroker(home=home, port=free_port(), heap="1g")
+        self.broker = KafkaCluster(home=home, port=free_port(), heap="1g")
         self.broker.start()
         self.connection = KafkaConnection(self.broker.bootstrap_servers)
         self.admin = ClusterAdmin(self.connection, timeout=30)

@@ -57,7 +57,7 @@ class TrialResult:
 @dataclass
 class Lab:
     connection: KafkaConnection
-    broker: object | None = None  # stack.broker.KafkaBroker when the scenario may kill it
+    broker: object | None = None  # stack.broker.KafkaCluster when the scenario may kill it
     sasl_bootstrap_servers: str | None = None
     sasl_user: str | None = None
     sasl_password: str | None = None

@@ -77,12 +77,12 @@ def _plan(opts: SoakOptions, round_: int) -> list[tuple[str, Callable[[Lab], lis
 
 
 def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
-    from ..stack.broker import KafkaBroker
+    from ..stack.kafka_cluster import KafkaCluster
     from ..stack.tools import free_port
 
     home = paths.var_dir() / "soak" / "kafka"
     shutil.rmtree(home, ignore_errors=True)
-    broker = KafkaBroker(home=home, port=free_port(), sasl_port=free_port(), sasl_users={SOAK_USER: SOAK_PASSWORD})
+    broker = KafkaCluster(home=home, port=free_port(), sasl_users={SOAK_USER: SOAK_PASSWORD})
     broker.start()
     lab = Lab(KafkaConnection(broker.bootstrap_servers), broker=broker,
               sasl_bootstrap_servers=broker.sasl_bootstrap_servers, sasl_user=SOAK_USER, sasl_password=SOAK_PASSWORD,

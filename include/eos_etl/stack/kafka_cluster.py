@@ -1,0 +1,672 @@
+"""Real Apache Kafka on loopback: one KRaft node, or a cluster of them.
+
+A :class:`KafkaCluster` is a set of :class:`KafkaNode` processes started from
+the Maven Central jars (see :mod:`.versions`), each a plain ``java kafka.Kafka
+server.properties`` in combined mode (broker + controller). One node is the
+embedded default; three give what production looks like: replication factor
+3, ``min.insync.replicas`` 2, the offsets and transaction-state topics
+replicated three times with ``transaction.state.log.min.isr`` 2 and unclean
+leader election off. The controller quorum is the static voter set of all
+nodes, so one code path formats and starts any size.
+
+Layout under ``home``: ``cluster.json`` (node ids and ports, fixed at the first
+start so restarts reuse what the storage was formatted with) and one
+``node-<id>/`` per node with ``server.properties``, ``log4j2.properties``,
+``data/`` (kept across restarts), ``node.pid`` and ``logs/server.log``.
+
+Usage::
+
+    cluster = KafkaCluster(home, size=3).start()   # fetch jars, format once, start, wait
+    cluster.bootstrap_servers                       # '127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3'
+    cluster.node(2).kill(); cluster.node(2).start() # a single node's faults
+    cluster.transaction_coordinator("my-txn-id")    # the node id that coordinates it
+    cluster.stop()
+
+The fault suite asks it who leads what (partition leader, transaction and group
+coordinator, active controller) so it can kill exactly that node.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import paths
+from . import maven
+from .errors import BrokerStartError, StackError
+from .tools import (
+    free_port,
+    port_accepts,
+    port_is_free,
+    require_free_port,
+    require_tool,
+)
+from .versions import KAFKA_BROKER
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9092
+DEFAULT_CLUSTER_PORT = 19092
+READY_TIMEOUT_S = 90.0
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
+
+# Settings every node gets, whatever the cluster size. Anything here can be
+# overridden through ``KafkaCluster.overrides``.
+_BASE_PROPERTIES: dict[str, str] = {
+    "process.roles": "broker,controller",
+    "controller.listener.names": "CONTROLLER",
+    "inter.broker.listener.name": "PLAINTEXT",
+    "group.initial.rebalance.delay.ms": "0",
+    # Missing topics must be an error, never silently created by a producer.
+    "auto.create.topics.enable": "false",
+    "num.partitions": "1",
+    # A replica that lost data must never become leader: committed transactions would vanish.
+    "unclean.leader.election.enable": "false",
+    # Abort transactions that outlive their timeout within a second, not a minute.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
+    "transaction.max.timeout.ms": "900000",
+}
+
+_LOG4J2 = """\
+status = warn
+appender.file.type = RollingFile
+appender.file.name = FILE
+appender.file.fileName = {log}
+appender.file.filePattern = {log}.%i
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = [%d] %p %m (%c)%n
+appender.file.policies.type = Policies
+appender.file.policies.size.type = SizeBasedTriggeringPolicy
+appender.file.policies.size.size = 50MB
+appender.file.strategy.type = DefaultRolloverStrategy
+appender.file.strategy.max = 3
+rootLogger.level = INFO
+rootLogger.appenderRef.file.ref = FILE
+logger.kafka.name = kafka
+logger.kafka.level = INFO
+logger.state.name = state.change.logger
+logger.state.level = WARN
+"""
+
+
+def replication_defaults(size: int) -> dict[str, str]:
+    """Replication settings for a cluster of ``size`` nodes: 3 copies, 2 in sync, when there are 3."""
+    rf = min(3, size)
+    min_isr = max(1, rf - 1)
+    # Internal topics: one partition per node spreads the coordinators (a single node keeps 1: fast start).
+    internal_partitions = str(max(1, size))
+    return {
+        "default.replication.factor": str(rf),
+        "min.insync.replicas": str(min_isr),
+        "offsets.topic.replication.factor": str(rf),
+        "offsets.topic.num.partitions": internal_partitions,
+        "transaction.state.log.replication.factor": str(rf),
+        "transaction.state.log.min.isr": str(min_isr),
+        "transaction.state.log.num.partitions": internal_partitions,
+        "share.coordinator.state.topic.replication.factor": str(rf),
+        "share.coordinator.state.topic.min.isr": str(min_isr),
+    }
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
+    h = 0
+    data = text.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def coordinator_partition(key: str, partitions: int) -> int:
+    """The internal-topic partition Kafka maps a transactional.id or group id to.
+
+    ``Utils.abs(key.hashCode()) % partitions`` (TransactionStateManager.partitionFor,
+    GroupCoordinatorService.partitionFor); Utils.abs maps Integer.MIN_VALUE to 0.
+    """
+    h = java_string_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+@dataclass
+class NodeStatus:
+    node_id: int
+    running: bool
+    paused: bool
+    pid: int | None
+    address: str
+    sasl_address: str | None
+    roles: str
+    log_file: str
+
+    def describe(self) -> str:
+        state = ("paused" if self.paused else "running") + f" (pid {self.pid})" if self.running else "stopped"
+        sasl = f", SASL {self.sasl_address}" if self.sasl_address else ""
+        return f"  node {self.node_id} [{self.roles}] {self.address}{sasl}: {state}, log {self.log_file}"
+
+
+@dataclass
+class ClusterStatus:
+    nodes: list[NodeStatus]
+    bootstrap_servers: str
+    sasl_bootstrap_servers: str | None
+    home: str
+    active_controller: int | None = None
+
+    @property
+    def running(self) -> bool:
+        return any(n.running for n in self.nodes)
+
+    @property
+    def pid(self) -> int | None:  # the first node's (one-node status lines)
+        return self.nodes[0].pid if self.nodes else None
+
+    def describe(self) -> str:
+        up = sum(n.running for n in self.nodes)
+        lines = [f"Kafka ({len(self.nodes)} node{'s' if len(self.nodes) > 1 else ''}, {up} running): "
+                 f"bootstrap servers {self.bootstrap_servers}"]
+        if self.sasl_bootstrap_servers:
+            lines.append(f"  SASL_PLAINTEXT (PLAIN) bootstrap servers: {self.sasl_bootstrap_servers}")
+        if self.active_controller is not None:
+            lines.append(f"  active controller: node {self.active_controller}")
+        lines += [n.describe() for n in self.nodes]
+        lines.append(f"  home: {self.home}")
+        return "\n".join(lines)
+
+
+@dataclass
+class KafkaNode:
+    """One KRaft process (broker + controller) of a :class:`KafkaCluster`."""
+
+    cluster: "KafkaCluster"
+    node_id: int
+    port: int
+    controller_port: int
+    sasl_port: int | None = None
+
+    # -- layout ---------------------------------------------------------------
+    @property
+    def home(self) -> Path:
+        return self.cluster.home / f"node-{self.node_id}"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "logs" / "server.log"
+
+    @property
+    def stdout_file(self) -> Path:
+        return self.home / "logs" / "node.out"
+
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "node.pid"
+
+    @property
+    def properties_file(self) -> Path:
+        return self.home / "server.properties"
+
+    @property
+    def address(self) -> str:
+        return f"{self.cluster.host}:{self.port}"
+
+    @property
+    def sasl_address(self) -> str | None:
+        return f"{self.cluster.host}:{self.sasl_port}" if self.sasl_port else None
+
+    @property
+    def ports(self) -> list[int]:
+        return [p for p in (self.port, self.controller_port, self.sasl_port) if p]
+
+    def properties(self) -> dict[str, str]:
+        c = self.cluster
+        host = c.host
+        listeners = [f"PLAINTEXT://{host}:{self.port}", f"CONTROLLER://{host}:{self.controller_port}"]
+        protocol_map = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+        advertised = [f"PLAINTEXT://{host}:{self.port}"]
+        props = {**_BASE_PROPERTIES, **replication_defaults(c.size)}
+        if self.sasl_port:
+            listeners.append(f"SASL_PLAINTEXT://{host}:{self.sasl_port}")
+            advertised.append(f"SASL_PLAINTEXT://{host}:{self.sasl_port}")
+            protocol_map.append("SASL_PLAINTEXT:SASL_PLAINTEXT")
+            users = " ".join(f'user_{u}="{p}"' for u, p in c.sasl_users.items())
+            props["sasl.enabled.mechanisms"] = "PLAIN"
+            props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.plain.PlainLoginModule required " + users + ";"
+            )
+        props.update(
+            {
+                "node.id": str(self.node_id),
+                "listeners": ",".join(listeners),
+                "advertised.listeners": ",".join(advertised),
+                "listener.security.protocol.map": ",".join(protocol_map),
+                "controller.quorum.voters": c.quorum_voters,
+                "log.dirs": str(self.data_dir),
+            }
+        )
+        props.update(c.overrides)
+        return props
+
+    # -- process --------------------------------------------------------------
+    def _write_config(self) -> None:
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        text = "".join(f"{k}={v}\n" for k, v in sorted(self.properties().items()))
+        self.properties_file.write_text(text)
+        (self.home / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
+
+    def _jvm_args(self) -> list[str]:
+        return self.cluster.jvm_args(self.home / "log4j2.properties")
+
+    def format_storage(self, cluster_id: str) -> None:
+        if (self.data_dir / "meta.properties").is_file():
+            return
+        self._write_config()
+        features = [arg for name, level in self.cluster.features.items() for arg in ("--feature", f"{name}={level}")]
+        proc = subprocess.run(
+            self._jvm_args() + ["kafka.tools.StorageTool", "format", "-t", cluster_id,
+                                "-c", str(self.properties_file), *features],
+            capture_output=True, text=True,
+        )
+        if proc.returncode != 0:
+            raise BrokerStartError(f"formatting KRaft storage in {self.data_dir} failed:\n{proc.stdout}{proc.stderr}")
+
+    def pid(self) -> int | None:
+        """The node's pid while the process exists (running or paused); None once it is gone."""
+        try:
+            pid = int(self.pid_file.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                state = f.read().rsplit(")", 1)[-1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return None
+        if state == "Z":
+            # Only a zombie is left: every thread has exited. Reap it if it is our child.
+            try:
+                os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                pass
+            return None
+        return pid
+
+    def is_running(self) -> bool:
+        return self.pid() is not None
+
+    def is_paused(self) -> bool:
+        pid = self.pid()
+        if pid is None:
+            return False
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                return f.read().rsplit(")", 1)[-1].split()[0] == "T"
+        except FileNotFoundError:
+            return False
+
+    def spawn(self) -> None:
+        """Start the process (storage must be formatted); returns without waiting."""
+        for port in self.ports:
+            require_free_port(port, f"Kafka node {self.node_id}", self.cluster.host)
+        self._write_config()
+        with open(self.stdout_file, "ab") as out:
+            proc = subprocess.Popen(
+                self._jvm_args() + ["kafka.Kafka", str(self.properties_file)],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,  # outlives the CLI that started it
+            )
+        self.pid_file.write_text(str(proc.pid))
+        log.info("Kafka node %d starting (pid %d) on %s, log %s", self.node_id, proc.pid, self.address, self.log_file)
+
+    def start(self, timeout: float = READY_TIMEOUT_S) -> "KafkaNode":
+        """Start this node (idempotent) and wait until the cluster serves it as a broker."""
+        if not self.is_running():
+            self.cluster.format_all()
+            self.spawn()
+        elif self.is_paused():
+            self.resume()
+        self.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        from confluent_kafka.admin import AdminClient
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self.is_running():
+                raise BrokerStartError(
+                    f"Kafka node {self.node_id} exited during start-up; last lines of {self.log_file}:\n"
+                    f"{self.tail_log()}"
+                )
+            if port_accepts(self.port, self.cluster.host):
+                try:
+                    admin = AdminClient({"bootstrap.servers": self.address, "log_level": 0})
+                    # Ready once the quorum has registered this node as an unfenced broker.
+                    if self.node_id in admin.list_topics(timeout=2).brokers:
+                        return
+                except Exception:  # noqa: BLE001 - not ready yet; keep polling until the deadline
+                    pass
+            time.sleep(0.25)
+        raise BrokerStartError(
+            f"Kafka node {self.node_id} did not answer on {self.address} within {timeout:.0f}s; "
+            f"see {self.log_file}:\n{self.tail_log()}"
+        )
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Clean shutdown (SIGTERM: the node flushes and closes its logs, hands over leadership)."""
+        if self.is_paused():
+            self.resume()
+        self._signal_and_wait(signal.SIGTERM, timeout)
+
+    def kill(self) -> None:
+        """Hard kill (SIGKILL), as a crashed machine would; what reached the disk stays."""
+        self._signal_and_wait(signal.SIGKILL, 30.0)
+
+    def pause(self) -> None:
+        """SIGSTOP: the process freezes with its sockets open (a stand-in for a network partition)."""
+        pid = self.pid()
+        if pid is None:
+            raise StackError(f"Kafka node {self.node_id} is not running")
+        os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+
+    def _signal_and_wait(self, sig: int, timeout: float) -> None:
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return
+        os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.pid() is not None:
+            time.sleep(0.05)
+        if self.pid() is not None:
+            log.warning("Kafka node %d (pid %d) ignored %s for %.0fs; killing it",
+                        self.node_id, pid, signal.Signals(sig).name, timeout)
+            os.kill(pid, signal.SIGKILL)
+            deadline = time.monotonic() + 30
+            while self.pid() is not None and time.monotonic() < deadline:
+                time.sleep(0.05)
+        self.pid_file.unlink(missing_ok=True)
+        # The process is gone, but the kernel may still hold its ports for a moment
+        # (sockets closing). A start right now would fail on them: wait until every
+        # port this node listens on can be bound again.
+        deadline = time.monotonic() + 30
+        while not all(port_is_free(p, self.cluster.host) for p in self.ports):
+            if time.monotonic() > deadline:
+                raise StackError(f"ports {self.ports} of Kafka node {self.node_id} still busy 30 s after it exited")
+            time.sleep(0.05)
+
+    def restart(self, *, hard: bool = False, timeout: float = READY_TIMEOUT_S) -> "KafkaNode":
+        self.kill() if hard else self.stop()
+        return self.start(timeout)
+
+    def status(self) -> NodeStatus:
+        pid = self.pid()
+        return NodeStatus(node_id=self.node_id, running=pid is not None, paused=self.is_paused(), pid=pid,
+                          address=self.address, sasl_address=self.sasl_address, roles="broker,controller",
+                          log_file=str(self.log_file))
+
+    def tail_log(self, lines: int = 25) -> str:
+        chunks = []
+        for f in (self.stdout_file, self.log_file):
+            if f.is_file():
+                chunks.append("\n".join(f.read_text(errors="replace").splitlines()[-lines:]))
+        return "\n".join(chunks) or "(no log yet)"
+
+    def quorum_state(self) -> dict | None:
+        """This node's persisted view of the KRaft election (leaderId, leaderEpoch, ...)."""
+        path = self.data_dir / "__cluster_metadata-0" / "quorum-state"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+
+
+@dataclass
+class KafkaCluster:
+    """A set of KRaft nodes in combined mode on loopback; ``size=1`` is the embedded default broker."""
+
+    home: Path
+    size: int = 1
+    # Client ports, one per node (None: the first node at ``port`` when given, else free ports).
+    ports: list[int] | None = None
+    port: int | None = None
+    # Optional SASL_PLAINTEXT listener with the PLAIN mechanism on every node: {user: password}.
+    sasl_users: dict[str, str] = field(default_factory=dict)
+    overrides: dict[str, str] = field(default_factory=dict)
+    heap: str | None = None
+    # KRaft feature levels fixed at format time, e.g. {"transaction.version": "1"}.
+    features: dict[str, str] = field(default_factory=dict)
+    host: str = "127.0.0.1"
+    nodes: list[KafkaNode] = field(init=False, default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.home = Path(self.home)
+        if self.size < 1:
+            raise StackError("a Kafka cluster needs at least one node")
+        if self.heap is None:
+            self.heap = "768m" if self.size == 1 else "512m"
+        self.nodes = self._layout()
+
+    @classmethod
+    def local(cls, size: int | None = None) -> "KafkaCluster":
+        """The project's own Kafka: one node in var/kafka on $EOS_ETL_KAFKA_PORT (9092), or
+        ``size`` > 1 nodes in var/kafka-cluster from $EOS_ETL_KAFKA_CLUSTER_PORT (19092) up."""
+        sasl_password = os.environ.get("EOS_ETL_KAFKA_SASL_PASSWORD")
+        users = {"etl": sasl_password} if os.environ.get("EOS_ETL_KAFKA_SASL_PORT") and sasl_password else {}
+        if not size or size == 1:
+            port = int(os.environ.get("EOS_ETL_KAFKA_PORT", DEFAULT_PORT))
+            return cls(home=paths.var_dir() / "kafka", size=1, ports=[port], sasl_users=users)
+        base = int(os.environ.get("EOS_ETL_KAFKA_CLUSTER_PORT", DEFAULT_CLUSTER_PORT))
+        return cls(home=paths.var_dir() / "kafka-cluster", size=size, ports=[base + i for i in range(size)],
+                   sasl_users=users)
+
+    # -- layout: ports fixed at the first start, reused by every restart ----------------
+    @property
+    def layout_file(self) -> Path:
+        return self.home / "cluster.json"
+
+    def _layout(self) -> list[KafkaNode]:
+        if self.layout_file.is_file():
+            stored = json.loads(self.layout_file.read_text())
+            if len(stored["nodes"]) == self.size:
+                return [KafkaNode(self, n["node_id"], n["port"], n["controller_port"], n.get("sasl_port"))
+                        for n in stored["nodes"]]
+            raise StackError(f"{self.home} holds a {len(stored['nodes'])}-node cluster, not {self.size} nodes; "
+                             "use another home or wipe it")
+        ports = list(self.ports or ([self.port] if self.port else []))
+        nodes = []
+        for i in range(self.size):
+            port = ports[i] if i < len(ports) else free_port(self.host)
+            nodes.append(KafkaNode(self, i + 1, port, free_port(self.host),
+                                   free_port(self.host) if self.sasl_users else None))
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.layout_file.write_text(json.dumps(
+            {"nodes": [{"node_id": n.node_id, "port": n.port, "controller_port": n.controller_port,
+                        "sasl_port": n.sasl_port} for n in nodes]}, indent=1))
+        return nodes
+
+    def node(self, node_id: int) -> KafkaNode:
+        for n in self.nodes:
+            if n.node_id == node_id:
+                return n
+        raise StackError(f"no node {node_id} in this {self.size}-node cluster")
+
+    @property
+    def quorum_voters(self) -> str:
+        return ",".join(f"{n.node_id}@{self.host}:{n.controller_port}" for n in self.nodes)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.address for n in self.nodes)
+
+    @property
+    def sasl_bootstrap_servers(self) -> str | None:
+        return ",".join(n.sasl_address for n in self.nodes) if self.sasl_users else None
+
+    @property
+    def log_file(self) -> Path:
+        return self.nodes[0].log_file
+
+    # -- processes --------------------------------------------------------------------
+    def jvm_args(self, log4j_file: Path) -> list[str]:
+        java = require_tool("java", install_hint="apt-get install openjdk-17-jre-headless")
+        maven.fetch(KAFKA_BROKER)
+        return [java, f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={log4j_file}", "-cp", KAFKA_BROKER.classpath()]
+
+    def format_all(self) -> None:
+        """Format every node's storage once, all with the same cluster id."""
+        if all((n.data_dir / "meta.properties").is_file() for n in self.nodes):
+            return
+        id_file = self.home / "cluster.id"
+        if not id_file.is_file():
+            out = subprocess.run(self.jvm_args(self.home / "unused-log4j2.properties")
+                                 + ["kafka.tools.StorageTool", "random-uuid"],
+                                 capture_output=True, text=True, check=True)
+            id_file.write_text(out.stdout.strip().splitlines()[-1])
+        cluster_id = id_file.read_text().strip()
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(lambda n: n.format_storage(cluster_id), self.nodes))
+
+    def start(self, timeout: float = READY_TIMEOUT_S) -> "KafkaCluster":
+        """Start every node that is not running (idempotent); wait until all serve as brokers."""
+        self.format_all()
+        for n in self.nodes:
+            if not n.is_running():
+                n.spawn()
+            elif n.is_paused():
+                n.resume()
+        for n in self.nodes:
+            n.wait_ready(timeout)
+        return self
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
+        for n in self.nodes:
+            n.wait_ready(timeout)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        # In parallel: a node stopping alone waits for the others to take over its leaderships.
+        with ThreadPoolExecutor(len(self.nodes)) as pool:
+            list(pool.map(lambda n: n.stop(timeout), self.nodes))
+
+    def kill(self) -> None:
+        for n in self.nodes:
+            n.kill()
+
+    def restart(self, *, hard: bool = False, timeout: float = READY_TIMEOUT_S) -> "KafkaCluster":
+        """Stop (or kill) every node and start them again on the same data."""
+        self.kill() if hard else self.stop()
+        return self.start(timeout)
+
+    def rolling_restart(self, *, hard: bool = False, pause_s: float = 0.0, timeout: float = READY_TIMEOUT_S) -> None:
+        """Restart the nodes one at a time, each back in service before the next goes."""
+        for n in self.nodes:
+            n.restart(hard=hard, timeout=timeout)
+            self.wait_in_sync(timeout)
+            time.sleep(pause_s)
+
+    def pid(self) -> int | None:
+        return self.nodes[0].pid()
+
+    def is_running(self) -> bool:
+        return all(n.is_running() for n in self.nodes)
+
+    def running_nodes(self) -> list[KafkaNode]:
+        return [n for n in self.nodes if n.is_running() and not n.is_paused()]
+
+    def status(self) -> ClusterStatus:
+        controller = self.active_controller() if self.running_nodes() else None
+        return ClusterStatus(nodes=[n.status() for n in self.nodes], bootstrap_servers=self.bootstrap_servers,
+                             sasl_bootstrap_servers=self.sasl_bootstrap_servers, home=str(self.home),
+                             active_controller=controller)
+
+    def tail_log(self, lines: int = 25) -> str:
+        return "\n".join(f"--- node {n.node_id} ---\n{n.tail_log(lines)}" for n in self.nodes)
+
+    def wipe(self) -> None:
+        """Delete all data (every node must be stopped)."""
+        if any(n.is_running() for n in self.nodes):
+            raise StackError("stop the Kafka nodes before wiping their data")
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    # -- who leads what: the questions fault tests ask ----------------------------------
+    def _admin(self):
+        from confluent_kafka.admin import AdminClient
+
+        live = ",".join(n.address for n in self.running_nodes()) or self.bootstrap_servers
+        return AdminClient({"bootstrap.servers": live, "log_level": 0})
+
+    def _metadata(self, topic: str | None = None, timeout: float = 10.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._admin().list_topics(topic=topic, timeout=max(1.0, deadline - time.monotonic()))
+            except Exception as exc:  # noqa: BLE001 - retried until the deadline, then reported
+                if time.monotonic() >= deadline:
+                    raise StackError(f"no metadata from the cluster's live nodes within {timeout:.0f}s: {exc}") from exc
+                time.sleep(0.2)
+
+    def leader(self, topic: str, partition: int, timeout: float = 10.0) -> int | None:
+        """The node leading ``topic[partition]`` now (None while it has no leader)."""
+        md = self._metadata(topic, timeout)
+        t = md.topics.get(topic)
+        if t is None or partition not in t.partitions:
+            raise StackError(f"{topic}[{partition}] does not exist")
+        leader = t.partitions[partition].leader
+        return leader if leader >= 0 else None
+
+    def replicas(self, topic: str, partition: int) -> tuple[list[int], list[int]]:
+        """(replicas, in-sync replicas) of ``topic[partition]``."""
+        p = self._metadata(topic).topics[topic].partitions[partition]
+        return list(p.replicas), list(p.isrs)
+
+    def _coordinator(self, internal_topic: str, key: str, timeout: float) -> int | None:
+        md = self._metadata(internal_topic, timeout)
+        t = md.topics.get(internal_topic)
+        if t is None or not t.partitions:
+            return None  # created lazily: no transaction (or group) has used the cluster yet
+        return self.leader(internal_topic, coordinator_partition(key, len(t.partitions)), timeout)
+
+    def transaction_coordinator(self, transactional_id: str, timeout: float = 10.0) -> int | None:
+        """The node coordinating ``transactional_id``: the leader of its __transaction_state partition."""
+        return self._coordinator(TRANSACTION_STATE_TOPIC, transactional_id, timeout)
+
+    def group_coordinator(self, group: str, timeout: float = 10.0) -> int | None:
+        """The node coordinating ``group``: the leader of its __consumer_offsets partition."""
+        return self._coordinator(CONSUMER_OFFSETS_TOPIC, group, timeout)
+
+    def active_controller(self) -> int | None:
+        """The KRaft quorum's leader, from the newest election any running node has persisted."""
+        states = [s for n in self.running_nodes() if (s := n.quorum_state())]
+        best = max(states, key=lambda s: s.get("leaderEpoch", -1), default=None)
+        if best is None or best.get("leaderId", -1) < 0:
+            return None
+        return best["leaderId"]
+
+    def wait_in_sync(self, timeout: float = READY_TIMEOUT_S, topics: list[str] | None = None) -> None:
+        """Wait until every partition (of ``topics``, default all) has its full replica set in sync."""
+        deadline = time.monotonic() + timeout
+        while True:
+            md = self._metadata(None, max(1.0, deadline - time.monotonic()))
+            lagging = [(t, p) for t, tm in md.topics.items() if topics is None or t in topics
+                       for p, pm in tm.partitions.items() if len(pm.isrs) < len(pm.replicas) or pm.leader < 0]
+            if not lagging:
+                return
+            if time.monotonic() > deadline:
+                raise StackError(f"partitions not back in sync within {timeout:.0f}s: {lagging[:10]}")
+            time.sleep(0.25)
