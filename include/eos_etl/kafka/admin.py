@@ -220,7 +220,8 @@ class ClusterAdmin:
         """Create topics (partition counts given); existing ones are left alone."""
         from confluent_kafka.admin import NewTopic
 
-        new = [NewTopic(t, num_partitions=n, replication_factor=1, config=config or {}) for t, n in topics.items()]
+        # -1: the cluster's default.replication.factor (refined by create-topics' own choice, see cli).
+        new = [NewTopic(t, num_partitions=n, replication_factor=-1, config=config or {}) for t, n in topics.items()]
         if not new:
             return
         for topic, fut in self._admin.create_topics(new, request_timeout=self.timeout).items():
