@@ -20,6 +20,7 @@ from eos_etl import logging_setup
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import KafkaSetupError
+from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.job import ShopSettings
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.stack.kafka_cluster import KafkaCluster
@@ -217,10 +218,7 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
             shipments=f"shipments-{tag}",
             dead_letters=f"purchases-{tag}.dlq",
         )
-        admin.create_topics(
-            {topics.purchases: partitions, topics.invoices: partitions, topics.shipments: partitions,
-             topics.dead_letters: 1},
-        )
+        ensure_topics(admin, topics.specs(partitions))
         return ShopSettings(
             connection=conn or connection,
             topics=topics,

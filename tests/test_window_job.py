@@ -333,10 +333,12 @@ def test_dead_letter_bigger_than_the_dead_letter_topic_allows_is_cut_not_crashin
     from eos_etl.shop.schema import DEAD_LETTER_MAX_BYTES
 
     shop = shop_factory(partitions=1)
-    resource = ConfigResource(ConfigResource.Type.TOPIC, shop.topics.purchases, incremental_configs=[
-        ConfigEntry("max.message.bytes", "2097152", incremental_operation=AlterConfigOpType.SET)])
+    limits = {shop.topics.purchases: "2097152", shop.topics.dead_letters: "1048588"}  # the latter: Kafka's default
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("max.message.bytes", limit, incremental_operation=AlterConfigOpType.SET)])
+        for topic, limit in limits.items()]
     admin_client = AdminClient(shop.connection.client_config())
-    for fut in admin_client.incremental_alter_configs([resource]).values():
+    for fut in admin_client.incremental_alter_configs(resources).values():
         fut.result(30)
     huge = random.Random(5).randbytes(1_500_000)
     p = Producer({**shop.connection.client_config(), "message.max.bytes": 3_000_000})

@@ -16,6 +16,7 @@ import urllib.parse
 
 from . import paths
 from .kafka.admin import ClusterAdmin
+from .kafka.topics import ensure_topics
 from .kafka.connection import KafkaConnection
 from .shop.generator import generate
 from .shop.job import ShopSettings, run_shop_window, summary_dict
@@ -36,8 +37,7 @@ def run_demo(args) -> int:
     settings = ShopSettings(conn)
     t = settings.topics
     admin = ClusterAdmin(conn)
-    admin.create_topics({t.purchases: args.partitions, t.invoices: args.partitions, t.shipments: args.partitions})
-    admin.create_topics({t.dead_letters: 1}, config={"max.message.bytes": "10485760"})
+    ensure_topics(admin, t.specs(args.partitions), allow_existing=True)
     stats = generate(conn, t.purchases, args.count, invalid_share=args.invalid_share,
                      transaction_size=500, abort_share=0.05, progress=True, seed=int(time.time()))
     print(f"generated: {json.dumps(stats.to_dict())}", flush=True)

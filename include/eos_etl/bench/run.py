@@ -22,6 +22,7 @@ from .. import paths
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
 from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
+from ..kafka.topics import TopicSpec, ensure_topics
 from ..shop.generator import generate
 from ..shop.job import ShopSettings
 from ..shop.schema import ShopTopics
@@ -95,7 +96,7 @@ class Bench:
             counts.setdefault(pc, o.records)
         for pc, n in sorted(counts.items()):
             topic = f"bench-purchases-p{pc}"
-            self.admin.create_topics({topic: pc})
+            ensure_topics(self.admin, [TopicSpec(topic, pc)])
             stats = generate(self.connection, topic, n, invalid_share=0.0, seed=42)
             self.inputs[pc] = {"topic": topic, "count": n, "generate_s": stats.seconds}
             log.info("input %s: %d purchases in %d partitions (%.1fs)", topic, n, pc, stats.seconds)
@@ -120,7 +121,7 @@ class Bench:
         t = settings.topics
         writes = case not in ("R",)
         if writes:
-            self.admin.create_topics({t.invoices: pc, t.shipments: pc, t.dead_letters: 1})
+            ensure_topics(self.admin, t.specs(pc, outputs_only=True))
         window = self._window(settings, size, pc)
         self.windows[settings.group] = window
         spec = {

@@ -19,3 +19,7 @@ class AuthenticationError(KafkaSetupError):
 
 class UnstableOffsetsError(KafkaSetupError):
     """The group's committed offsets belong to a transaction that has not completed."""
+
+
+class TopicMismatchError(KafkaSetupError):
+    """An existing topic has fewer partitions, replicas or in-sync replicas than asked."""

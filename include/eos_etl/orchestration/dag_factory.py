@@ -47,6 +47,7 @@ def _common_params(default_chunk: int | None) -> dict:
 def _plan(version: str | None) -> dict:
     from ..engine.runner import preflight
     from ..kafka.admin import ClusterAdmin
+    from ..kafka.topics import ensure_topics
     from .settings import ShopDagConfig, get_kafka_connection
 
     ctx = get_current_context()
@@ -57,9 +58,8 @@ def _plan(version: str | None) -> dict:
     if version:
         # A replay writes to its own versioned topics, created like the originals.
         admin = ClusterAdmin(connection)
-        admin.create_topics({settings.topics.invoices: len(admin.partitions(cfg.topics.invoices)),
-                             settings.topics.shipments: len(admin.partitions(cfg.topics.shipments))})
-        admin.create_topics({settings.topics.dead_letters: 1}, config={"max.message.bytes": "10485760"})
+        ensure_topics(admin, settings.topics.specs(len(admin.partitions(cfg.topics.invoices)), outputs_only=True),
+                      allow_existing=True)
     preflight(settings.pipeline())  # broker, topics, credentials, timeouts: fail fast and clearly
 
     until_ms = None

@@ -56,5 +56,7 @@ def summary_dict(settings: ShopSettings, summary: RunSummary) -> dict:
     return data
 
 
-def run_shop_window(spark, settings: ShopSettings, window: Window, **pipeline_overrides) -> RunSummary:
-    return run_window(spark, settings.pipeline(**pipeline_overrides), window, settings.transform())
+def run_shop_window(spark, settings: ShopSettings, window: Window, *, check: bool = True,
+                    **pipeline_overrides) -> RunSummary:
+    """``check=False`` when the caller already ran :func:`preflight` for this run."""
+    return run_window(spark, settings.pipeline(**pipeline_overrides), window, settings.transform(), check=check)

@@ -74,6 +74,10 @@ DEFAULT_MAX_PAYLOAD_BYTES = 256 * 1024
 DEAD_LETTER_MAX_BYTES = 1_000_000
 
 
+# Dead letters carry the original bytes: allow anything the input allows, and more.
+DEAD_LETTER_TOPIC_MAX_BYTES = 10_485_760
+
+
 @dataclass(frozen=True)
 class ShopTopics:
     purchases: str = "purchases"
@@ -84,3 +88,13 @@ class ShopTopics:
     @property
     def outputs(self) -> tuple[str, str, str]:
         return (self.invoices, self.shipments, self.dead_letters)
+
+    def specs(self, partitions: int, *, outputs_only: bool = False) -> list:
+        """The shop's topic layout: input, invoices and shipments with the same partition count (a
+        purchase's invoice and shipment land in the same-numbered partition), one partition of dead
+        letters, which keep the original bytes and so accept larger records."""
+        from ..kafka.topics import TopicSpec
+
+        specs = [] if outputs_only else [TopicSpec(self.purchases, partitions)]
+        return specs + [TopicSpec(self.invoices, partitions), TopicSpec(self.shipments, partitions),
+                        TopicSpec(self.dead_letters, 1, {"max.message.bytes": str(DEAD_LETTER_TOPIC_MAX_BYTES)})]
