@@ -1,7 +1,7 @@
 # The two commands a newcomer needs:  make demo   and   make test
 PY := .venv/bin/python
 
-.PHONY: setup demo test test-fast soak bench up down status lock clean
+.PHONY: setup demo test test-fast soak soak-cluster bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster
 
 setup:
 	@bash scripts/setup.sh
@@ -12,7 +12,7 @@ demo: setup
 
 ## The whole test suite against a real Kafka broker, Spark and Airflow.
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25
 
 test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
@@ -20,6 +20,10 @@ test-fast: setup
 ## Fault-injection soak at full counts (~30-40 min); writes docs/reliability.md.
 soak: setup
 	$(PY) -m eos_etl soak
+
+## Broker faults on a private three-node Kafka cluster; writes the cluster section of docs/reliability.md.
+soak-cluster: setup
+	$(PY) -m eos_etl soak --cluster
 
 ## Benchmarks (~40 min, not part of the tests): writes docs/benchmarks.md and docs/benchmarks.png.
 bench: setup
@@ -33,6 +37,20 @@ down:
 
 status:
 	$(PY) -m eos_etl status
+
+## The local clusters: 3 Kafka nodes (var/kafka-cluster) + Spark standalone master and 2 workers (var/spark-cluster).
+cluster-up: setup
+	$(PY) -m eos_etl cluster up
+
+cluster-down:
+	-$(PY) -m eos_etl cluster down
+
+cluster-status:
+	$(PY) -m eos_etl cluster status
+
+## The demo on the clusters: Airflow -> spark-submit to the standalone master -> 3-broker Kafka -> GE -> report.
+demo-cluster: setup
+	$(PY) -m eos_etl demo --cluster
 
 ## Re-resolve and pin every transitive dependency (after changing requirements.txt).
 lock:

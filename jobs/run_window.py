@@ -1,11 +1,14 @@
 """spark-submit entry point: run one window of the shop pipeline exactly once.
 
-    spark-submit --jars <connector jars> jobs/run_window.py run-window [options]
+    spark-submit --jars <connector jars> --py-files <eos_etl zip> jobs/run_window.py run-window [options]
 
 Takes exactly the options of ``python -m eos_etl run-window``; the session
-comes from spark-submit (master, jars), the exactly-once settings from
+comes from spark-submit (master, jars, code), the exactly-once settings from
 eos_etl.stack.spark. The ``eos_etl`` package must be importable on the driver
-and executors (installed in the image, or shipped with --py-files).
+and executors: ship it with ``--py-files`` (the zip from
+``eos_etl.stack.package_zip.package_zip()``, which the Airflow operator
+passes; spark-submit also puts it on the driver's PYTHONPATH) or install it
+in the image every worker runs.
 """
 
 import sys

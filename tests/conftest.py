@@ -24,6 +24,7 @@ from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.job import ShopSettings
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.stack.kafka_cluster import KafkaCluster
+from eos_etl.stack.spark_cluster import SparkStandalone
 from eos_etl.stack.tools import free_port
 
 SASL_USER = "etl"
@@ -160,9 +161,28 @@ def kafka_cluster(tmp_path_factory) -> Iterator[KafkaCluster]:
     brings every node back and waits for all replicas to be in sync first.
     """
     cluster = KafkaCluster(home=tmp_path_factory.mktemp("kafka-cluster"), size=3)
-    cluster.start()
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.stop()  # nodes that did come up must not outlive a failed start
+        raise
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory) -> Iterator[SparkStandalone]:
+    """A Spark standalone master with two 1-core workers on free loopback ports, started on first use.
+
+    Tests that kill workers or executors must leave both workers running
+    (``spark_cluster.start()`` brings back any that is down).
+    """
+    cluster = SparkStandalone(home=tmp_path_factory.mktemp("spark-cluster"), workers=2)
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture

@@ -32,7 +32,9 @@ def assert_passed(result):
     assert result.lso_settled, "an output partition's last stable offset stays below its high watermark"
 
 
-@pytest.mark.parametrize("point", sc.STEP_POINTS)
+# The steps where a kill leaves the most undecided: mid-transaction, offsets sent, all acked
+# before commit. Every step with several seeds runs in `make soak`.
+@pytest.mark.parametrize("point", ["mid_produce", "after_send_offsets", "before_commit"])
 def test_kill_at_step_boundary_then_recover_exactly_once(lab, point):
     assert_passed(sc.kill_at_step(lab, point, seed=1))
 

@@ -1,6 +1,7 @@
 """Command line: ``python -m eos_etl <command>`` (or ``eos-etl``).
 
 Stack:    fetch-jars | broker {start,stop,kill,restart,status} | airflow {start,stop,status} | up | down | status
+          cluster {up,down,status}
 Pipeline: create-topics | generate | plan-window | run-window
 Demo:     demo
 
@@ -195,19 +196,38 @@ def cmd_status(_args) -> int:
     return 0
 
 
+def cmd_cluster(args) -> int:
+    from .stack.kafka_cluster import KafkaCluster
+    from .stack.spark_cluster import SparkStandalone
+
+    kafka, spark = KafkaCluster.local(3), SparkStandalone.local()
+    if args.action == "up":
+        kafka.start()
+        spark.start()
+    elif args.action == "down":
+        spark.stop()
+        kafka.stop()
+    print(kafka.status().describe())
+    print(spark.status().describe())
+    if args.action == "up":
+        print(f"run a window on it: python -m eos_etl run-window --master {spark.master_url} "
+              f"--bootstrap-servers {kafka.bootstrap_servers}")
+    return 0
+
+
 def cmd_create_topics(args) -> int:
     from .kafka.admin import ClusterAdmin
+    from .kafka.topics import Durability, ensure_topics
 
     settings = shop_settings_from_args(args)
-    t = settings.topics
     admin = ClusterAdmin(settings.connection)
     admin.check_reachable()
-    admin.create_topics(
-        {t.purchases: args.partitions, t.invoices: args.partitions, t.shipments: args.partitions},
-    )
-    # Dead letters carry the original bytes: allow anything the input allows, and more.
-    admin.create_topics({t.dead_letters: 1}, config={"max.message.bytes": "10485760"})
-    print(json.dumps(admin.require_topics(t.purchases, *t.outputs)))
+    brokers = admin.broker_count()
+    durability = Durability.for_cluster(brokers, args.replication_factor, args.min_insync_replicas)
+    print(f"create-topics: {brokers} live broker(s): {durability.describe()}", file=sys.stderr)
+    states = ensure_topics(admin, settings.topics.specs(args.partitions), durability,
+                           allow_existing=args.allow_existing)
+    print(json.dumps({name: state.to_dict() for name, state in states.items()}))
     return 0
 
 
@@ -250,9 +270,9 @@ def cmd_run_window(args) -> int:
     pipeline = settings.pipeline(**_pipeline_overrides(args))
     preflight(pipeline)  # before Spark starts: misconfiguration fails in seconds
     window = plan_from_args(settings, args)
-    spark = spark_session(f"eos-etl-{settings.topics.purchases}")
+    spark = spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master)
     try:
-        summary = run_shop_window(spark, settings, window, **_pipeline_overrides(args))
+        summary = run_shop_window(spark, settings, window, check=False, **_pipeline_overrides(args))
     finally:
         if not args.keep_spark:
             spark.stop()
@@ -292,8 +312,11 @@ def cmd_check(args) -> int:
 def cmd_soak(args) -> int:
     from .faults.soak import SCENARIOS, SoakOptions, run_soak, summarize, write_markdown
 
+    if args.cluster:
+        return _cmd_soak_cluster(args)
     opts = SoakOptions(records=args.records, kills=args.kills, seeds=args.seeds,
-                       broker_restarts=args.broker_restarts, duration_s=args.duration,
+                       broker_restarts=args.broker_restarts, start_phase_kills=args.start_phase_kills,
+                       duration_s=args.duration,
                        scenarios=tuple(args.scenarios.split(",")) if args.scenarios else SCENARIOS,
                        out=Path(args.out) if args.out else None)
     results, wall = run_soak(opts)
@@ -304,6 +327,24 @@ def cmd_soak(args) -> int:
               f"violations={row['violations']} errors={row['errors']} wall={row['seconds']:.0f}s")
     bad = [r for r in results if not r.ok]
     print(f"{len(results)} trials in {wall / 60:.1f} min, {len(bad)} failed; table written to {out}")
+    return 1 if bad else 0
+
+
+def _cmd_soak_cluster(args) -> int:
+    from .faults.soak import ClusterSoakOptions, run_cluster_soak, summarize_cluster, write_cluster_markdown
+
+    opts = ClusterSoakOptions(seeds=args.seeds, rolling_records=args.rolling_records,
+                              scenarios=tuple(args.scenarios.split(",")) if args.scenarios else (),
+                              out=Path(args.out) if args.out else None)
+    command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
+    results, wall = run_cluster_soak(opts, on_trial=lambda done, wall: write_cluster_markdown(done, wall, opts, command))
+    out = write_cluster_markdown(results, wall, opts, command)
+    for row in summarize_cluster(results):
+        print(f"{row['scenario']:<36} trials={row['trials']:<3} records={row['records']:<8} faults={row['faults']:<3} "
+              f"violations={row['violations']} hangs={row['hangs']} errors={row['errors']} "
+              f"longest recovery={row['longest_recovery_s']}s")
+    bad = [r for r in results if not r.ok]
+    print(f"{len(results)} cluster trials in {wall / 60:.1f} min, {len(bad)} failed; section written to {out}")
     return 1 if bad else 0
 
 
@@ -338,10 +379,21 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("down", help="stop Airflow and the broker").set_defaults(func=cmd_down)
     sub.add_parser("status", help="show what runs where").set_defaults(func=cmd_status)
 
+    p = sub.add_parser("cluster", help="the local clusters: 3 Kafka nodes (var/kafka-cluster) and a Spark "
+                                       "standalone master with 2 workers (var/spark-cluster)")
+    p.add_argument("action", choices=["up", "down", "status"])
+    p.set_defaults(func=cmd_cluster)
+
     p = sub.add_parser("create-topics", help="create the shop's input and output topics")
     _add_connection(p)
     _add_shop(p)
     p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--replication-factor", type=int,
+                   help="copies of every partition (default: min(3, live brokers))")
+    p.add_argument("--min-insync-replicas", type=int,
+                   help="replicas an acks=all write needs (default: replication factor - 1, at least 1)")
+    p.add_argument("--allow-existing", action="store_true",
+                   help="keep existing topics that have fewer partitions, replicas or in-sync replicas than asked")
     p.set_defaults(func=cmd_create_topics)
 
     p = sub.add_parser("generate", help="write demo purchases")
@@ -374,6 +426,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--run-id", help="run identifier written to every output's run_id header")
     p.add_argument("--summary-file", help="also write the JSON summary here")
     p.add_argument("--compact", action="store_true")
+    # No default here: spark_session picks spark-submit's --master, then $EOS_ETL_SPARK_MASTER, then local[*,4].
+    p.add_argument("--master",
+                   help="Spark master, e.g. spark://127.0.0.1:7077 (default: $EOS_ETL_SPARK_MASTER, else local[*,4]; "
+                        "under spark-submit: its --master); a cluster gets the jars and this package shipped")
     p.add_argument("--keep-spark", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run_window)
 
@@ -394,9 +450,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kills", type=int, default=20, help="random SIGKILLs of the job in that scenario")
     p.add_argument("--seeds", type=int, default=3, help="seeds per step boundary and trials per other scenario")
     p.add_argument("--broker-restarts", type=int, default=5, help="broker SIGKILL + restart trials")
+    p.add_argument("--start-phase-kills", type=int, default=30,
+                   help="trials with the broker SIGKILLed in a run's first 10 s (start_phase_broker_kill)")
     p.add_argument("--duration", type=float, default=0, help="repeat all scenarios until this many seconds passed")
     p.add_argument("--scenarios", help="comma-separated subset (default: all)")
     p.add_argument("--out", help="results table (default: docs/reliability.md)")
+    p.add_argument("--cluster", action="store_true",
+                   help="broker faults on a private 3-node cluster (var/soak-cluster); --seeds trials per scenario, "
+                        "--scenarios from faults.cluster_scenarios; writes the cluster section")
+    p.add_argument("--rolling-records", type=int, default=200_000,
+                   help="with --cluster: window of the rolling-restart scenario")
     p.set_defaults(func=cmd_soak)
 
     p = sub.add_parser("demo", help="bring up the stack, create topics, generate purchases and run the pipeline")
@@ -404,11 +467,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--invalid-share", type=float, default=0.05)
     p.add_argument("--partitions", type=int, default=4)
     p.add_argument("--no-airflow", action="store_true", help="run the window directly, without Airflow")
+    p.add_argument("--cluster", action="store_true",
+                   help="run on the local clusters (3 Kafka nodes, Spark standalone) instead of the single node")
     p.set_defaults(func=cmd_demo)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    logging_setup.enable_crash_stacks()  # a native crash (librdkafka, py4j) must leave a stack in the log
     args = build_parser().parse_args(argv)
     logging_setup.configure(args.log_level)
     try:

@@ -4,7 +4,10 @@ Starts the local broker and Airflow, creates the shop topics, writes demo
 purchases (a share of them invalid, some in aborted transactions), triggers
 the ``shop_invoicing`` DAG (plan, spark-submit, Great Expectations, report),
 waits for it and prints where to look. ``--no-airflow`` runs the window
-directly instead.
+directly instead. ``--cluster`` runs the same on the local clusters (``cluster
+up``): the 3-node Kafka cluster and the Spark standalone master with two
+workers, with Airflow's ``kafka_purchases`` and ``spark_default`` connections
+pointing at them.
 """
 
 from __future__ import annotations
@@ -22,17 +25,27 @@ from .shop.generator import generate
 from .shop.job import ShopSettings, run_shop_window, summary_dict
 from .stack.kafka_cluster import KafkaCluster
 from .stack.spark import spark_session
+from .stack.spark_cluster import SparkStandalone
+
+CLUSTER_SIZE = 3
 
 
 def run_demo(args) -> int:
     t0 = time.monotonic()
-    broker = KafkaCluster.local().start()
+    cluster = getattr(args, "cluster", False)
+    broker = KafkaCluster.local(CLUSTER_SIZE if cluster else 1).start()
     print(broker.status().describe(), flush=True)
+    spark_master = None
+    if cluster:
+        spark_cluster = SparkStandalone.local().start()
+        print(spark_cluster.status().describe(), flush=True)
+        spark_master = spark_cluster.master_url
     airflow = None
     if not args.no_airflow:
         from .stack.airflow import AirflowStandalone
 
-        airflow = AirflowStandalone.local().start()
+        airflow = AirflowStandalone.local(bootstrap_servers=broker.bootstrap_servers if cluster else None,
+                                          spark_master=spark_master).start()
     conn = KafkaConnection(broker.bootstrap_servers)
     settings = ShopSettings(conn)
     t = settings.topics
@@ -42,20 +55,21 @@ def run_demo(args) -> int:
                      transaction_size=500, abort_share=0.05, progress=True, seed=int(time.time()))
     print(f"generated: {json.dumps(stats.to_dict())}", flush=True)
     if airflow is None:
-        _run_directly(settings, broker)
+        _run_directly(settings, spark_master)
     else:
         _run_through_airflow(airflow)
     print(f"broker log: {broker.log_file}")
     if airflow is not None:
         print(airflow.describe())
-    print(f"demo finished in {time.monotonic() - t0:.0f}s; stop everything with: make down")
+    stop = "make down && make cluster-down" if cluster else "make down"
+    print(f"demo finished in {time.monotonic() - t0:.0f}s; stop everything with: {stop}")
     return 0
 
 
-def _run_directly(settings, broker) -> None:
+def _run_directly(settings, spark_master: str | None = None) -> None:
     window = settings.plan()
     print(f"window: {window}", flush=True)
-    spark = spark_session("eos-etl-demo")
+    spark = spark_session("eos-etl-demo", master=spark_master)
     try:
         summary = run_shop_window(spark, settings, window)
     finally:
@@ -72,7 +86,7 @@ def _run_through_airflow(airflow, dag_id: str = "shop_invoicing", timeout_s: flo
     """Trigger the DAG as the UI would (REST API), wait for it, print where the report is."""
     from .orchestration.operators import run_dir
 
-    token = airflow.api_token()
+    token = airflow.api_token(timeout=120)  # a busy API server may need more than the default 30 s
     deadline = time.monotonic() + 180
     while True:  # the DAG processor needs a moment to parse dags/ after a fresh start
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import logging
 import os
 import sys
@@ -25,6 +26,19 @@ def configure(level: str | None = None) -> None:
     logging.getLogger("great_expectations").setLevel(logging.WARNING)
 
 
+def enable_crash_stacks() -> None:
+    """Python's faulthandler on: a native crash (a SIGSEGV inside librdkafka, say) leaves every
+    thread's Python stack on stderr, i.e. in the job's log, instead of a bare exit code 139.
+
+    Also exported as ``PYTHONFAULTHANDLER`` so the Python processes this one starts
+    (Spark's Python workers in local mode, spark-submit) have it from their first instruction.
+    """
+    if not faulthandler.is_enabled():
+        faulthandler.enable(file=sys.stderr, all_threads=True)
+    os.environ.setdefault("PYTHONFAULTHANDLER", "1")
+
+
 def configure_task_logging() -> None:
-    """Inside a Spark Python worker: log to stderr, which Spark keeps per executor."""
+    """Inside a Spark Python worker: log to stderr, which Spark keeps per executor; crash stacks too."""
     configure()
+    enable_crash_stacks()

@@ -1,4 +1,10 @@
-"""python -m eos_etl.bench: run every case, write docs/benchmarks.md and docs/benchmarks.png."""
+"""python -m eos_etl.bench: run every case, write docs/benchmarks.md and docs/benchmarks.png.
+
+``--only cluster-compare`` runs just the cluster comparison (S and B3 on a
+3-node Kafka cluster and on the single node) and merges it into the results
+of the last full run in ``--out`` (benchmarks.json), so the report keeps the
+full run's figures and gains (or refreshes) the cluster section.
+"""
 
 from __future__ import annotations
 
@@ -38,6 +44,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--big-b3-repeats", type=int, default=1,
                    help="B3 repetitions for sizes above --records (default 1: B3 at 1M takes minutes)")
     p.add_argument("--no-scale-b3", action="store_true", help="scale curve without B3")
+    p.add_argument("--no-cluster-compare", action="store_true",
+                   help="skip the cluster comparison (S and B3 on a 3-node Kafka cluster vs the single node)")
+    p.add_argument("--only", choices=["cluster-compare"], default=None,
+                   help="run only this part and merge it into the earlier results in --out/benchmarks.json")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repetition: a smoke run")
     p.add_argument("--out", type=Path, default=Path("docs"), help="where benchmarks.md/.png go (default docs/)")
     p.add_argument("--report-only", type=Path, default=None, metavar="RESULTS_JSON",
@@ -52,6 +62,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     configure()
     args = parse_args(argv)
+    from .cluster_compare import merge_into
     from .report import write_report
 
     if args.report_only:
@@ -61,16 +72,30 @@ def main(argv: list[str] | None = None) -> int:
                        partition_counts=args.partition_counts, txn_sizes=args.txn_sizes, sample=args.sample,
                        max_transactions=args.max_transactions, big_repeats=args.big_repeats,
                        big_b3_repeats=args.big_b3_repeats,
-                       scale_b3=not args.no_scale_b3, out=args.out, quick=args.quick)
+                       scale_b3=not args.no_scale_b3, out=args.out, quick=args.quick,
+                       cluster_compare=not args.no_cluster_compare,
+                       only_cluster_compare=args.only == "cluster-compare")
         t0 = time.monotonic()
         data = Bench(opts).run()
         log.info("bench finished in %.1f min", (time.monotonic() - t0) / 60)
     command = " ".join(["python -m eos_etl.bench", *(argv if argv is not None else sys.argv[1:])])
-    if args.report_only:
+    data.setdefault("command", command)
+    if data.get("cluster_compare"):
+        data["cluster_compare"].setdefault("command", data["command"])
+    if args.only:
+        previous_path = args.out / "benchmarks.json"
+        if not previous_path.is_file():
+            print(f"{previous_path} holds no full run to merge into; run `python -m eos_etl.bench` first",
+                  file=sys.stderr)
+            return 2
+        data = merge_into(json.loads(previous_path.read_text()), data)
+    if args.only:
+        shown = (f"`{data.get('command', 'python -m eos_etl.bench')}` (`make bench`); its cluster comparison "
+                 f"measured again by `{command}` and merged into its results")
+    elif args.report_only:
         shown = (f"`{data.get('command', 'python -m eos_etl.bench')}` (`make bench`), report re-rendered from its "
                  f"results with `{command}`")
     else:
-        data["command"] = command
         shown = f"`{command}` (`make bench`)"
     md, png = write_report(data, args.out, command=shown)
     print(f"wrote {md} and {png}")

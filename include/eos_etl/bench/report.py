@@ -14,6 +14,8 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+from .cluster_compare import CASES as COMPARED_CASES
+from .cluster_compare import TARGET_FIELD
 from .notes import PROFILE_NOTES
 
 DESCRIPTIONS = {
@@ -98,7 +100,8 @@ def _ratio(a, b) -> float | None:
 
 def compute(data: dict) -> dict:
     o = data["options"]
-    agg = aggregate(data["rows"])
+    # The cluster comparison's rows have their own section (compute_cluster); the tables below are single-node.
+    agg = aggregate([r for r in data["rows"] if TARGET_FIELD not in r])
     n, p = o["records"], o["partitions"]
     main = {k[0]: v for k, v in agg.items() if k[1] == n and k[2] == p}
     b1, b3, s, nn = (main.get(x, {}).get("pps") for x in ("B1", "B3", "S", "N"))
@@ -167,7 +170,49 @@ def compute(data: dict) -> dict:
             target(f"memory flat, S peak RSS at {size:,} vs {n:,}", f"{d['mem_vs_base']:.2f}x",
                    d["mem_vs_base"] <= TARGETS["memory_growth"], "<= 1.2x")
     return {"agg": agg, "main": main, "ratios": ratios, "sizes": sizes, "parts": parts, "linear": linear,
-            "targets": targets, "b2": b2, "fits": fits}
+            "targets": targets, "b2": b2, "fits": fits, "cluster": compute_cluster(data)}
+
+
+def compute_cluster(data: dict) -> dict | None:
+    """S and B3 per Kafka target (medians), S/B3 on each and the cluster/single slowdown of each.
+
+    Besides the ratios of the medians, the same ratios per repetition: the four cases of one repetition
+    ran back to back, so a per-repetition ratio compares runs that saw the same machine load.
+    """
+    rows = [r for r in data["rows"] if TARGET_FIELD in r]
+    if not rows:
+        return None
+    per_target = {}
+    for target in ("single", "cluster"):
+        agg = aggregate([r for r in rows if r[TARGET_FIELD] == target])
+        per_target[target] = {label: v for (label, _size, _pc), v in agg.items()}
+    jobs: dict[tuple[str, str, int], float] = {}
+    for r in rows:
+        if r.get("ok") and r.get("job_s"):
+            jobs[(r[TARGET_FIELD], r["case"], r["rep"])] = r["job_s"]
+    reps = sorted({r["rep"] for r in rows})
+
+    def paired(numerator, denominator) -> list[float]:
+        return [jobs[numerator + (rep,)] / jobs[denominator + (rep,)] for rep in reps
+                if numerator + (rep,) in jobs and denominator + (rep,) in jobs]
+
+    def pps(target, case):
+        return per_target[target].get(case, {}).get("pps")
+
+    ratios = {}
+    for target in ("single", "cluster"):
+        # S/B3 in throughput = B3's job time / S's job time (same window).
+        ratios[f"S/B3 {target}"] = {"value": _ratio(pps(target, "S"), pps(target, "B3")),
+                                    "per_rep": paired((target, "B3"), (target, "S"))}
+    for case in COMPARED_CASES:
+        # Slowdown: how many times longer the same job takes on the cluster.
+        ratios[f"{case} slowdown"] = {"value": _ratio(pps("single", case), pps("cluster", case)),
+                                      "per_rep": paired(("cluster", case), ("single", case))}
+    loads = {(r[TARGET_FIELD], r["case"]): [] for r in rows}
+    for r in sorted(rows, key=lambda r: r["rep"]):
+        loads[(r[TARGET_FIELD], r["case"])].append((r.get("load_1m") or [None])[0])
+    checks = [ch for ch in data.get("checks", []) if TARGET_FIELD in ch]
+    return {"targets": per_target, "ratios": ratios, "loads": loads, "checks": checks}
 
 
 def linear_fit(points: list[tuple[int, float]]) -> dict | None:
@@ -312,21 +357,108 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
     lines += ["", "## Exactly-once checks of S (independent checker)", "",
               "| purchases | partitions | committed inputs checked | committed outputs | violations | ok |",
               "|--:|--:|--:|--:|---|---|"]
-    for ch in data["checks"]:
+    for ch in (ch for ch in data["checks"] if TARGET_FIELD not in ch):
         lines.append(f"| {ch['size']:,} | {ch['partitions']} | {_f(ch.get('committed_inputs'))} | {_f(sum((ch.get('outputs') or {}).values()))} "
                      f"| {ch.get('violations') or 'none'} | {'yes' if ch['ok'] else '**no**'} |")
     failed = [r for r in data["rows"] if not r.get("ok")]
     lines += ["", "Per-run verification: " + ("all runs passed." if not failed else
               "**failed runs** (excluded from the medians): " + "; ".join(
                   f"{r['name']}: {', '.join(r['problems'])}" for r in failed))]
+    if c.get("cluster"):
+        lines += ["", cluster_section(data, c["cluster"])]
     lines += ["", f"![benchmarks]({png_name})", "", "## Limits and evidence", "", limits_section(data, c), "",
               PROFILE_NOTES.strip(), ""]
     return "\n".join(lines)
 
 
+def _per_rep(values: list[float]) -> str:
+    return ", ".join(f"{v:.2f}" for v in values) or "–"
+
+
+def cluster_section(data: dict, cc: dict) -> str:
+    """The cluster comparison: S and B3 on the 3-node cluster and on the single node, measured side by side."""
+    meta = data.get("cluster_compare", {})
+    targets = meta.get("targets", {})
+    n, p = meta.get("records", data["options"]["records"]), meta.get("partitions", data["options"]["partitions"])
+    nodes = targets.get("cluster", {}).get("nodes", 3)
+
+    def durability(target):
+        topics = targets.get(target, {}).get("topics", {})
+        if not topics:
+            return "?"
+        rfs = sorted({t["replication_factor"] for t in topics.values()})
+        isrs = sorted({t["min_insync_replicas"] for t in topics.values()})
+        return f"replication factor {'/'.join(map(str, rfs))}, min.insync.replicas {'/'.join(map(str, isrs))}"
+
+    acks = meta.get("producer_acks", {})
+    lines = [
+        f"## Cluster: S and B3 on a {nodes}-node Kafka cluster vs the single node",
+        "",
+        f"_Measured by `{meta.get('command', '?')}` on {meta.get('date', '?')} in "
+        f"{(meta.get('elapsed_s') or 0) / 60:.1f} min; load average at start / end "
+        f"{meta.get('load_start')} / {meta.get('load_end')}._",
+        "",
+        f"* Two Kafkas on this machine at once: the bench's single node and a {nodes}-node KRaft cluster "
+        "(combined broker + controller per node, `eos_etl.stack.kafka_cluster`, "
+        f"heap {targets.get('cluster', {}).get('heap_per_node', '?')} per node). Topics as created by "
+        f"`ensure_topics`: single node {durability('single')}; cluster {durability('cluster')} (input and every "
+        "output topic; the transaction-state and offsets topics are replicated alike on the cluster).",
+        f"* The same input on both: {n:,} valid purchases (generator seed 42) in {p} partitions. Producers with "
+        f"**acks=all** on both targets: S `{acks.get('S', '?')}` (librdkafka; a transactional producer requires "
+        f"it), B3 `{acks.get('B3', '?')}` (`kafka.acks` of Spark's Java producer), the other producer settings "
+        "as in the main table.",
+        "* Interleaved: each repetition runs S single, B3 single, S cluster, B3 cluster back to back, every "
+        "case in its own process; figures are medians, ratios are given of the medians and per repetition "
+        "(each repetition's four runs saw the same machine load).",
+        "* All nodes share this machine's cores with Spark, so the cluster's extra work (each record written "
+        "three times, replication fetches, replicated transaction markers and offsets) costs CPU the jobs would "
+        "otherwise use; on separate machines it would cost network round trips instead. Broker CPU is summed "
+        "over all nodes.",
+        "",
+        "| Kafka | case | purchases | purchases/s (job) | job s (min-max) | wall s | CPU s / M purchases "
+        "| broker CPU s / M (all nodes) | peak RSS MB | runs | load avg 1 min per run |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|---|",
+    ]
+    names = {"single": "single node", "cluster": f"{nodes}-node cluster"}
+    for target in ("single", "cluster"):
+        for case in COMPARED_CASES:
+            v = cc["targets"].get(target, {}).get(case)
+            loads = ", ".join(_f(x, "{:.1f}") for x in cc["loads"].get((target, case), []))
+            if not v:
+                lines.append(f"| {names[target]} | {case} | – | failed / not run | | | | | | | {loads} |")
+                continue
+            lines.append(
+                f"| {names[target]} | {case} | {_f(v['purchases'])} | {_f(v['pps'])} "
+                f"| {_f(v['job_s'], '{:.2f}')}{_spread(v)} | {_f(v['wall_s'], '{:.1f}')} "
+                f"| {_f(v['cpu_per_m'], '{:,.1f}')} | {_f(v['broker_cpu_per_m'], '{:,.1f}')} "
+                f"| {_f(v['peak_rss_mb'])} | {v['runs']} | {loads} |")
+    r = cc["ratios"]
+    lines += [
+        "",
+        "| ratio (purchases/s, job basis) | of the medians | per repetition |",
+        "|---|--:|---|",
+        f"| S/B3 on the single node | {_f(r['S/B3 single']['value'], '{:.2f}')} | {_per_rep(r['S/B3 single']['per_rep'])} |",
+        f"| S/B3 on the {nodes}-node cluster | {_f(r['S/B3 cluster']['value'], '{:.2f}')} "
+        f"| {_per_rep(r['S/B3 cluster']['per_rep'])} |",
+    ]
+    for case in COMPARED_CASES:
+        lines.append(f"| {case} slowdown, cluster vs single (job s cluster / single) "
+                     f"| {_f(r[f'{case} slowdown']['value'], '{:.2f}x')} | {_per_rep(r[f'{case} slowdown']['per_rep'])} |")
+    lines += ["", "Exactly-once checker over one S run per Kafka:", "",
+              "| Kafka | purchases | committed inputs checked | committed outputs | violations | ok |",
+              "|---|--:|--:|--:|---|---|"]
+    for ch in cc["checks"]:
+        lines.append(f"| {names.get(ch[TARGET_FIELD], ch[TARGET_FIELD])} | {ch['size']:,} "
+                     f"| {_f(ch.get('committed_inputs'))} | {_f(sum((ch.get('outputs') or {}).values()))} "
+                     f"| {ch.get('violations') or 'none'} | {'yes' if ch['ok'] else '**no**'} |")
+    if not cc["checks"]:
+        lines.append("| – | | | | checker not run | **no** |")
+    return "\n".join(lines)
+
+
 def limits_section(data: dict, c: dict) -> str:
     """Numbers that explain the gaps, computed from this run's measurements."""
-    o, main = data["options"], c["main"]
+    main = c["main"]
     cores = data["meta"].get("machine_start", {}).get("cores") or 1
     out = []
     for label in ("B1", "S", "B3", "R", "N"):

@@ -1,7 +1,8 @@
 """Orchestrate one benchmark run: own broker, shared inputs, every case measured in its own process.
 
 Layout under ``var/bench/`` (wiped at start): ``kafka/`` (the bench's broker,
-never the dev broker in var/kafka), ``specs/`` and ``logs/`` per case run,
+never the dev broker in var/kafka), ``kafka-cluster/`` (the 3-node cluster of
+the cluster comparison, started only for it), ``specs/`` and ``logs/`` per case run,
 ``payloads-*.pkl`` (pre-built output records for B1/B2/N) and
 ``results.json`` (raw rows, rewritten after every case so a crash keeps them).
 """
@@ -20,15 +21,11 @@ from pathlib import Path
 
 from .. import paths
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
-from ..kafka.admin import ClusterAdmin
-from ..kafka.connection import KafkaConnection
-from ..kafka.topics import TopicSpec, ensure_topics
-from ..shop.generator import generate
+from ..kafka.topics import ensure_topics
 from ..shop.job import ShopSettings
 from ..shop.schema import ShopTopics
-from ..stack.kafka_cluster import KafkaCluster
-from ..stack.tools import free_port
-from .harness import measure, process_cpu_seconds
+from .harness import measure
+from .targets import KafkaTarget, stop_leftovers
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +49,9 @@ class Options:
     out: Path = Path("docs")
     timeout_s: float = 3600.0
     quick: bool = False
+    cluster_compare: bool = True  # S and B3 on the single node and on a 3-node cluster, interleaved
+    cluster_size: int = 3
+    only_cluster_compare: bool = False  # run nothing but the cluster comparison
 
 
 class Bench:
@@ -60,34 +60,23 @@ class Bench:
         self.work = paths.var_dir() / "bench"
         self.rows: list[dict] = []
         self.checks: list[dict] = []
-        self.inputs: dict[int, dict] = {}
-        self.broker: KafkaCluster | None = None
-        self.connection: KafkaConnection | None = None
-        self.admin: ClusterAdmin | None = None
+        self.target: KafkaTarget | None = None  # the bench's single node: every case runs here unless told
         self.started = time.time()
         self.meta: dict = {}
         self.windows: dict[str, object] = {}  # group -> the window its run was given
+        self.cluster_compare_meta: dict = {}  # the cluster comparison's set-up and timing (cluster_compare.py)
 
     # -- broker & inputs ------------------------------------------------------------------
     def start_broker(self) -> None:
-        home = self.work / "kafka"
-        if (home / "cluster.json").is_file():
-            old = KafkaCluster(home=home)
-            if old.pid() is not None:
-                log.warning("a previous bench broker (pid %s) still runs in %s; stopping it", old.pid(), home)
-                old.stop()
+        stop_leftovers(self.work)
         if self.work.exists():
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True)
-        self.broker = KafkaCluster(home=home, port=free_port(), heap="1g")
-        self.broker.start()
-        self.connection = KafkaConnection(self.broker.bootstrap_servers)
-        self.admin = ClusterAdmin(self.connection, timeout=30)
-        log.info("bench broker on %s (pid %s)", self.broker.bootstrap_servers, self.broker.pid())
+        self.target = KafkaTarget.start("single", self.work / "kafka", size=1, heap="1g")
 
     def stop_broker(self) -> None:
-        if self.broker is not None:
-            self.broker.stop()
+        if self.target is not None:
+            self.target.stop()
 
     def prepare_inputs(self) -> None:
         o = self.opts
@@ -95,38 +84,42 @@ class Bench:
         for pc in o.partition_counts:
             counts.setdefault(pc, o.records)
         for pc, n in sorted(counts.items()):
-            topic = f"bench-purchases-p{pc}"
-            ensure_topics(self.admin, [TopicSpec(topic, pc)])
-            stats = generate(self.connection, topic, n, invalid_share=0.0, seed=42)
-            self.inputs[pc] = {"topic": topic, "count": n, "generate_s": stats.seconds}
-            log.info("input %s: %d purchases in %d partitions (%.1fs)", topic, n, pc, stats.seconds)
-        self.meta["inputs"] = self.inputs
+            self.target.prepare_input(f"bench-purchases-p{pc}", pc, n)
+        self.meta["inputs"] = dict(self.target.inputs)
 
     # -- one measured case ------------------------------------------------------------------
-    def _settings(self, name: str, pc: int) -> ShopSettings:
-        topics = ShopTopics(purchases=self.inputs[pc]["topic"], invoices=f"bench-{name}-invoices",
+    def _settings(self, name: str, pc: int, target: KafkaTarget) -> ShopSettings:
+        topics = ShopTopics(purchases=target.inputs[pc]["topic"], invoices=f"bench-{name}-invoices",
                             shipments=f"bench-{name}-shipments", dead_letters=f"bench-{name}-dlq")
-        return ShopSettings(connection=self.connection, topics=topics, group=f"bench-{name}",
+        return ShopSettings(connection=target.connection, topics=topics, group=f"bench-{name}",
                             transactional_id_prefix=f"bench-{name}")
 
-    def _window(self, settings: ShopSettings, size: int, pc: int):
-        cap = size // pc if size < self.inputs[pc]["count"] else None
+    def _window(self, settings: ShopSettings, size: int, pc: int, target: KafkaTarget):
+        cap = size // pc if size < target.inputs[pc]["count"] else None
         return settings.plan(max_records_per_partition=cap)
 
     def run_case(self, case: str, *, size: int, pc: int, rep: int, label: str | None = None,
-                 extra: dict | None = None, keep_topics: bool = False, record: bool = True) -> tuple[dict, ShopSettings]:
+                 extra: dict | None = None, keep_topics: bool = False, record: bool = True,
+                 target: KafkaTarget | None = None, row_tags: dict | None = None) -> tuple[dict, ShopSettings]:
+        """Run one case in its own process against ``target`` (default: the single node), verify, record.
+
+        ``row_tags`` are extra fields stored with the row (the cluster comparison marks its rows so they are
+        reported apart from the single-node tables)."""
+        target = target or self.target
         label = label or case
         name = f"{label.lower().replace('(', '').replace(')', '').replace('=', '')}-{size}-p{pc}-r{rep}-{uuid.uuid4().hex[:6]}"
-        settings = self._settings(name, pc)
+        if target is not self.target:
+            name = f"{target.name}-{name}"
+        settings = self._settings(name, pc, target)
         t = settings.topics
         writes = case not in ("R",)
         if writes:
-            ensure_topics(self.admin, t.specs(pc, outputs_only=True))
-        window = self._window(settings, size, pc)
+            ensure_topics(target.admin, t.specs(pc, outputs_only=True))
+        window = self._window(settings, size, pc, target)
         self.windows[settings.group] = window
         spec = {
             "case": case,
-            "connection": self.connection.to_json(),
+            "connection": target.connection.to_json(),
             "input_topic": t.purchases,
             "window": window.to_json(),
             "group": settings.group,
@@ -137,9 +130,9 @@ class Bench:
             "spark_producer": SPARK_PRODUCER,
             **(extra or {}),
         }
-        row, _ = self._measure(name, spec, label=label, size=size, pc=pc, rep=rep)
+        row, _ = self._measure(name, spec, target, label=label, size=size, pc=pc, rep=rep, **(row_tags or {}))
         row["window_purchases"] = window.span
-        row["problems"] = self._verify(case, row, settings, window) if row["ok"] else row["problems"]
+        row["problems"] = self._verify(case, row, settings, window, target) if row["ok"] else row["problems"]
         row["ok"] = not row["problems"]
         if row["problems"]:
             log.error("%s: verification failed: %s", name, row["problems"])
@@ -147,19 +140,19 @@ class Bench:
             self.rows.append(row)
             self.save()
         if writes and not keep_topics:
-            self._drop(settings)
+            self.drop_outputs(settings, target)
         return row, settings
 
-    def _measure(self, name: str, spec: dict, **labels) -> tuple[dict, dict]:
+    def _measure(self, name: str, spec: dict, target: KafkaTarget, **labels) -> tuple[dict, dict]:
         spec_path = self.work / "specs" / f"{name}.json"
         spec_path.parent.mkdir(parents=True, exist_ok=True)
         spec_path.write_text(json.dumps(spec))
         result_path = self.work / "specs" / f"{name}.result.json"
-        broker_cpu0 = process_cpu_seconds(self.broker.pid())
+        broker_cpu0 = target.broker_cpu_seconds()
         load_before = os.getloadavg()[0]
         m = measure([sys.executable, "-m", "eos_etl.bench.cases", str(spec_path), str(result_path)],
                     result_path=result_path, log_path=self.work / "logs" / f"{name}.log", timeout_s=self.opts.timeout_s)
-        broker_cpu1 = process_cpu_seconds(self.broker.pid())
+        broker_cpu1 = target.broker_cpu_seconds()
         res = m.result
         row = {
             **labels,
@@ -189,14 +182,14 @@ class Bench:
         return row, res
 
     # -- cheap correctness checks after each case ----------------------------------------------
-    def _topic_counts(self, topic: str) -> tuple[int, int, int]:
-        parts = self.admin.partitions(topic)
-        offs = self.admin.offsets(topic, parts)
+    def _topic_counts(self, topic: str, target: KafkaTarget) -> tuple[int, int, int]:
+        parts = target.admin.partitions(topic)
+        offs = target.admin.offsets(topic, parts)
         hw = sum(o.high_watermark - o.earliest for o in offs.values())
         lso = sum(o.last_stable - o.earliest for o in offs.values())
         return hw, lso, len(parts)
 
-    def _verify(self, case: str, row: dict, settings: ShopSettings, window) -> list[str]:
+    def _verify(self, case: str, row: dict, settings: ShopSettings, window, target: KafkaTarget) -> list[str]:
         problems: list[str] = []
         t = settings.topics
         res = row["result"]
@@ -209,7 +202,7 @@ class Bench:
             problems.append(f"outputs {outputs} != 2 x purchases {purchases}")
         hw = lso = nparts = 0
         for topic in (t.invoices, t.shipments, t.dead_letters):
-            h, s, n = self._topic_counts(topic)
+            h, s, n = self._topic_counts(topic, target)
             hw, lso, nparts = hw + h, lso + s, nparts + n
         row["topic_records_hw"] = hw
         if case in ("B1", "B3"):
@@ -224,7 +217,7 @@ class Bench:
             if not outputs <= lso <= outputs + (txns + 1) * nparts:
                 problems.append(f"output topics span {lso} offsets for {outputs} records and {txns} transactions")
             parts = sorted(window.ranges)
-            committed = self.admin.committed_offsets(settings.group, t.purchases, parts)
+            committed = target.admin.committed_offsets(settings.group, t.purchases, parts)
             if case == "S" or (case == "B2" and purchases == window.span):
                 want = {p: r.end for p, r in window.ranges.items()}
             elif case == "N":
@@ -236,26 +229,28 @@ class Bench:
                 problems.append(f"committed offsets {committed} != expected {want}")
         return problems
 
-    def check_s(self, settings: ShopSettings, size: int, pc: int) -> dict:
+    def check_s(self, settings: ShopSettings, size: int, pc: int, target: KafkaTarget | None = None,
+                tags: dict | None = None) -> dict:
         """The independent checker over an S run's topics (in its own process)."""
+        target = target or self.target
         window = self.windows[settings.group]
         t = settings.topics
-        spec = {"case": "check", "connection": self.connection.to_json(), "input_topic": t.purchases,
+        spec = {"case": "check", "connection": target.connection.to_json(), "input_topic": t.purchases,
                 "window": window.to_json(), "group": settings.group, "prefix": settings.transactional_id_prefix,
                 "topics": {"invoices": t.invoices, "shipments": t.shipments, "dead_letters": t.dead_letters}}
-        row, res = self._measure(f"check-{settings.group}", spec, label="check", size=size, pc=pc, rep=0)
+        row, res = self._measure(f"check-{settings.group}", spec, target, label="check", size=size, pc=pc, rep=0)
         entry = {"size": size, "partitions": pc, "ok": bool(res.get("ok")), "violations": res.get("violations"),
                  "committed_inputs": res.get("purchases"), "outputs": res.get("outputs"), "seconds": row["wall_s"],
-                 "log": row["log"]}
+                 "log": row["log"], **(tags or {})}
         log.info("checker %s p%d: ok=%s violations=%s", size, pc, entry["ok"], entry["violations"])
         self.checks.append(entry)
         self.save()
         return entry
 
-    def _drop(self, settings: ShopSettings) -> None:
+    def drop_outputs(self, settings: ShopSettings, target: KafkaTarget | None = None) -> None:
         t = settings.topics
         try:
-            self.admin.delete_topics([t.invoices, t.shipments, t.dead_letters])
+            (target or self.target).admin.delete_topics([t.invoices, t.shipments, t.dead_letters])
         except Exception as exc:  # noqa: BLE001 - a leftover topic only costs disk
             log.warning("could not delete %s's topics: %s", settings.group, exc)
 
@@ -272,13 +267,13 @@ class Bench:
             raise RuntimeError(f"warm-up S run failed: {row['problems']}")
         self.check_s(settings, o.records, o.partitions)
         t = settings.topics
-        spec = {"case": "payloads", "connection": self.connection.to_json(), "payloads": str(self.payloads_path()),
+        spec = {"case": "payloads", "connection": self.target.connection.to_json(), "payloads": str(self.payloads_path()),
                 "topics": {"invoices": t.invoices, "shipments": t.shipments, "dead_letters": t.dead_letters}}
-        prow, res = self._measure(f"payloads-{settings.group}", spec, label="payloads", size=o.records,
+        prow, res = self._measure(f"payloads-{settings.group}", spec, self.target, label="payloads", size=o.records,
                                   pc=o.partitions, rep=0)
         if res.get("purchases") != o.records:
             raise RuntimeError(f"payload collection got {res.get('purchases')} purchases, want {o.records}")
-        self._drop(settings)
+        self.drop_outputs(settings)
 
     def main_cases(self) -> list[tuple[str, str, dict]]:
         o = self.opts
@@ -307,7 +302,7 @@ class Bench:
                 _row, settings = self.run_case("S", size=size, pc=o.partitions, rep=rep, keep_topics=rep == 1)
                 if rep == 1:
                     self.check_s(settings, size, o.partitions)
-                    self._drop(settings)
+                    self.drop_outputs(settings)
                 if o.scale_b3 and (size <= o.records or rep <= o.big_b3_repeats):
                     self.run_case("B3", size=size, pc=o.partitions, rep=rep)
         for pc in o.partition_counts:
@@ -317,26 +312,32 @@ class Bench:
                 _row, settings = self.run_case("S", size=o.records, pc=pc, rep=rep, keep_topics=rep == 1)
                 if rep == 1:
                     self.check_s(settings, o.records, pc)
-                    self._drop(settings)
+                    self.drop_outputs(settings)
 
     def save(self) -> None:
         data = {"options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.opts).items()},
                 "meta": self.meta, "started": self.started, "elapsed_s": round(time.time() - self.started, 1),
                 "rows": self.rows, "checks": self.checks}
+        if self.cluster_compare_meta:
+            data["cluster_compare"] = self.cluster_compare_meta
         (self.work / "results.json").write_text(json.dumps(data, indent=1))
 
     def run(self) -> dict:
+        from .cluster_compare import ClusterComparison
         from .machine import describe
 
         self.meta["machine_start"] = describe()
         self.start_broker()
         try:
-            t0 = time.monotonic()
-            self.prepare_inputs()
-            self.meta["prepare_inputs_s"] = round(time.monotonic() - t0, 1)
-            self.prepare_payloads()
-            self.run_main()
-            self.run_scale()
+            if not self.opts.only_cluster_compare:
+                t0 = time.monotonic()
+                self.prepare_inputs()
+                self.meta["prepare_inputs_s"] = round(time.monotonic() - t0, 1)
+                self.prepare_payloads()
+                self.run_main()
+                self.run_scale()
+            if self.opts.cluster_compare or self.opts.only_cluster_compare:
+                ClusterComparison(self).run()
         finally:
             self.save()
             self.stop_broker()

@@ -24,3 +24,8 @@ class ProducerFencedError(PublishError):
 
 class TransformContractError(EngineError):
     """The transform's output does not have the columns the engine publishes."""
+
+
+class NotEnoughReplicasError(PublishError):
+    """Too few of an output partition's replicas are on answering brokers for an acks=all write
+    (below ``min.insync.replicas``): nothing can commit until brokers come back."""

@@ -31,6 +31,18 @@ _FENCED_CODES = {
     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 
+# The leader has fewer in-sync replicas than the topic's min.insync.replicas: an
+# acks=all write cannot be acknowledged until brokers come back (retriable for
+# librdkafka, so it mostly ends as a timeout; engine.replica_guard fails the run).
+_NOT_ENOUGH_REPLICAS_CODES = {KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
+
+
+def describe(err: KafkaError) -> str:
+    """The error's text, saying what it means when it is a min ISR shortfall."""
+    if err.code() in _NOT_ENOUGH_REPLICAS_CODES:
+        return f"{err.str()} (the partition has fewer in-sync replicas than min.insync.replicas: brokers are down)"
+    return err.str()
+
 
 class TransactionAbortable(Exception):
     """The current transaction must be aborted; the producer itself is still usable."""
@@ -78,13 +90,15 @@ class TransactionalProducer:
                     cls = ProducerFencedError if err.code() in _FENCED_CODES else PublishError
                     raise cls(f"{what} failed for transactional.id {self.transactional_id}: {err.str()}") from exc
                 if err.txn_requires_abort():
-                    raise TransactionAbortable(f"{what}: {err.str()}") from exc
+                    raise TransactionAbortable(f"{what}: {describe(err)}") from exc
                 if err.retriable() and time.monotonic() < deadline:
                     attempt += 1
-                    log.info("%s retriable error for %s (attempt %d): %s", what, self.transactional_id, attempt, err.str())
+                    log.info("%s retriable error for %s (attempt %d): %s", what, self.transactional_id, attempt,
+                             describe(err))
                     time.sleep(min(0.05 * 2**attempt, 2.0))
                     continue
-                raise PublishError(f"{what} failed for transactional.id {self.transactional_id}: {err.str()}") from exc
+                raise PublishError(f"{what} failed for transactional.id {self.transactional_id}: {describe(err)}"
+                                   ) from exc
 
     # -- transactional API ------------------------------------------------------------------
     def init_transactions(self) -> None:
@@ -136,7 +150,7 @@ class TransactionalProducer:
             remaining = self.producer.flush(max(0.0, min(0.5, deadline - time.monotonic())))
             if self._delivery_errors:
                 first = self._delivery_errors[0]
-                raise TransactionAbortable(f"{len(self._delivery_errors)} deliveries failed, first: {first.str()}")
+                raise TransactionAbortable(f"{len(self._delivery_errors)} deliveries failed, first: {describe(first)}")
             if not remaining:
                 return
             if time.monotonic() >= deadline:

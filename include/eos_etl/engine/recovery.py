@@ -12,18 +12,38 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
+from ..kafka.retry import START_PHASE_DEADLINE_S
+from .errors import ProducerFencedError, PublishError
 from .pipeline import PipelineConfig
 from .producer import TransactionalProducer
 
 log = logging.getLogger(__name__)
 
+#: One InitProducerId attempt; librdkafka finds the (possibly moved) coordinator within it.
+_INIT_ATTEMPT_S = 10.0
+
 
 def fence_transactional_ids(config: PipelineConfig, partitions: list[int]) -> None:
+    """init_transactions for every partition's transactional.id, in parallel.
+
+    Bounded like every start-phase step: retriable failures (the transaction
+    coordinator lost with its broker, still loading on its new one) are retried
+    for ``START_PHASE_DEADLINE_S``; then one :class:`PublishError` names the id
+    whose coordinator did not answer.
+    """
     def fence(partition: int) -> None:
-        producer = TransactionalProducer(config.producer_settings(partition), retry_deadline_s=config.retry_deadline_s)
+        tid = config.transactional_id(partition)
+        producer = TransactionalProducer(config.producer_settings(partition),
+                                         retry_deadline_s=min(config.retry_deadline_s, START_PHASE_DEADLINE_S),
+                                         op_timeout_s=_INIT_ATTEMPT_S)
         try:
             producer.init_transactions()
-            log.info("fenced %s (open transaction aborted, zombies fenced)", config.transactional_id(partition))
+            log.info("fenced %s (open transaction aborted, zombies fenced)", tid)
+        except ProducerFencedError:
+            raise
+        except PublishError as exc:
+            raise PublishError(f"cannot take over {tid} before planning (no transaction coordinator completed "
+                               f"init_transactions within {START_PHASE_DEADLINE_S + _INIT_ATTEMPT_S:.0f}s): {exc}") from exc
         finally:
             producer.close()
 

@@ -18,10 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..kafka.admin import ClusterAdmin
-from ..kafka.errors import AuthenticationError
-from .errors import TransformContractError
+from ..kafka.errors import AuthenticationError, BrokerUnreachableError
+from .errors import ProducerFencedError, TransformContractError
 from .pipeline import PipelineConfig
 from .publisher import PartitionPublisher, PartitionResult
+from .replica_guard import ReplicaGuard, require_writable
+from .superseded import step_aside
 from .window import Window
 
 log = logging.getLogger(__name__)
@@ -80,10 +82,26 @@ class RunSummary:
 
 
 def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None) -> None:
-    """Fail fast, before anything is read or published, if the run cannot work."""
+    """Fail fast, before anything is read or published, if the run cannot work.
+
+    Every question goes to whichever broker answers and is retried on retriable
+    failures (a broker lost, leaders and coordinators moving) for at most
+    ``ClusterAdmin.retry_deadline_s`` (30 s) each; an unreachable cluster fails in
+    ``ClusterAdmin.timeout`` (10 s). Failures are one :class:`KafkaSetupError` line.
+    """
     admin = admin or ClusterAdmin(config.connection)
     admin.check_reachable()
     admin.require_topics(config.input_topic, *config.output_topics)
+    # Two of three brokers gone would otherwise surface as a misleading timeout, minutes later.
+    require_writable(config.connection, config.output_topics)
+    from ..kafka.topics import durability_warnings
+
+    try:
+        for warning in durability_warnings(admin, list(config.output_topics)):
+            log.warning(warning)
+    except BrokerUnreachableError as exc:
+        # Only a warning was at stake: the run itself needs the partition leaders, not this answer.
+        log.warning("could not check the output topics' durability: %s", exc)
     try:
         max_timeout = admin.broker_config("transaction.max.timeout.ms")
     except AuthenticationError:
@@ -196,9 +214,14 @@ def _publish_task(config_json: str, window_json: str):
 
         from .watchdog import StallWatchdog
 
-        with StallWatchdog(config.effective_stall_timeout_s) as watchdog:
-            result = PartitionPublisher(config, partition, window.ranges[partition],
-                                        on_progress=watchdog.kick).publish(records())
+        try:
+            with StallWatchdog(config.effective_stall_timeout_s) as watchdog:
+                result = PartitionPublisher(config, partition, window.ranges[partition],
+                                            on_progress=watchdog.kick).publish(records())
+        except ProducerFencedError:
+            # Another attempt of this task (speculation, a retry) took over: let it finish.
+            step_aside(config, partition, window.ranges[partition].end)
+            raise
         from . import failpoints
 
         failpoints.hit("before_report", partition)
@@ -232,11 +255,16 @@ def run_window(
         return summary
     out = transform(read_window(spark, config, window))
     _check_contract(out)
-    rows = (
-        out.select("partition", "offset", "outputs")
-        .mapInArrow(_publish_task(config.to_json(), window.to_json()), _RESULT_DDL)
-        .collect()
-    )
+    with ReplicaGuard(spark, config.connection, config.output_topics) as guard:
+        try:
+            rows = (
+                out.select("partition", "offset", "outputs")
+                .mapInArrow(_publish_task(config.to_json(), window.to_json()), _RESULT_DDL)
+                .collect()
+            )
+        except Exception as exc:
+            guard.raise_if_tripped(exc)  # the outputs lost min ISR: that, not the tasks' timeouts, is the error
+            raise
     done = {}
     for row in rows:
         res = json.loads(row["result"])

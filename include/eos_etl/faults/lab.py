@@ -39,10 +39,14 @@ class TrialResult:
     seconds: float = 0.0
     detail: str = ""
     error: str = ""  # the trial itself could not be carried out
+    # From the first fault to the faulted run finishing, or else to the next run finishing (None: not measured).
+    recovery_s: float | None = None
+    # A run neither finished nor failed within the bound the scenario states (it was killed).
+    hung: bool = False
 
     @property
     def violation_count(self) -> int:
-        return sum(self.violations.values()) + (0 if self.lso_settled else 1)
+        return sum(self.violations.values()) + (0 if self.lso_settled else 1) + int(self.hung)
 
     @property
     def ok(self) -> bool:
@@ -51,7 +55,8 @@ class TrialResult:
     def to_dict(self) -> dict:
         return {"scenario": self.scenario, "trial": self.trial, "records": self.records, "kills": self.kills,
                 "violations": self.violations, "lso_settled": self.lso_settled, "seconds": self.seconds,
-                "detail": self.detail, "error": self.error, "ok": self.ok}
+                "detail": self.detail, "error": self.error, "recovery_s": self.recovery_s, "hung": self.hung,
+                "ok": self.ok}
 
 
 @dataclass
@@ -63,6 +68,13 @@ class Lab:
     sasl_password: str | None = None
     # Where the logs of jobs that failed or hung are kept (None: not kept).
     log_dir: object | None = None
+
+    @property
+    def cluster(self):
+        """The lab's multi-node :class:`~eos_etl.stack.kafka_cluster.KafkaCluster` (cluster scenarios need one)."""
+        if self.broker is None or getattr(self.broker, "size", 1) < 3:
+            raise ValueError("this scenario needs a lab that owns a Kafka cluster of at least 3 nodes")
+        return self.broker
 
     @property
     def admin(self) -> ClusterAdmin:
@@ -78,11 +90,23 @@ class Lab:
         return ShopSettings(connection=self.connection, topics=topics, group=f"group-{tag}",
                             transactional_id_prefix=f"txn-{tag}", **kwargs)
 
-    def input_ends(self, shop: ShopSettings) -> dict[int, int]:
-        """Where a complete run must leave the group's offsets: each input partition's LSO."""
-        admin = self.admin
+    def input_ends(self, shop: ShopSettings, timeout_s: float = 60) -> dict[int, int]:
+        """Where a complete run must leave the group's offsets: each input partition's LSO, once settled.
+
+        The writer's last commit returns when the coordinator has decided; its
+        markers reach the partitions a moment later (longer with replicas to
+        wait for), and until then the LSO is short of the end. Every input
+        transaction is decided by the time this is called, so wait for LSO = high
+        watermark rather than take a stale end.
+        """
         topic = shop.topics.purchases
-        return {p: o.last_stable for p, o in admin.offsets(topic, admin.partitions(topic)).items()}
+        deadline = time.monotonic() + timeout_s
+        while True:
+            admin = self.admin
+            offsets = admin.offsets(topic, admin.partitions(topic))
+            if all(o.last_stable == o.high_watermark for o in offsets.values()) or time.monotonic() > deadline:
+                return {p: o.last_stable for p, o in offsets.items()}
+            time.sleep(0.2)
 
     def job(self, shop: ShopSettings, extra: list[str] = (), *, failpoints: str = "", env: dict | None = None
             ) -> JobProcess:
@@ -127,7 +151,8 @@ class Lab:
         """Fill in the verdict: checker violations and whether outputs settled."""
         result.lso_settled = self.outputs_settled(shop)
         report = check_shop(shop, expected_ends=expected_ends if expected_ends is not None else self.input_ends(shop))
-        result.violations = dict(report.violations)
+        # Merged: scenario-specific violations found before the verdict stay counted.
+        result.violations = {**result.violations, **report.violations}
         if not report.ok:
             log.error("trial %s/%s: violations %s", result.scenario, result.trial, report.to_dict())
         return result

@@ -352,3 +352,85 @@ def _replace(args: list[str], option: str, value: str) -> list[str]:
     args = list(args)
     args[args.index(option) + 1] = value
     return args
+
+
+# -- 9. a broker lost while a run starts (connect, metadata, offsets, fencing, preflight, planning) -------
+#: What a run may end with when a broker dies under its start phase: done, or one diagnosed error.
+START_PHASE_EXITS = (0, 2)
+
+
+def start_phase_broker_kill(lab: Lab, seed: int, *, records: int = 1000, partitions: int = 2,
+                            kill_within_s: float = 10.0, down_s: tuple[float, float] = (2.0, 5.0),
+                            job_timeout_s: float = 300) -> TrialResult:
+    """SIGKILL one broker (a random node of ``lab.broker``) at a random moment of a run's first
+    ``kill_within_s`` seconds, restart it a few seconds later.
+
+    Pass: the run exits 0 or 2, with exactly one ``error:`` line when 2 (on a single node
+    "cannot reach Kafka" is the expected answer while it is down), never by a signal, never
+    with a Python traceback; after a clean recovery run the checker is exact.
+    """
+    if lab.broker is None:
+        raise ValueError("start_phase_broker_kill needs a lab that owns its broker")
+    rng = random.Random(seed)
+    with trial("start_phase_broker_kill", f"seed={seed}") as result:
+        # The input's ends are taken when judging, not here: right after the generator's last commit
+        # a cluster may not have written its markers yet, and the ends would be one marker short.
+        shop, _ = _shop_with_purchases(lab, result, partitions, "start-kill", records,
+                                       invalid_share=0.05, seed=seed, transaction_size=500, abort_share=0.05)
+        extra = ["--chunk-records", "500"]
+        node = rng.choice(lab.broker.nodes)
+        kill_at, down = rng.uniform(0.0, kill_within_s), rng.uniform(*down_s)
+        job = lab.job(shop, extra).start()
+        job.wait(kill_at)
+        job_was_running = job.alive
+        node.kill()
+        result.kills = 1
+        time.sleep(down)
+        node.start(timeout=300)  # generous: a KRaft node restarting on a loaded 2-core machine
+        code = job.wait(job_timeout_s)
+        if code is None:
+            job.kill()
+        errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
+        verdict = start_phase_verdict(code, job.stderr)
+        kept = lab.keep_log(job, "start-phase-broker-kill") if verdict else ""
+        if len(lab.broker.nodes) > 1:
+            lab.broker.wait_in_sync(300)  # the next run (and the next trial) starts from a whole cluster
+        ends = lab.input_ends(shop)
+        # The next scheduled run: needed when the faulted run failed, or when it planned its
+        # window while a new partition leader's offsets still lagged (then it ended early).
+        recovered = code != 0 or _committed(lab, shop) != ends
+        if recovered:
+            lab.recover(shop, extra)
+        last = job.stderr.strip().splitlines()[-1:] if verdict else []
+        result.detail = (f"exit={code} node={node.node_id} killed_at={kill_at:.1f}s "
+                         f"({'running' if job_was_running else 'already finished'}) down={down:.1f}s "
+                         f"traceback={'Traceback' in job.stderr} crash_stack={'Fatal Python error' in job.stderr}"
+                         f" error_lines={len(errors)} recovery_run={recovered}"
+                         f"{' error=' + errors[0][:200] if errors else ''}"
+                         f"{' last_line=' + last[0][:200] if last else ''}{' log=' + kept if kept else ''}")
+        lab.judge(result, shop, ends)
+        result.violations.update(verdict)  # after the checker's verdict, which judge() sets
+    return result
+
+
+def _committed(lab: Lab, shop) -> dict[int, int | None]:
+    admin = lab.admin
+    topic = shop.topics.purchases
+    return admin.committed_offsets(shop.group, topic, admin.partitions(topic))
+
+
+def start_phase_verdict(code: int | None, stderr: str) -> dict[str, int]:
+    """Violations of "finishes, or fails with one clear error": hang, signal, traceback, other exit, error lines."""
+    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
+    violations = {}
+    if code is None:
+        violations["hung"] = 1
+    elif code < 0 or code >= 128:
+        violations["killed_by_signal"] = 1
+    elif code not in START_PHASE_EXITS:
+        violations["unexpected_exit"] = 1
+    if "Traceback (most recent call last)" in stderr:
+        violations["traceback"] = 1
+    if code == 2 and len(errors) != 1 or code == 0 and errors:
+        violations["not_one_error_line"] = 1
+    return violations

@@ -32,7 +32,7 @@ SOAK_USER = "soak"
 SOAK_PASSWORD = "soak-secret"
 
 SCENARIOS = ("kill_at_step", "random_kills", "broker_restart", "zombie", "concurrent_runs",
-             "transaction_timeout", "hostile_input", "misconfiguration")
+             "transaction_timeout", "hostile_input", "misconfiguration", "start_phase_broker_kill")
 
 
 @dataclass
@@ -41,6 +41,7 @@ class SoakOptions:
     kills: int = 20  # random kills in that scenario
     seeds: int = 3  # seeds per step boundary, and trials of zombie / concurrent / timeout / hostile
     broker_restarts: int = 5
+    start_phase_kills: int = 30  # broker SIGKILLs in a run's first 10 s (start_phase_broker_kill trials)
     duration_s: float = 0.0  # repeat the scenario list until this long has passed (0: once)
     scenarios: tuple[str, ...] = SCENARIOS
     out: Path | None = None  # the markdown table; default docs/reliability.md
@@ -71,6 +72,9 @@ def _plan(opts: SoakOptions, round_: int) -> list[tuple[str, Callable[[Lab], lis
             steps += [(name, lambda lab, s=s: [sc.hostile_input(lab, s)]) for s in seeds]
         elif name == "misconfiguration":
             steps.append((name, sc.misconfiguration))
+        elif name == "start_phase_broker_kill":
+            steps += [(name, lambda lab, s=s: [sc.start_phase_broker_kill(lab, base + s)])
+                      for s in range(1, opts.start_phase_kills + 1)]
         else:
             raise ValueError(f"unknown scenario {name!r}; choose from {', '.join(SCENARIOS)}")
     return steps
@@ -105,10 +109,19 @@ def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
     return results, time.monotonic() - t0
 
 
-def _save_json(results: list[TrialResult], wall: float) -> None:
-    out = paths.var_dir() / "soak" / "results.json"
+def _save_json(results: list[TrialResult], wall: float, out: Path | None = None) -> None:
+    out = out or paths.var_dir() / "soak" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps({"wall_seconds": round(wall, 1), "trials": [r.to_dict() for r in results]}, indent=1))
+
+
+def _verdict_cells(r: TrialResult) -> tuple[str, str]:
+    """A trial's violations and detail as Markdown table cells."""
+    v = ", ".join(f"{k}={n}" for k, n in r.violations.items()) or "0"
+    if not r.lso_settled:
+        v += ", hanging transaction"
+    detail = (r.error and f"NOT CARRIED OUT: {r.error}") or r.detail
+    return v, detail.replace("|", "/").replace("\n", " ")
 
 
 def summarize(results: list[TrialResult]) -> list[dict]:
@@ -205,6 +218,10 @@ def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, c
         "- **misconfiguration**: broker unreachable, missing output topic, wrong SASL password on the broker's "
         "SASL listener: exit code 2 with exactly one `error:` line and no traceback, the secret never printed, "
         "nothing published, no offset committed.",
+        "- **start_phase_broker_kill**: the broker is SIGKILLed at a random moment of a run's first 10 s "
+        "(connect, metadata, committed offsets, fencing, preflight, planning, Spark start) and restarted "
+        "2-5 s later: the run exits 0, or 2 with exactly one `error:` line (\"cannot reach Kafka\" while the "
+        "only broker is down), never by a signal and never with a traceback; a clean run then finishes the window.",
         "",
         "## Trials",
         "",
@@ -212,15 +229,188 @@ def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, c
         "|---|---|---:|---:|---|---:|---|",
     ]
     for r in results:
-        v = ", ".join(f"{k}={n}" for k, n in r.violations.items()) or "0"
-        if not r.lso_settled:
-            v += ", hanging transaction"
-        detail = (r.error and f"NOT CARRIED OUT: {r.error}") or r.detail
-        lines.append(f"| {r.scenario} | {r.trial} | {r.records:,} | {r.kills} | {v} | {r.seconds:.0f} | "
-                     f"{detail.replace('|', '/').replace(chr(10), ' ')} |")
+        v, detail = _verdict_cells(r)
+        lines.append(f"| {r.scenario} | {r.trial} | {r.records:,} | {r.kills} | {v} | {r.seconds:.0f} | {detail} |")
     lines += ["", "Reproduce: `make soak` (defaults as above) or `python -m eos_etl soak --help` for the options "
               "(records, kills, seeds, broker restarts, duration, scenarios). A fast subset runs in `make test` "
               "(`tests/test_faults.py`).", ""]
+    write_section(out, SINGLE_NODE_SECTION, "\n".join(lines))
+    return out
+
+
+# -- docs/reliability.md holds one section per soak; each writer replaces only its own ------------------
+SINGLE_NODE_SECTION = "single-node soak"
+CLUSTER_SECTION = "cluster soak"
+
+
+def _markers(section: str) -> tuple[str, str]:
+    return f"<!-- {section}: begin (generated) -->", f"<!-- {section}: end -->"
+
+
+def write_section(out: Path, section: str, text: str) -> None:
+    """Put ``text`` between ``section``'s markers in ``out``, leaving every other section as it is.
+
+    A file written before the markers existed is the single-node soak's table: it is kept as that section.
+    Sections appear in the order they were first written.
+    """
+    begin, end = _markers(section)
+    block = f"{begin}\n{text.rstrip()}\n{end}\n"
+    old = out.read_text() if out.is_file() else ""
+    if old and "<!-- " not in old:
+        legacy_begin, legacy_end = _markers(SINGLE_NODE_SECTION)
+        old = f"{legacy_begin}\n{old.rstrip()}\n{legacy_end}\n"
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        new = head + block + rest.split(end, 1)[1].lstrip("\n")
+    else:
+        new = (old.rstrip() + "\n\n" if old else "") + block
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines))
+    out.write_text(new)
+
+
+# -- the cluster soak: broker-side faults on three nodes (faults.cluster_scenarios) -------------------
+@dataclass
+class ClusterSoakOptions:
+    seeds: int = 3  # trials per scenario (seeds 1..N; rolling_restart included)
+    scenarios: tuple[str, ...] = ()  # default: every registered cluster scenario
+    rolling_records: int = 200_000  # window of the rolling restart
+    out: Path | None = None  # default docs/reliability.md (its cluster section)
+
+
+def _cluster_plan(opts: ClusterSoakOptions) -> list[tuple[str, Callable[[Lab], TrialResult]]]:
+    from .cluster_scenarios import CLUSTER_SCENARIOS, rolling_restart
+
+    names = opts.scenarios or tuple(CLUSTER_SCENARIOS)
+    unknown = [n for n in names if n not in CLUSTER_SCENARIOS]
+    if unknown:
+        raise ValueError(f"unknown cluster scenario(s) {unknown}; choose from {', '.join(CLUSTER_SCENARIOS)}")
+    steps = []
+    for seed in range(1, opts.seeds + 1):  # seed-major: every scenario gets a trial before any gets two
+        for name in names:
+            run = CLUSTER_SCENARIOS[name]
+            if run is rolling_restart:
+                steps.append((name, lambda lab, s=seed: rolling_restart(lab, s, records=opts.rolling_records)))
+            else:
+                steps.append((name, lambda lab, s=seed, run=run: run(lab, s)))
+    return steps
+
+
+def run_cluster_soak(opts: ClusterSoakOptions, on_trial: Callable[[list[TrialResult], float], None] | None = None
+                     ) -> tuple[list[TrialResult], float]:
+    """Every cluster scenario on a private 3-node cluster under var/soak-cluster.
+
+    ``on_trial(results, wall)`` after every trial (the CLI rewrites the table, so a long soak shows progress).
+    """
+    from ..stack.kafka_cluster import KafkaCluster
+
+    root = paths.var_dir() / "soak-cluster"
+    shutil.rmtree(root / "kafka", ignore_errors=True)
+    cluster = KafkaCluster(home=root / "kafka", size=3)
+    plan = _cluster_plan(opts)
+    cluster.start()
+    lab = Lab(KafkaConnection(cluster.bootstrap_servers), broker=cluster, log_dir=root / "logs")
+    results: list[TrialResult] = []
+    t0 = time.monotonic()
+    try:
+        for _name, run in plan:
+            results.append(run(lab))
+            _save_json(results, time.monotonic() - t0, root / "results.json")
+            if on_trial is not None:
+                on_trial(results, time.monotonic() - t0)
+    finally:
+        cluster.stop()
+    return results, time.monotonic() - t0
+
+
+def summarize_cluster(results: list[TrialResult]) -> list[dict]:
+    rows: dict[str, dict] = {}
+    for r in results:
+        row = rows.setdefault(r.scenario, {"scenario": r.scenario, "trials": 0, "records": 0, "faults": 0,
+                                           "violations": 0, "errors": 0, "longest_recovery_s": None, "hangs": 0})
+        row["trials"] += 1
+        row["records"] += r.records
+        row["faults"] += r.kills
+        row["violations"] += r.violation_count
+        row["errors"] += bool(r.error)
+        row["hangs"] += int(r.hung)
+        if r.recovery_s is not None:
+            row["longest_recovery_s"] = max(row["longest_recovery_s"] or 0.0, r.recovery_s)
+    return list(rows.values())
+
+
+def write_cluster_markdown(results: list[TrialResult], wall: float, opts: ClusterSoakOptions, command: str) -> Path:
+    from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
+    from .cluster_scenarios import MIN_ISR_BOUND_S, PAUSE_S, RUN_BOUND_S
+
+    out = opts.out or paths.project_root() / "docs" / "reliability.md"
+    rows = summarize_cluster(results)
+    total = {k: sum(r[k] for r in rows) for k in ("trials", "records", "faults", "violations", "errors", "hangs")}
+    ok = total["violations"] == 0 and total["errors"] == 0
+    lines = [
+        "## Reliability on a three-node Kafka cluster: the broker fault soak",
+        "",
+        f"Generated by `{command}` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; do not edit by hand.",
+        f"Machine: {_machine()}. Apache Kafka {KAFKA_VERSION}, three KRaft nodes in combined mode on loopback "
+        "(replication factor 3, min.insync.replicas 2, transaction state and offsets replicated 3 times, "
+        f"unclean leader election off); Spark {SPARK_VERSION} local mode.",
+        "",
+        f"**Verdict: {'zero violations and no hang in every scenario' if ok else 'VIOLATIONS, HANGS OR FAILED TRIALS, see below'}.** "
+        f"{total['trials']} trials, {total['faults']} faults injected, {total['records']:,} purchases written, "
+        f"{total['violations']} violations, {total['hangs']} hangs, {total['errors']} trials that could not be "
+        f"carried out; wall time {wall / 60:.1f} min.",
+        "",
+        "The job is stopped at a failpoint (its publishing worker SIGSTOPs itself, so a transaction is open at a "
+        "known step), the cluster is asked which node holds the role under test, that node is faulted and the job "
+        "resumed. Bounds: a faulted run must finish, or fail with exit code 2 and one `error:` line, within "
+        f"{RUN_BOUND_S:.0f} s of the fault (the rolling restart: {RUN_BOUND_S + 120:.0f} s after the first restart), "
+        f"else it is a hang; with two of three nodes down the run must fail within {MIN_ISR_BOUND_S:.0f} s with an "
+        "error naming min.insync.replicas. Then every node is back and in sync, a clean run finishes the window if "
+        "needed, and the independent checker must report no lost, duplicated, torn, beyond-commit or "
+        "from-aborted-input output, committed offsets equal to the input's ends and no hanging transaction. "
+        "Recovery = from the fault to the faulted run finishing, or else to the next run finishing.",
+        "",
+        "| scenario | trials | records | faults injected | violations | longest recovery | hangs |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        failed = f" ({r['errors']} not carried out)" if r["errors"] else ""
+        rec = f"{r['longest_recovery_s']:.0f} s" if r["longest_recovery_s"] is not None else "-"
+        lines.append(f"| {r['scenario']} | {r['trials']} | {r['records']:,} | {r['faults']} | "
+                     f"{r['violations']}{failed} | {rec} | {r['hangs']} |")
+    lines += [
+        f"| **total** | **{total['trials']}** | **{total['records']:,}** | **{total['faults']}** | "
+        f"**{total['violations']}** | | **{total['hangs']}** |",
+        "",
+        "What each scenario does (code: `include/eos_etl/faults/cluster_scenarios.py`):",
+        "",
+        "- **partition_leader_kill**: SIGKILL of the leader of an output partition mid-produce (open transaction).",
+        "- **txn_coordinator_kill_before_commit**: SIGKILL of the transaction coordinator of the job's "
+        "transactional.id after `send_offsets_to_transaction`, before `commit_transaction`.",
+        "- **txn_coordinator_kill_during_commit**: the coordinator is frozen (SIGSTOP) as the job resumes into "
+        "`commit_transaction`, so its EndTxn is in flight there, then SIGKILLed 0.5-2 s later.",
+        "- **group_coordinator_kill**: SIGKILL of the group's coordinator just before `send_offsets_to_transaction`.",
+        "- **controller_kill**: SIGKILL of the active KRaft controller mid-transaction.",
+        f"- **broker_pause**: an output partition's leader SIGSTOPped for {PAUSE_S:.0f} s (longer than "
+        "`broker.session.timeout.ms`, 9 s) mid-transaction, then SIGCONT: the stand-in for a network partition.",
+        f"- **rolling_restart**: all three nodes restarted one at a time (each back in sync before the next; odd seeds "
+        f"SIGKILL, even seeds clean stop) while a {opts.rolling_records:,}-purchase window publishes.",
+        "- **two_brokers_down**: two of three nodes SIGKILLed mid-transaction; the outputs cannot reach "
+        "min.insync.replicas (and the controller quorum is lost). The run must fail with one clear error; once the "
+        "nodes are back nothing of it is visible to read_committed readers and the group's offsets have not moved; "
+        "the next run is exact.",
+        "- **start_phase_broker_kill** (when registered, issue 18): a random node SIGKILLed in a run's first seconds.",
+        "",
+        "### Cluster trials",
+        "",
+        "| scenario | trial | records | faults | violations | recovery | hung | detail |",
+        "|---|---|---:|---:|---|---:|---|---|",
+    ]
+    for r in results:
+        v, detail = _verdict_cells(r)
+        rec = f"{r.recovery_s:.0f} s" if r.recovery_s is not None else "-"
+        lines.append(f"| {r.scenario} | {r.trial} | {r.records:,} | {r.kills} | {v} | {rec} | "
+                     f"{'yes' if r.hung else 'no'} | {detail} |")
+    lines += ["", "Reproduce: `make soak-cluster` or `python -m eos_etl soak --cluster --help` (seeds, scenarios, "
+              "rolling-restart records). A fast smoke runs in `make test` (`tests/test_cluster_faults.py`).", ""]
+    write_section(out, CLUSTER_SECTION, "\n".join(lines))
     return out

@@ -1,22 +1,29 @@
 """Read-only questions to the cluster: topics, offsets, committed group offsets, configs.
 
-All calls are bounded by a timeout and turn librdkafka's failures into one
-clear :class:`KafkaSetupError` subclass (unreachable, missing topic, bad
-credentials), so a misconfigured run stops before it touches anything.
+Every question is asked of whichever broker answers and retried on retriable
+failures (a broker lost, a leader or coordinator moving) until a stated
+deadline (:mod:`.retry`): ``timeout`` for one attempt, ``retry_deadline_s`` for
+the whole question. What still fails becomes one clear
+:class:`KafkaSetupError` subclass (unreachable, missing topic, bad
+credentials) naming what could not be read, so a misconfigured run stops
+before it touches anything and a broker outage never surfaces as a traceback.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from .connection import KafkaConnection
 from .errors import AuthenticationError, BrokerUnreachableError, KafkaSetupError, MissingTopicError, UnstableOffsetsError
+from .group_offsets import GroupOffsetsReader
+from .retry import START_PHASE_DEADLINE_S, Deadline, describe, is_retriable, retry_until
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +36,9 @@ _AUTH_CODES = {
     KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 
-
-_COORDINATOR_LOADING = {
-    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-    KafkaError.COORDINATOR_NOT_AVAILABLE,
-    KafkaError.NOT_COORDINATOR,
-}
+#: One stable offset fetch: short, because a read held back by an incomplete
+#: transaction only ends at its timeout (see :mod:`.group_offsets`).
+_STABLE_READ_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -47,75 +51,110 @@ class PartitionOffsets:
 class ClusterAdmin:
     """A thin, typed wrapper over confluent-kafka's AdminClient."""
 
-    def __init__(self, connection: KafkaConnection, timeout: float = 10.0):
+    def __init__(self, connection: KafkaConnection, timeout: float = 10.0,
+                 retry_deadline_s: float = START_PHASE_DEADLINE_S):
         self.connection = connection
         self.timeout = timeout
+        self.retry_deadline_s = retry_deadline_s
         self._errors: list[KafkaError] = []
         self._lock = threading.Lock()
         self._admin = self._new_client()
+        # Clients replaced after a timeout are kept, never destroyed: a request of
+        # theirs may still be pending, and destroying a client under its own
+        # callbacks is how native crashes happen.
+        self._retired: list[AdminClient] = []
 
     def _new_client(self) -> AdminClient:
+        # The error callback closes over the list and the lock, never over ``self``: a
+        # bound method would make ClusterAdmin <-> AdminClient a reference cycle, which
+        # only the cycle collector frees, and it may run on a librdkafka thread, where
+        # destroying the client aborts the process ("rd_kafka_destroy() called from
+        # librdkafka owned thread"). Without the cycle the client is freed by reference
+        # counting, on the thread that drops the last ClusterAdmin reference.
+        errors, lock = self._errors, self._lock
+
+        def on_error(err: KafkaError) -> None:
+            with lock:
+                errors.append(err)
+
         conf = self.connection.client_config()
-        conf.update({"error_cb": self._on_error, "log_level": 0, "socket.connection.setup.timeout.ms": "5000"})
+        conf.update({"error_cb": on_error, "log_level": 0, "socket.connection.setup.timeout.ms": "5000"})
         return AdminClient(conf)
 
-    def _on_error(self, err: KafkaError) -> None:
+    def _credentials_rejected(self) -> bool:
+        self._admin.poll(0)  # serve queued error callbacks (authentication failures arrive there)
         with self._lock:
-            self._errors.append(err)
+            return any(e.code() in _AUTH_CODES for e in self._errors)
 
-    def _diagnose(self, exc: Exception | None = None) -> KafkaSetupError:
+    def _diagnose(self, exc: BaseException | None, what: str, deadline_s: float | None = None) -> KafkaSetupError:
+        """The one error an operator sees for a failed question: credentials, Kafka's answer, or unreachable."""
         self._admin.poll(0.5)  # serve queued error callbacks (authentication failures arrive there)
         with self._lock:
-            errors = list(self._errors)
-        codes = {e.code() for e in errors}
-        if exc is not None and isinstance(exc, KafkaException):
-            codes.add(exc.args[0].code())
+            codes = {e.code() for e in self._errors}
+        kafka_error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+        if isinstance(kafka_error, KafkaError):
+            codes.add(kafka_error.code())
         if codes & _AUTH_CODES:
             return AuthenticationError(
                 f"Kafka at {self.connection.bootstrap_servers} rejected the credentials "
                 f"({self.connection.security_protocol}, user {self.connection.sasl_username!r}); "
                 "check the connection's login and password"
             )
-        if exc is not None and isinstance(exc, KafkaException) and exc.args[0].code() not in (
-            KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE
-        ):
-            return KafkaSetupError(f"Kafka at {self.connection.bootstrap_servers} answered: {exc.args[0].str()}")
+        if exc is not None and not is_retriable(exc):
+            return KafkaSetupError(f"Kafka at {self.connection.bootstrap_servers} answered {what}: {describe(exc)}")
+        waited = self.retry_deadline_s if deadline_s is None else deadline_s
         return BrokerUnreachableError(
-            f"cannot reach Kafka at {self.connection.bootstrap_servers} "
-            f"({self.connection.security_protocol}) within {self.timeout:.0f}s; is the broker running "
+            f"cannot reach Kafka at {self.connection.bootstrap_servers} ({self.connection.security_protocol}): "
+            f"no broker answered {what} within {waited:.0f}s"
+            f"{f' (last: {describe(exc)})' if exc is not None else ''}; is the broker running "
             "and are bootstrap servers and security protocol right?"
         )
+
+    def _renew_client(self, exc: BaseException) -> None:
+        """After a timeout, ask through a fresh client: librdkafka keeps sending some
+        requests (DescribeConfigs of topics: to the "controller" of its cached metadata)
+        to the broker that just died until its metadata refresh, minutes later."""
+        if isinstance(exc, TimeoutError) or (isinstance(exc, KafkaException)
+                                             and exc.args[0].code() == KafkaError._TIMED_OUT):
+            self._retired.append(self._admin)
+            self._admin = self._new_client()
+
+    def _ask(self, what: str, call, *, deadline_s: float | None = None, retriable=is_retriable):
+        """``call(timeout)`` retried on retriable failures until the deadline; failures diagnosed."""
+        deadline_s = self.retry_deadline_s if deadline_s is None else deadline_s
+        try:
+            return retry_until(call, what=what, deadline_s=deadline_s, attempt_timeout_s=self.timeout,
+                               retriable=retriable, before_retry=self._renew_client)
+        except (KafkaException, TimeoutError) as exc:
+            raise self._diagnose(exc, what, deadline_s) from exc
+
+    def _metadata(self, what: str, topic: str | None = None):
+        """Cluster metadata from whichever broker answers (librdkafka picks any connected one)."""
+        def ask(timeout: float):
+            md = self._admin.list_topics(topic=topic, timeout=timeout)
+            if not md.brokers:
+                raise KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+            return md
+
+        return self._ask(what, ask)
 
     def check_reachable(self) -> None:
         """Metadata from the cluster within ``timeout``; rejected credentials fail at once.
 
-        Short metadata requests in a loop, because librdkafka reports an
-        authentication failure through the error callback while a long
-        request would simply wait out its whole timeout.
+        Short metadata requests, because librdkafka reports an authentication
+        failure through the error callback while a long request would simply
+        wait out its whole timeout. Any one broker of the bootstrap list answering is enough.
         """
-        deadline = time.monotonic() + self.timeout
-        last: KafkaException | None = None
-        while True:
-            try:
-                md = self._admin.list_topics(timeout=max(0.1, min(1.0, deadline - time.monotonic())))
-                if md.brokers:
-                    return
-            except KafkaException as exc:
-                last = exc
-                if exc.args[0].code() not in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
-                                              KafkaError._ALL_BROKERS_DOWN, KafkaError._RESOLVE):
-                    raise self._diagnose(exc) from exc
-            self._admin.poll(0)
-            with self._lock:
-                rejected = any(e.code() in _AUTH_CODES for e in self._errors)
-            if rejected or time.monotonic() >= deadline:
-                raise self._diagnose(last) from last
+        def metadata(timeout: float):
+            md = self._admin.list_topics(timeout=min(timeout, 1.0))
+            if not md.brokers:
+                raise KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+
+        self._ask("a metadata request", metadata, deadline_s=self.timeout,
+                  retriable=lambda exc: is_retriable(exc) and not self._credentials_rejected())
 
     def partitions(self, topic: str) -> list[int]:
-        try:
-            md = self._admin.list_topics(topic=topic, timeout=self.timeout)
-        except KafkaException as exc:
-            raise self._diagnose(exc) from exc
+        md = self._metadata(f"metadata of topic {topic!r}", topic)
         tmd = md.topics.get(topic)
         if tmd is None or (tmd.error is not None and tmd.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
             raise MissingTopicError(f"topic {topic!r} does not exist on {self.connection.bootstrap_servers}")
@@ -128,19 +167,30 @@ class ClusterAdmin:
     def require_topics(self, *topics: str) -> dict[str, list[int]]:
         return {t: self.partitions(t) for t in dict.fromkeys(topics)}
 
-    def _list_offsets(self, topic: str, partitions: list[int], spec, isolation) -> dict[int, tuple[int, int]]:
-        request = {TopicPartition(topic, p): spec for p in partitions}
-        if not request:
+    def _list_offsets(self, topic: str, partitions: list[int], spec, isolation, *,
+                      may_be_missing: bool = False) -> dict[int, tuple[int, int]]:
+        """ListOffsets goes to each partition's leader; a lost leader is retried until a new one is elected.
+
+        Without ``may_be_missing`` (earliest/latest always exist) a negative offset is a
+        partition whose leader was lost under the request (librdkafka then answers
+        -1001 without an error, seen on a three-node cluster): asked again, never returned.
+        """
+        if not partitions:
             return {}
-        try:
-            futures = self._admin.list_offsets(request, isolation_level=isolation, request_timeout=self.timeout)
+
+        def ask(timeout: float) -> dict[int, tuple[int, int]]:
+            request = {TopicPartition(topic, p): spec for p in partitions}
+            futures = self._admin.list_offsets(request, isolation_level=isolation, request_timeout=timeout)
             out = {}
             for tp, fut in futures.items():
-                info = fut.result(timeout=self.timeout + 5)
+                info = fut.result(timeout=timeout + 1)
+                if info.offset < 0 and not may_be_missing:
+                    raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE,
+                                                    f"no offset for {topic}[{tp.partition}] (leader lost)"))
                 out[tp.partition] = (info.offset, info.timestamp)
             return out
-        except KafkaException as exc:
-            raise self._diagnose(exc) from exc
+
+        return self._ask(f"a list-offsets request for {topic!r} (partition leaders)", ask)
 
     def offsets(self, topic: str, partitions: list[int]) -> dict[int, PartitionOffsets]:
         earliest = self._list_offsets(topic, partitions, OffsetSpec.earliest(), IsolationLevel.READ_UNCOMMITTED)
@@ -151,7 +201,8 @@ class ClusterAdmin:
     def offsets_for_time(self, topic: str, partitions: list[int], timestamp_ms: int) -> dict[int, int | None]:
         """First offset whose timestamp is >= timestamp_ms; None when there is none yet."""
         got = self._list_offsets(
-            topic, partitions, OffsetSpec.for_timestamp(timestamp_ms), IsolationLevel.READ_COMMITTED
+            topic, partitions, OffsetSpec.for_timestamp(timestamp_ms), IsolationLevel.READ_COMMITTED,
+            may_be_missing=True,
         )
         return {p: (off if off >= 0 else None) for p, (off, _ts) in got.items()}
 
@@ -159,78 +210,132 @@ class ClusterAdmin:
         self, group: str, topic: str, partitions: list[int], *, unstable_timeout: float | None = None
     ) -> dict[int, int | None]:
         """The group's committed offsets, read with stable semantics (pending
-        transactional commits are waited for, never reported half-done)."""
+        transactional commits are waited for, never reported half-done).
+
+        Offsets a transaction still holds are waited for up to ``unstable_timeout``
+        (default ``timeout``), then :class:`UnstableOffsetsError`; an unreachable
+        group coordinator is retried until ``retry_deadline_s``. Read through a
+        consumer, not the AdminClient (librdkafka#5040, see :mod:`.group_offsets`).
+        """
         if not partitions:
             return {}
-        req = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, p) for p in partitions])]
-        deadline = time.monotonic() + self.timeout
-        unstable_since = time.monotonic()
-        rebuilt = False
-        while True:
-            try:
-                fut = self._admin.list_consumer_group_offsets(req, require_stable=True, request_timeout=self.timeout)
-                result = fut[group].result(timeout=self.timeout + 5)
-            except KafkaException as exc:
-                if exc.args[0].code() in _COORDINATOR_LOADING and time.monotonic() < deadline:
-                    time.sleep(0.2)  # a fresh broker is still creating/loading __consumer_offsets
-                    continue
-                if exc.args[0].code() == KafkaError._TIMED_OUT and not rebuilt:
-                    # A client that lived through a broker restart can stay stuck on
-                    # its old coordinator connection (seen after SIGKILL); a fresh one is not.
-                    self._admin, rebuilt = self._new_client(), True
-                    deadline = time.monotonic() + self.timeout
-                    continue
-                raise self._diagnose(exc) from exc
-            unstable = [tp for tp in result.topic_partitions
-                        if tp.error is not None and tp.error.code() == KafkaError.UNSTABLE_OFFSET_COMMIT]
-            # A transactional offset commit is still being completed (markers in
-            # flight): wait for it rather than report a half-done state.
-            if not unstable:
-                break
-            if unstable_timeout is not None and time.monotonic() > unstable_since + unstable_timeout:
-                raise UnstableOffsetsError(
-                    f"committed offsets of {group}/{topic} partitions {[tp.partition for tp in unstable]} "
-                    "belong to a transaction that has not completed"
-                )
-            if time.monotonic() > deadline:
-                raise UnstableOffsetsError(
-                    f"committed offsets of {group}/{topic} stayed unstable for {self.timeout:.0f}s "
-                    "(a transaction touching them does not complete; see `eos_etl transactions`)"
-                )
-            time.sleep(0.05)
-        out: dict[int, int | None] = {}
-        for tp in result.topic_partitions:
-            if tp.error is not None:
-                raise KafkaSetupError(f"cannot read committed offset of {group}/{topic}[{tp.partition}]: {tp.error}")
-            out[tp.partition] = tp.offset if tp.offset >= 0 else None
-        return out
+        unstable_s = self.timeout if unstable_timeout is None else unstable_timeout
+        unstable_deadline = Deadline(unstable_s)
+
+        with GroupOffsetsReader(self.connection.client_config(), group) as reader:
+            def read(timeout: float) -> dict[int, int | None]:
+                try:
+                    return reader.stable(topic, partitions, min(timeout, _STABLE_READ_S))
+                except KafkaException as exc:
+                    if exc.args[0].code() == KafkaError._TIMED_OUT and reader.coordinator_answers(
+                            topic, partitions, min(timeout, _STABLE_READ_S)):
+                        # The coordinator answers, but holds the stable read back: a
+                        # transactional offset commit is not complete (markers in flight,
+                        # or an attempt died between send_offsets_to_transaction and commit).
+                        raise UnstableOffsetsError(
+                            f"committed offsets of {group}/{topic} partitions {partitions} belong to a "
+                            f"transaction that did not complete within {unstable_s:.0f}s "
+                            "(see `eos_etl transactions`)"
+                        ) from exc
+                    raise
+
+            def retriable(exc: BaseException) -> bool:
+                if isinstance(exc, UnstableOffsetsError):
+                    return not unstable_deadline.expired()
+                return is_retriable(exc)
+
+            return self._ask(f"an offset fetch for group {group!r} (its group coordinator)", read,
+                             retriable=retriable)
 
     def broker_config(self, name: str) -> str | None:
-        md = self._admin.list_topics(timeout=self.timeout)
-        broker_id = str(next(iter(md.brokers)))
-        try:
-            futs = self._admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, broker_id)])
-            configs = next(iter(futs.values())).result(timeout=self.timeout + 5)
-        except KafkaException as exc:
-            raise self._diagnose(exc) from exc
-        entry = configs.get(name)
-        return entry.value if entry is not None else None
+        """A broker setting, from whichever live broker answers first.
 
-    def create_topics(self, topics: dict[str, int], *, config: dict[str, str] | None = None) -> None:
-        """Create topics (partition counts given); existing ones are left alone."""
+        Every broker in the metadata is asked at once: a broker that was just
+        killed stays in the metadata until KRaft fences it, and waiting on it
+        alone would fail the run although the others are up.
+        """
+        def ask(timeout: float) -> str | None:
+            md = self._admin.list_topics(timeout=timeout)
+            futures = []
+            for broker_id in md.brokers:
+                resource = ConfigResource(ConfigResource.Type.BROKER, str(broker_id))
+                futures += self._admin.describe_configs([resource], request_timeout=timeout).values()
+            if not futures:
+                raise KafkaException(KafkaError(KafkaError._ALL_BROKERS_DOWN))
+            pending, failure = set(futures), None
+            while pending:
+                done, pending = concurrent.futures.wait(pending, timeout=timeout + 1,
+                                                        return_when=concurrent.futures.FIRST_COMPLETED)
+                if not done:
+                    break
+                for fut in done:
+                    if fut.exception() is None:
+                        entry = fut.result().get(name)
+                        return entry.value if entry is not None else None
+                    failure = fut.exception()
+                    if not is_retriable(failure):
+                        raise failure
+            raise failure or TimeoutError(f"no broker described its configuration within {timeout:.0f}s")
+
+        return self._ask(f"a describe-configs request for {name}", ask)
+
+    def broker_count(self) -> int:
+        """Brokers the cluster serves now (registered and unfenced)."""
+        return len(self._metadata("a metadata request").brokers)
+
+    def topic_states(self, topics: list[str]):
+        """``{topic: TopicState}`` of those that exist: partitions, fewest replicas, effective min ISR."""
+        from .topics import MIN_ISR, TopicState
+
+        md = self._metadata("a metadata request")
+        present = [t for t in dict.fromkeys(topics) if t in md.topics and md.topics[t].error is None]
+        if not present:
+            return {}
+
+        def min_isr(timeout: float) -> dict[str, object]:
+            resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in present]
+            futures = self._admin.describe_configs(resources, request_timeout=timeout)
+            return {r.name: fut.result(timeout=timeout + 1).get(MIN_ISR) for r, fut in futures.items()}
+
+        entries = self._ask(f"a describe-configs request for {', '.join(present)}", min_isr)
+        states = {}
+        for name, entry in entries.items():
+            parts = md.topics[name].partitions.values()
+            states[name] = TopicState(
+                name=name, partitions=len(parts),
+                replication_factor=min(len(p.replicas) for p in parts),
+                min_insync_replicas=int(entry.value) if entry is not None else 1,
+            )
+        return states
+
+    def create_topics(self, topics: dict[str, int], *, replication_factor: int | None = None,
+                      config: dict[str, str] | None = None) -> None:
+        """Create topics (partition counts given); existing ones are left alone.
+
+        ``replication_factor`` None takes the cluster's ``default.replication.factor``.
+        Choosing durability and checking existing topics is :mod:`.topics`' job.
+        """
         from confluent_kafka.admin import NewTopic
 
-        # -1: the cluster's default.replication.factor (refined by create-topics' own choice, see cli).
-        new = [NewTopic(t, num_partitions=n, replication_factor=-1, config=config or {}) for t, n in topics.items()]
+        rf = -1 if replication_factor is None else replication_factor
+        new = [NewTopic(t, num_partitions=n, replication_factor=rf, config=config or {}) for t, n in topics.items()]
         if not new:
             return
         for topic, fut in self._admin.create_topics(new, request_timeout=self.timeout).items():
             try:
                 fut.result(timeout=self.timeout + 5)
             except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise KafkaSetupError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from exc
-        # The controller has accepted the topics; wait until the broker serves their metadata.
+                code = exc.args[0].code()
+                if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue
+                if code == KafkaError.INVALID_REPLICATION_FACTOR:
+                    raise KafkaSetupError(
+                        f"cannot create topic {topic!r} with replication factor "
+                        f"{'(cluster default)' if rf < 0 else rf}: the cluster has only {self.broker_count()} "
+                        "live broker(s); start the missing brokers or ask for fewer replicas"
+                    ) from exc
+                raise KafkaSetupError(f"cannot create topic {topic!r}: {exc.args[0].str()}") from exc
+        # The controller has accepted the topics; wait until the brokers serve their metadata.
         deadline = time.monotonic() + self.timeout
         pending = set(topics)
         while pending and time.monotonic() < deadline:

@@ -23,8 +23,11 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
     The Kafka connection (with its password) is read from the Airflow
     connection at execute time and handed to spark-submit as an environment
     variable of the child process only: it never appears in the command line,
-    the rendered templates or the task log. The connector jars are resolved
-    here, not at DAG parse time. Returns the run summary (pushed to XCom).
+    the rendered templates or the task log. The connector jars (``--jars``)
+    and the ``eos_etl`` code zip (``--py-files``, rebuilt when a source
+    changed) are resolved here, not at DAG parse time, so executors on a
+    cluster run exactly the code of this submission. Returns the run summary
+    (pushed to XCom).
     """
 
     def __init__(self, *, kafka_conn_id: str = KAFKA_CONN_ID, plan_task_id: str = "plan_window", **kwargs):
@@ -33,12 +36,15 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
         self.plan_task_id = plan_task_id
 
     def execute(self, context):
+        from ..stack.package_zip import package_zip
         from ..stack.spark import connector_jars, spark_submit_conf
         from .settings import get_kafka_connection
 
         connection = get_kafka_connection(self.kafka_conn_id)
         self.env_vars = {**(self.env_vars or {}), CONNECTION_ENV: connection.to_json()}
         self.jars = ",".join(connector_jars())
+        code_zip = str(package_zip())
+        self.py_files = ",".join([code_zip, *(f for f in (self.py_files or "").split(",") if f and f != code_zip)])
         self.conf = {**spark_submit_conf(), **(self.conf or {})}
         out = run_dir(context["dag"].dag_id, context["run_id"])
         out.mkdir(parents=True, exist_ok=True)

@@ -168,16 +168,22 @@ class AirflowStandalone:
         self.plugins_folder = Path(self.plugins_folder).absolute()
 
     @classmethod
-    def local(cls) -> "AirflowStandalone":
-        """The project's development Airflow: var/airflow, port from EOS_ETL_AIRFLOW_PORT or 8080."""
+    def local(cls, *, bootstrap_servers: str | None = None, spark_master: str | None = None) -> "AirflowStandalone":
+        """The project's development Airflow: var/airflow, port from EOS_ETL_AIRFLOW_PORT or 8080.
+
+        Its connections point at the embedded broker and local-mode Spark unless
+        told otherwise (``demo --cluster`` passes the 3-node Kafka cluster and
+        the standalone Spark master).
+        """
         kafka_port = int(os.environ.get("EOS_ETL_KAFKA_PORT", 9092))
         return cls(
             home=paths.var_dir() / "airflow",
             connections={
                 # spark-submit in local mode, 4 attempts per task; point it at
                 # spark://host:7077 (or yarn, k8s://...) to run on a cluster.
-                "spark_default": {"conn_type": "spark", "host": os.environ.get("EOS_ETL_SPARK_MASTER", "local[*,4]")},
-                "kafka_purchases": {"conn_type": "generic", "host": f"127.0.0.1:{kafka_port}",
+                "spark_default": {"conn_type": "spark",
+                                  "host": spark_master or os.environ.get("EOS_ETL_SPARK_MASTER", "local[*,4]")},
+                "kafka_purchases": {"conn_type": "generic", "host": bootstrap_servers or f"127.0.0.1:{kafka_port}",
                                     "extra": {"security_protocol": "PLAINTEXT"}},
             },
         )
@@ -258,6 +264,8 @@ class AirflowStandalone:
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.home / "logs"),
                 "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self.worker_log_server_port),
                 "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self.trigger_log_server_port),
+                # spark-submit's driver (and a local-mode executor) listens on loopback only, like Airflow here.
+                "SPARK_LOCAL_IP": "127.0.0.1",
             }
         )
         for conn_id, conn in self.connections.items():
@@ -320,11 +328,31 @@ class AirflowStandalone:
     def is_running(self) -> bool:
         return self.pid() is not None
 
+    @property
+    def settings_file(self) -> Path:
+        return self.home / "connections.sha256"
+
+    def _settings_digest(self) -> str:
+        """A digest (never the values: they hold passwords) of the connections and Variables it runs with."""
+        import hashlib
+
+        text = json.dumps({"connections": self.connections, "variables": self.variables}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()
+
     def start(self, timeout: float = READY_TIMEOUT_S) -> "AirflowStandalone":
-        """Start ``airflow standalone`` (idempotent) and wait until every component is healthy."""
+        """Start ``airflow standalone`` (idempotent) and wait until every component is healthy.
+
+        Connections are environment variables fixed when Airflow starts: one
+        running with other connections (say the single broker, when the cluster
+        demo wants the cluster) is restarted with these.
+        """
         if self.is_running():
-            self.wait_ready(timeout)
-            return self
+            stored = self.settings_file.read_text().strip() if self.settings_file.is_file() else None
+            if stored == self._settings_digest():
+                self.wait_ready(timeout)
+                return self
+            log.warning("Airflow runs with other connections; restarting it with the requested ones")
+            self.stop()
         require_free_port(self.port, "the Airflow API server", host=self.host)
         # The log servers bind every interface, so check the wildcard address.
         require_free_port(self.worker_log_server_port, "the Airflow scheduler's log server", host="0.0.0.0")
@@ -333,6 +361,9 @@ class AirflowStandalone:
             raise StackError(f"the DAGs folder {self.dags_folder} does not exist")
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         self._write_passwords_file()
+        fd = os.open(self.settings_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(self._settings_digest() + "\n")
         env = self.env()
         env["NO_COLOR"] = "1"  # the log is a file, not a terminal
         env["PYTHONUNBUFFERED"] = "1"

@@ -3,19 +3,32 @@
 Every session the project creates goes through :func:`spark_session`, so the
 Kafka connector jars, the settings exactly-once relies on (no speculation,
 task retries allowed) and the Python interpreter are always the same.
+
+The master is, in this order: the caller's (``run-window --master``), the one
+spark-submit chose, ``$EOS_ETL_SPARK_MASTER``, the embedded ``local[*,4]``.
+On a cluster master (anything not ``local``) the session ships what executors
+on other machines need, as a real cluster requires: the connector jars
+(``spark.jars``, served by the driver), this package as a zip
+(``spark.submit.pyFiles``, see :mod:`.package_zip`) and the Python to run
+(``spark.pyspark.python``: the same environment must exist at that path on
+every worker).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from urllib.parse import urlsplit
 
 from . import maven
+from .package_zip import package_zip
 from .versions import SPARK_KAFKA
 
 # `local[N,F]`: N threads, each task may fail F times (plain `local[*]` never
 # retries a task, and retries are part of the recovery story).
 DEFAULT_MASTER = "local[*,4]"
+MASTER_ENV = "EOS_ETL_SPARK_MASTER"
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 # Settings exactly-once depends on. Speculation would run two copies of a
 # publishing task at once; the second fences the first, which is safe but
@@ -35,11 +48,39 @@ def connector_jars() -> list[str]:
     return [str(p) for p in SPARK_KAFKA.jars()]
 
 
-def spark_conf(extra: dict[str, str] | None = None) -> dict[str, str]:
+def is_cluster_master(master: str) -> bool:
+    """True for masters whose executors may run on other machines (spark://, yarn, k8s://)."""
+    return not master.startswith("local")
+
+
+def is_machine_local(master: str) -> bool:
+    """True when every executor runs on this machine: local mode, or a spark:// master on loopback."""
+    if not is_cluster_master(master):
+        return True
+    hosts = [urlsplit(f"//{h}").hostname for h in master.removeprefix("spark://").split(",")]
+    return master.startswith("spark://") and all(h in _LOOPBACK for h in hosts)
+
+
+def cluster_conf() -> dict[str, str]:
+    """What executors of a cluster master need beyond the jars: the code zip and the Python to run it."""
+    return {
+        "spark.submit.pyFiles": str(package_zip()),
+        "spark.pyspark.python": sys.executable,
+        "spark.executor.memory": os.environ.get("EOS_ETL_SPARK_EXECUTOR_MEMORY", "1g"),
+    }
+
+
+def spark_conf(extra: dict[str, str] | None = None, master: str = DEFAULT_MASTER) -> dict[str, str]:
     conf = dict(REQUIRED_CONF)
     conf["spark.jars"] = ",".join(connector_jars())
     conf["spark.ui.enabled"] = os.environ.get("EOS_ETL_SPARK_UI", "false")
     conf["spark.driver.memory"] = os.environ.get("EOS_ETL_SPARK_DRIVER_MEMORY", "2g")
+    if is_cluster_master(master):
+        conf.update(cluster_conf())
+    if is_machine_local(master):
+        # Nobody off this machine needs to reach the driver: it listens on loopback only.
+        conf["spark.driver.host"] = "127.0.0.1"
+        conf["spark.driver.bindAddress"] = "127.0.0.1"
     if extra:
         conf.update(extra)
     return conf
@@ -53,14 +94,15 @@ def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: di
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    master = master or os.environ.get("EOS_ETL_SPARK_MASTER")
+    # Under spark-submit its --master wins over the environment; only an explicit master overrides it.
     under_spark_submit = bool(os.environ.get("PYSPARK_GATEWAY_PORT")) and not master
     if under_spark_submit:
-        # spark-submit already chose the master and shipped the jars (--jars).
+        # spark-submit already chose the master and shipped the jars (--jars) and code (--py-files).
         settings = {**REQUIRED_CONF, **(conf or {})}
     else:
-        builder = builder.master(master or DEFAULT_MASTER)
-        settings = spark_conf(conf)
+        master = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+        builder = builder.master(master)
+        settings = spark_conf(conf, master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
@@ -69,7 +111,8 @@ def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: di
 
 
 def spark_submit_conf() -> dict[str, str]:
-    """Conf for SparkSubmitOperator / spark-submit (jars passed separately via --jars)."""
+    """Conf for SparkSubmitOperator / spark-submit (jars via --jars, the code zip via --py-files)."""
     conf = dict(REQUIRED_CONF)
     conf["spark.pyspark.python"] = sys.executable
+    conf["spark.executor.memory"] = os.environ.get("EOS_ETL_SPARK_EXECUTOR_MEMORY", "1g")
     return conf

@@ -1,0 +1,88 @@
+"""The Kafka deployments a bench run measures against: the bench's own single node, or a 3-node cluster.
+
+A :class:`KafkaTarget` is one :class:`~eos_etl.stack.kafka_cluster.KafkaCluster`
+(any size) started in its own directory under the bench's work dir on free
+ports, with the client connection and admin the cases use, and the inputs
+generated on it. Every case row and check says which target it ran against,
+so single-node and cluster figures are never mixed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..kafka.admin import ClusterAdmin
+from ..kafka.connection import KafkaConnection
+from ..kafka.topics import TopicSpec, TopicState, ensure_topics
+from ..shop.generator import generate
+from ..stack.kafka_cluster import KafkaCluster
+from .harness import process_cpu_seconds
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class KafkaTarget:
+    name: str  # "single" or "cluster": the label rows and checks carry
+    cluster: KafkaCluster
+    connection: KafkaConnection
+    admin: ClusterAdmin
+    inputs: dict[int, dict] = field(default_factory=dict)  # input partitions -> {"topic", "count", ...}
+
+    @classmethod
+    def start(cls, name: str, home: Path, *, size: int, heap: str | None = None) -> "KafkaTarget":
+        """Start a ``size``-node Kafka in ``home`` (a fresh directory) on free ports."""
+        cluster = KafkaCluster(home=home, size=size, heap=heap)
+        try:
+            cluster.start()
+        except BaseException:
+            cluster.stop()  # a node that did start must not outlive a failed start
+            raise
+        connection = KafkaConnection(cluster.bootstrap_servers)
+        target = cls(name=name, cluster=cluster, connection=connection, admin=ClusterAdmin(connection, timeout=30))
+        log.info("bench Kafka %r: %d node(s) on %s (pids %s)", name, size, cluster.bootstrap_servers,
+                 [n.pid() for n in cluster.nodes])
+        return target
+
+    def stop(self) -> None:
+        self.cluster.stop()
+
+    @property
+    def nodes(self) -> int:
+        return self.cluster.size
+
+    def broker_cpu_seconds(self) -> float | None:
+        """CPU seconds of all its broker processes so far (None when a node is gone)."""
+        per_node = [process_cpu_seconds(n.pid()) for n in self.cluster.nodes]
+        return None if any(c is None for c in per_node) else sum(per_node)
+
+    def prepare_input(self, topic: str, partitions: int, count: int) -> dict:
+        """Generate ``count`` valid purchases (seed 42: the same records on every target) into a fresh topic."""
+        states = ensure_topics(self.admin, [TopicSpec(topic, partitions)])
+        stats = generate(self.connection, topic, count, invalid_share=0.0, seed=42)
+        entry = {"topic": topic, "count": count, "generate_s": stats.seconds, **states[topic].to_dict()}
+        self.inputs[partitions] = entry
+        log.info("input %s on %s: %d purchases in %d partitions (%.1fs)", topic, self.name, count, partitions,
+                 stats.seconds)
+        return entry
+
+    def topic_durability(self, topics: list[str]) -> dict[str, TopicState]:
+        return self.admin.topic_states(topics)
+
+    def describe(self) -> dict:
+        """Nodes, where they listen and their heap, for the report."""
+        return {"nodes": self.nodes, "bootstrap_servers": self.cluster.bootstrap_servers,
+                "heap_per_node": self.cluster.heap}
+
+
+def stop_leftovers(work: Path) -> None:
+    """Stop any Kafka an earlier, interrupted bench run left running under ``work`` (before it is wiped)."""
+    for layout in sorted(work.glob("*/cluster.json")):
+        size = len(json.loads(layout.read_text())["nodes"])
+        leftover = KafkaCluster(home=layout.parent, size=size)
+        if any(n.pid() is not None for n in leftover.nodes):
+            log.warning("a previous bench Kafka still runs in %s; stopping it", layout.parent)
+            leftover.stop()

@@ -1,0 +1,84 @@
+"""A consumer group's committed offsets, read through a consumer (never the AdminClient).
+
+Why not ``AdminClient.list_consumer_group_offsets``: when the group coordinator
+answers NOT_COORDINATOR (it moved because its broker died), librdkafka
+2.16.0's admin path dereferences the consumer-group handle an AdminClient does
+not have and the process dies with SIGSEGV in librdkafka's own thread
+(``rd_kafka_cgrp_op`` <- ``rd_kafka_handle_OffsetFetch`` <-
+``rd_kafka_ListConsumerGroupOffsetsResponse_parse``; upstream
+confluentinc/librdkafka#5040). A consumer's ``committed()`` goes through the
+group handle it owns and handles coordinator moves.
+
+A ``read_committed`` consumer asks with RequireStable: the coordinator holds
+back a partition whose offsets a transaction has not completed yet, and
+librdkafka keeps asking until its timeout, so a stable read that times out is
+either an unreachable coordinator or an incomplete transaction. A
+``read_uncommitted`` consumer of the same group (RequireStable off) tells the
+two apart: if it answers, the coordinator is there and the offsets are unstable.
+"""
+
+from __future__ import annotations
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+
+class GroupOffsetsReader:
+    """Reads ``group``'s committed offsets; never joins the group, never commits."""
+
+    def __init__(self, client_config: dict, group: str):
+        self.group = group
+        self._config = {
+            **client_config,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "log_level": 0,
+        }
+        self._stable: Consumer | None = None
+        self._plain: Consumer | None = None
+
+    def _consumer(self, isolation: str) -> Consumer:
+        if isolation == "read_committed":
+            if self._stable is None:
+                self._stable = Consumer({**self._config, "isolation.level": isolation})
+            return self._stable
+        if self._plain is None:
+            self._plain = Consumer({**self._config, "isolation.level": isolation})
+        return self._plain
+
+    def stable(self, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int | None]:
+        """Committed offsets once no transaction holds them (None: never committed).
+
+        Raises the consumer's ``KafkaException`` (``_TIMED_OUT`` when the coordinator
+        did not answer, or held the offsets back, for ``timeout_s``).
+        """
+        return self._read("read_committed", topic, partitions, timeout_s)
+
+    def coordinator_answers(self, topic: str, partitions: list[int], timeout_s: float) -> bool:
+        """Whether the group coordinator answers an offset fetch without RequireStable within ``timeout_s``."""
+        try:
+            self._read("read_uncommitted", topic, partitions, timeout_s)
+            return True
+        except KafkaException:
+            return False
+
+    def _read(self, isolation: str, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int | None]:
+        tps = self._consumer(isolation).committed([TopicPartition(topic, p) for p in partitions], timeout=timeout_s)
+        out: dict[int, int | None] = {}
+        for tp in tps:
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            out[tp.partition] = tp.offset if tp.offset >= 0 else None
+        return out
+
+    def close(self) -> None:
+        for consumer in (self._stable, self._plain):
+            if consumer is not None:
+                consumer.close()
+        self._stable = self._plain = None
+
+    def __enter__(self) -> "GroupOffsetsReader":
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        self.close()
