@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -209,7 +210,16 @@ def test_backfill_from_the_rest_api_publishes_nothing_new(shop_factory, kafka_br
                 "from_date": time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(now - 3 * 3600)),
                 "to_date": time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(now - 3600)),
                 "dag_run_conf": {"until": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + 3600))}}
-        backfill = _api(af, "POST", "/api/v2/backfills", body, token)
+        # SQLite allows one writer: while the just-unpaused DAG's scheduled run is being
+        # created the API server may answer 503 (database locked, rolled back). Ask again.
+        for attempt in range(4):
+            try:
+                backfill = _api(af, "POST", "/api/v2/backfills", body, token)
+                break
+            except urllib.error.HTTPError as exc:
+                if exc.code != 503 or attempt == 3:
+                    raise
+                time.sleep(5)
         deadline = time.monotonic() + 420
         runs = []
         while time.monotonic() < deadline:

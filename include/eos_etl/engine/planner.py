@@ -47,6 +47,7 @@ def plan_window(
     capped window may hold slightly fewer records than the cap.
     """
     policy = StartPolicy(start_policy)
+    admin.check_reachable()  # in 1 s slices: rejected credentials fail in about a second
     parts = partitions if partitions is not None else admin.partitions(topic)
     offsets = admin.offsets(topic, parts)
     if recover is None:

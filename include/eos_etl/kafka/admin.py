@@ -123,8 +123,11 @@ class ClusterAdmin:
         """``call(timeout)`` retried on retriable failures until the deadline; failures diagnosed."""
         deadline_s = self.retry_deadline_s if deadline_s is None else deadline_s
         try:
+            # Rejected credentials arrive through the error callback while requests merely
+            # time out: never retry past them (they do not heal), fail at once instead.
             return retry_until(call, what=what, deadline_s=deadline_s, attempt_timeout_s=self.timeout,
-                               retriable=retriable, before_retry=self._renew_client)
+                               retriable=lambda exc: retriable(exc) and not self._credentials_rejected(),
+                               before_retry=self._renew_client)
         except (KafkaException, TimeoutError) as exc:
             raise self._diagnose(exc, what, deadline_s) from exc
 
@@ -297,7 +300,12 @@ class ClusterAdmin:
             futures = self._admin.describe_configs(resources, request_timeout=timeout)
             return {r.name: fut.result(timeout=timeout + 1).get(MIN_ISR) for r, fut in futures.items()}
 
-        entries = self._ask(f"a describe-configs request for {', '.join(present)}", min_isr)
+        def retriable(exc: BaseException) -> bool:
+            # A topic created a moment ago: the broker asked may not know it yet.
+            return is_retriable(exc) or (isinstance(exc, KafkaException)
+                                         and exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART)
+
+        entries = self._ask(f"a describe-configs request for {', '.join(present)}", min_isr, retriable=retriable)
         states = {}
         for name, entry in entries.items():
             parts = md.topics[name].partitions.values()

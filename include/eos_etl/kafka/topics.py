@@ -12,6 +12,7 @@ the caller allows it deliberately.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 from .admin import ClusterAdmin
@@ -111,7 +112,11 @@ def ensure_topics(admin: ClusterAdmin, specs: list[TopicSpec], durability: Durab
         )
     for problem in problems:
         log.warning("keeping existing topic as it is (--allow-existing): %s", problem)
-    states = admin.topic_states([s.name for s in specs])
+    # Created topics reach every broker's metadata a moment after the controller accepts them.
+    names = [s.name for s in specs]
+    deadline = time.monotonic() + admin.timeout
+    while len(states := admin.topic_states(names)) < len(names) and time.monotonic() < deadline:
+        time.sleep(0.2)
     return {name: TopicState(st.name, st.partitions, st.replication_factor, st.min_insync_replicas,
                              created=any(s.name == name for s in missing))
             for name, st in states.items()}
