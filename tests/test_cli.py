@@ -62,6 +62,23 @@ def test_missing_topic_fails_fast_and_moves_nothing(shop_factory, admin, connect
         admin.partitions("no-such-topic")
 
 
+@pytest.mark.parametrize("pair, says", [
+    ("spark.speculation", "expected spark.KEY=VALUE"),
+    ("speculation=true", "expected spark.KEY=VALUE"),
+    ("spark.sql.session.timeZone=Europe/Berlin", "is fixed at 'UTC'"),
+])
+def test_a_malformed_spark_conf_is_one_clear_error_and_moves_nothing(shop_factory, admin, connection, pair, says):
+    shop = shop_factory(partitions=1)
+    generate(shop.connection, shop.topics.purchases, 10)
+    res = cli("run-window", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop),
+              "--spark-conf", pair, timeout=120)
+    assert res.returncode == 2, res.stderr
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and says in errors[0], res.stderr
+    assert "Traceback" not in res.stderr
+    assert_untouched(shop, admin)
+
+
 def test_wrong_credentials_fail_fast(shop_factory, admin, kafka_broker):
     shop = shop_factory(partitions=1)
     res = cli("plan-window", "--bootstrap-servers", kafka_broker.sasl_bootstrap_servers,

@@ -46,3 +46,33 @@ def test_each_soak_replaces_only_its_own_section_of_the_reliability_page(tmp_pat
     assert "single-node table v1" not in text and "cluster table v1" not in text
     assert text.index("single-node table v2") < text.index("cluster table v2")
     assert text.count("single-node table v2") == 1 and text.count("cluster table v2") == 1
+
+
+def test_the_cluster_soak_plans_every_scenario_spark_side_included():
+    from collections import Counter
+
+    from eos_etl.faults.soak import ClusterSoakOptions, _cluster_plan
+
+    plan = _cluster_plan(ClusterSoakOptions(seeds=2, start_phase_kills=5))
+    counts = Counter(name for name, _ in plan)
+    assert counts["start_phase_broker_kill"] == 5
+    for name in ("partition_leader_kill", "txn_coordinator_kill_during_commit", "two_brokers_down",
+                 "rolling_restart", "executor_kill", "worker_kill", "spark_speculation"):
+        assert counts[name] == 2, counts
+    # Seed-major: every scenario has its first trial before any has its second.
+    first_round = [name for name, _ in plan[:len(counts)]]
+    assert sorted(first_round) == sorted(counts)
+
+
+def test_a_subset_soak_gets_a_section_of_its_own_with_the_start_phase_table(tmp_path):
+    from eos_etl.faults.lab import TrialResult
+    from eos_etl.faults.soak import SoakOptions, write_markdown
+
+    page = tmp_path / "reliability.md"
+    page.write_text("<!-- single-node soak: begin (generated) -->\nfull soak table\n<!-- single-node soak: end -->\n")
+    runs = [TrialResult("start_phase_broker_kill", f"seed={i}", exit_code=code, violations=v)
+            for i, (code, v) in enumerate([(0, {}), (2, {}), (-11, {"killed_by_signal": 1}), (None, {"hung": 1})])]
+    write_markdown(runs, 60.0, SoakOptions(scenarios=("start_phase_broker_kill",), out=page), "soak --scenarios x")
+    text = page.read_text()
+    assert "full soak table" in text  # the full soak's table is not replaced by a subset's
+    assert "| one node | 4 | 1 | 1 | 0 | 1 | 1 | 4 of 4 |" in text, text

@@ -161,6 +161,27 @@ def test_standalone_cluster_layout_and_status(tmp_path: Path) -> None:
     status = again.status()
     assert not status.running and [w.state for w in status.workers] == [None, None]
     assert "stopped" in status.describe()
+    # Each worker on a loopback address of its own: to Spark's scheduler, two machines (speculative
+    # copies and retries after a lost worker need another host); the master stays on 127.0.0.1.
+    assert [w.host for w in first.worker_nodes] == ["127.0.0.2", "127.0.0.3"]
+    assert first.master_url.startswith("spark://127.0.0.1:")
+    shared = SparkStandalone(tmp_path / "shared", workers=2, distinct_worker_hosts=False)
+    assert {w.host for w in shared.worker_nodes} == {"127.0.0.1"}
+
+
+def test_spark_settings_the_job_needs_are_fixed_and_the_rest_are_the_users() -> None:
+    from eos_etl.stack.spark import DEFAULT_CONF, REQUIRED_CONF, parse_conf_pairs, spark_conf
+
+    assert spark_conf()["spark.speculation"] == "false"  # off by default (wasted work, not a risk)
+    assert spark_conf({"spark.speculation": "true"})["spark.speculation"] == "true"
+    pinned = spark_conf({"spark.sql.session.timeZone": "Europe/Berlin"})
+    assert pinned["spark.sql.session.timeZone"] == "UTC"
+    assert not set(REQUIRED_CONF) & set(DEFAULT_CONF)
+    assert parse_conf_pairs(["spark.speculation=true", " spark.speculation.quantile = 0.5"]) == {
+        "spark.speculation": "true", "spark.speculation.quantile": "0.5"}
+    for bad in ("spark.speculation", "speculation=true", "spark.x=", "spark.sql.session.timeZone=UTC"):
+        with pytest.raises(ValueError):
+            parse_conf_pairs([bad])
 
 
 def test_a_killed_worker_is_seen_dead_and_comes_back(spark_cluster: SparkStandalone) -> None:

@@ -264,13 +264,14 @@ def cmd_run_window(args) -> int:
     from .stack.spark import spark_session
 
     t0 = time.monotonic()
+    spark_conf = _spark_conf_from_args(args)  # before anything connects: bad arguments touch nothing
     settings = shop_settings_from_args(args)
     from .engine.runner import preflight
 
     pipeline = settings.pipeline(**_pipeline_overrides(args))
     preflight(pipeline)  # before Spark starts: misconfiguration fails in seconds
     window = plan_from_args(settings, args)
-    spark = spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master)
+    spark = spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master, conf=spark_conf)
     try:
         summary = run_shop_window(spark, settings, window, check=False, **_pipeline_overrides(args))
     finally:
@@ -283,6 +284,16 @@ def cmd_run_window(args) -> int:
         Path(args.summary_file).write_text(text + "\n")
     print(text)
     return 0
+
+
+def _spark_conf_from_args(args) -> dict[str, str]:
+    from .errors import ConfigurationError
+    from .stack.spark import parse_conf_pairs
+
+    try:
+        return parse_conf_pairs(args.spark_conf or [])
+    except ValueError as exc:
+        raise ConfigurationError(str(exc)) from exc
 
 
 def cmd_transactions(args) -> int:
@@ -334,6 +345,7 @@ def _cmd_soak_cluster(args) -> int:
     from .faults.soak import ClusterSoakOptions, run_cluster_soak, summarize_cluster, write_cluster_markdown
 
     opts = ClusterSoakOptions(seeds=args.seeds, rolling_records=args.rolling_records,
+                              start_phase_kills=args.start_phase_kills,
                               scenarios=tuple(args.scenarios.split(",")) if args.scenarios else (),
                               out=Path(args.out) if args.out else None)
     command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
@@ -430,6 +442,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--master",
                    help="Spark master, e.g. spark://127.0.0.1:7077 (default: $EOS_ETL_SPARK_MASTER, else local[*,4]; "
                         "under spark-submit: its --master); a cluster gets the jars and this package shipped")
+    p.add_argument("--spark-conf", action="append", metavar="spark.KEY=VALUE",
+                   help="a Spark setting for this run (repeatable), e.g. spark.speculation=true")
     p.add_argument("--keep-spark", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run_window)
 

@@ -11,6 +11,7 @@ The consumer ``group`` is owned the same way: only this pipeline commits to it.
 from __future__ import annotations
 
 import json
+import os
 import uuid
 from dataclasses import asdict, dataclass, field, replace
 
@@ -51,8 +52,10 @@ class PipelineConfig:
     retry_deadline_s: float = 60.0
     producer_config: dict = field(default_factory=dict)
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    # Fault injection for tests (see engine.failpoints); empty in production.
-    failpoints: str = ""
+    # Fault injection for tests (see engine.failpoints); empty in production. Taken from the
+    # driver's environment and carried in the config, because executors on a cluster do not
+    # inherit the driver's environment.
+    failpoints: str = field(default_factory=lambda: os.environ.get("EOS_ETL_FAILPOINTS", ""))
     # A publishing task with no progress for this long is crashed so Spark
     # retries it (engine.watchdog); None: transaction timeout + 30 s; 0: off.
     stall_timeout_s: float | None = None

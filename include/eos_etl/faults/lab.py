@@ -43,6 +43,8 @@ class TrialResult:
     recovery_s: float | None = None
     # A run neither finished nor failed within the bound the scenario states (it was killed).
     hung: bool = False
+    # Exit code of the faulted run, where the scenario judges it (start-phase kills); None: not judged.
+    exit_code: int | None = None
 
     @property
     def violation_count(self) -> int:
@@ -56,7 +58,7 @@ class TrialResult:
         return {"scenario": self.scenario, "trial": self.trial, "records": self.records, "kills": self.kills,
                 "violations": self.violations, "lso_settled": self.lso_settled, "seconds": self.seconds,
                 "detail": self.detail, "error": self.error, "recovery_s": self.recovery_s, "hung": self.hung,
-                "ok": self.ok}
+                "exit_code": self.exit_code, "ok": self.ok}
 
 
 @dataclass
@@ -68,6 +70,8 @@ class Lab:
     sasl_password: str | None = None
     # Where the logs of jobs that failed or hung are kept (None: not kept).
     log_dir: object | None = None
+    # stack.spark_cluster.SparkStandalone for the Spark-side scenarios (None: jobs run Spark in local mode).
+    spark: object | None = None
 
     @property
     def cluster(self):

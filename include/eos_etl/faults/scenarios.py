@@ -392,6 +392,7 @@ def start_phase_broker_kill(lab: Lab, seed: int, *, records: int = 1000, partiti
             job.kill()
         errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
         verdict = start_phase_verdict(code, job.stderr)
+        result.exit_code = code
         kept = lab.keep_log(job, "start-phase-broker-kill") if verdict else ""
         if len(lab.broker.nodes) > 1:
             lab.broker.wait_in_sync(300)  # the next run (and the next trial) starts from a whole cluster

@@ -1,8 +1,9 @@
 """SparkSessions and spark-submit arguments wired with Spark's Kafka connector.
 
 Every session the project creates goes through :func:`spark_session`, so the
-Kafka connector jars, the settings exactly-once relies on (no speculation,
-task retries allowed) and the Python interpreter are always the same.
+Kafka connector jars, the settings the job relies on (UTC session time,
+Arrow, task retries allowed) and the Python interpreter are always the same;
+everything else (speculation included) is the user's to set.
 
 The master is, in this order: the caller's (``run-window --master``), the one
 spark-submit chose, ``$EOS_ETL_SPARK_MASTER``, the embedded ``local[*,4]``.
@@ -30,14 +31,18 @@ DEFAULT_MASTER = "local[*,4]"
 MASTER_ENV = "EOS_ETL_SPARK_MASTER"
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
-# Settings exactly-once depends on. Speculation would run two copies of a
-# publishing task at once; the second fences the first, which is safe but
-# wasteful, so it is off.
+# Settings the job's code depends on: always these, whatever else is set.
 REQUIRED_CONF: dict[str, str] = {
-    "spark.speculation": "false",
-    "spark.sql.shuffle.partitions": "8",
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
+}
+# Defaults the user may override (run-window --spark-conf, spark-submit --conf, the DAG's conf).
+# Speculation is off by default only because a speculative copy of a publishing task fences the
+# original and redoes its open transaction: wasted work. Exactly-once does not depend on it being
+# off (engine.superseded; the cluster soak's spark_speculation scenario runs with it on).
+DEFAULT_CONF: dict[str, str] = {
+    "spark.speculation": "false",
+    "spark.sql.shuffle.partitions": "8",
     "spark.ui.showConsoleProgress": "false",
 }
 
@@ -71,7 +76,7 @@ def cluster_conf() -> dict[str, str]:
 
 
 def spark_conf(extra: dict[str, str] | None = None, master: str = DEFAULT_MASTER) -> dict[str, str]:
-    conf = dict(REQUIRED_CONF)
+    conf = dict(DEFAULT_CONF)
     conf["spark.jars"] = ",".join(connector_jars())
     conf["spark.ui.enabled"] = os.environ.get("EOS_ETL_SPARK_UI", "false")
     conf["spark.driver.memory"] = os.environ.get("EOS_ETL_SPARK_DRIVER_MEMORY", "2g")
@@ -83,6 +88,7 @@ def spark_conf(extra: dict[str, str] | None = None, master: str = DEFAULT_MASTER
         conf["spark.driver.bindAddress"] = "127.0.0.1"
     if extra:
         conf.update(extra)
+    conf.update(REQUIRED_CONF)
     return conf
 
 
@@ -97,8 +103,11 @@ def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: di
     # Under spark-submit its --master wins over the environment; only an explicit master overrides it.
     under_spark_submit = bool(os.environ.get("PYSPARK_GATEWAY_PORT")) and not master
     if under_spark_submit:
-        # spark-submit already chose the master and shipped the jars (--jars) and code (--py-files).
-        settings = {**REQUIRED_CONF, **(conf or {})}
+        # spark-submit already chose the master and shipped the jars (--jars) and code (--py-files);
+        # its --conf values stand, defaults fill only what it left unset.
+        submitted = _submitted_conf()
+        settings = {**{k: v for k, v in DEFAULT_CONF.items() if k not in submitted}, **(conf or {}),
+                    **REQUIRED_CONF}
     else:
         master = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
         builder = builder.master(master)
@@ -110,9 +119,31 @@ def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: di
     return spark
 
 
+def _submitted_conf() -> set[str]:
+    """Keys spark-submit already set (its --conf and spark-defaults.conf), read from the running JVM."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()  # connects to spark-submit's JVM; no context is created
+    return {key for key, _ in SparkConf().getAll()}
+
+
+def parse_conf_pairs(pairs: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (run-window --spark-conf) as a dict; ValueError naming a malformed one."""
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().startswith("spark.") or not value.strip():
+            raise ValueError(f"--spark-conf {pair!r}: expected spark.KEY=VALUE")
+        if key.strip() in REQUIRED_CONF:
+            raise ValueError(f"--spark-conf {key.strip()} is fixed at {REQUIRED_CONF[key.strip()]!r} "
+                             "(the job depends on it)")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
 def spark_submit_conf() -> dict[str, str]:
     """Conf for SparkSubmitOperator / spark-submit (jars via --jars, the code zip via --py-files)."""
-    conf = dict(REQUIRED_CONF)
+    conf = {**DEFAULT_CONF, **REQUIRED_CONF}
     conf["spark.pyspark.python"] = sys.executable
     conf["spark.executor.memory"] = os.environ.get("EOS_ETL_SPARK_EXECUTOR_MEMORY", "1g")
     return conf

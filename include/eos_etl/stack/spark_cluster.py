@@ -3,9 +3,13 @@
 One master and N workers (default 2, one core each), each a plain
 ``bin/spark-class org.apache.spark.deploy.{master.Master,worker.Worker}``
 process of the installed pyspark package (``SPARK_HOME`` = the package
-directory, ``SPARK_LOCAL_IP`` = 127.0.0.1, so every port, web UIs included,
-listens on loopback only). Scheduling, executor launch and task retries are
-Spark's own; nothing here schedules anything.
+directory, ``SPARK_LOCAL_IP`` = a loopback address, so every port, web UIs
+included, listens on loopback only). Each worker gets a loopback address of its
+own (127.0.0.2, 127.0.0.3, ...) and so looks like a machine of its own to the
+scheduler: Spark never runs a speculative copy of a task on a host where the
+task already ran, and re-runs tasks of a lost worker elsewhere, exactly as on
+real machines. Scheduling, executor launch and task retries are Spark's own;
+nothing here schedules anything.
 
 Layout under ``home``: ``cluster.json`` (ports, fixed at the first start so
 ``status`` in another process finds the same cluster), ``master/`` and one
@@ -121,6 +125,7 @@ class ExecutorProcess:
     app_id: str
     worker_id: int | None
     worker_url: str
+    host: str = ""  # the executor's --hostname: its worker's address
 
     def is_running(self) -> bool:
         return _proc_state(self.pid) not in (None, "Z")
@@ -135,6 +140,10 @@ class ExecutorProcess:
     def python_workers(self) -> list[int]:
         """Pids of the executor's Python processes (the pyspark daemon and the workers it forked)."""
         return _descendants(self.pid)
+
+    def stopped_python_workers(self) -> list[int]:
+        """Those of :meth:`python_workers` that are stopped (SIGSTOP: a task paused at a failpoint)."""
+        return [pid for pid in self.python_workers() if _proc_state(pid) == "T"]
 
 
 def _descendants(root: int) -> list[int]:
@@ -167,7 +176,8 @@ def list_executors() -> list[ExecutorProcess]:
             continue
         found.append(ExecutorProcess(pid=int(entry), executor_id=_arg(argv, "--executor-id") or "?",
                                      app_id=_arg(argv, "--app-id") or "?", worker_id=None,
-                                     worker_url=_arg(argv, "--worker-url") or ""))
+                                     worker_url=_arg(argv, "--worker-url") or "",
+                                     host=_arg(argv, "--hostname") or ""))
     return sorted(found, key=lambda e: e.pid)
 
 
@@ -226,6 +236,7 @@ class _SparkDaemon:
     name: str  # "master", "worker-1", ...
     port: int
     ui_port: int
+    host: str  # the loopback (or configured) address this daemon binds to
     # Where this process's start of the daemon begins in its log (None: started by another process).
     _log_offset: int | None = field(default=None, init=False, repr=False)
 
@@ -243,7 +254,7 @@ class _SparkDaemon:
 
     @property
     def address(self) -> str:
-        return f"{self.cluster.host}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def pid(self) -> int | None:
         return _live_pid(self.pid_file)
@@ -260,7 +271,7 @@ class _SparkDaemon:
         env.pop("PYTHONPATH", None)
         env.update({
             "SPARK_HOME": str(self.cluster.spark_home),
-            "SPARK_LOCAL_IP": self.cluster.host,
+            "SPARK_LOCAL_IP": self.host,
             "SPARK_CONF_DIR": str(self.cluster.home / "conf"),  # empty: no stray spark-defaults.conf
             "SPARK_DAEMON_MEMORY": self.cluster.daemon_memory,
             "SPARK_LOCAL_DIRS": str(self.home / "local"),
@@ -270,7 +281,7 @@ class _SparkDaemon:
     def spawn(self) -> None:
         """Start the JVM in its own session (it outlives the CLI that started it); returns without waiting."""
         for port in (self.port, self.ui_port):
-            require_free_port(port, f"the Spark {self.name}", self.cluster.host)
+            require_free_port(port, f"the Spark {self.name}", self.host)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         (self.cluster.home / "conf").mkdir(parents=True, exist_ok=True)
         (self.home / "local").mkdir(parents=True, exist_ok=True)
@@ -320,7 +331,7 @@ class _SparkDaemon:
         self.pid_file.unlink(missing_ok=True)
         # Like a Kafka node: a restart right away needs the ports released by the kernel.
         deadline = time.monotonic() + 30
-        while not all(port_is_free(p, self.cluster.host) for p in (self.port, self.ui_port)):
+        while not all(port_is_free(p, self.host) for p in (self.port, self.ui_port)):
             if time.monotonic() > deadline:
                 raise StackError(f"ports {self.port}, {self.ui_port} of the Spark {self.name} still busy "
                                  "30 s after it exited")
@@ -338,7 +349,7 @@ class _SparkDaemon:
 @dataclass
 class SparkMaster(_SparkDaemon):
     def _main_args(self) -> list[str]:
-        return ["org.apache.spark.deploy.master.Master", "--host", self.cluster.host,
+        return ["org.apache.spark.deploy.master.Master", "--host", self.host,
                 "--port", str(self.port), "--webui-port", str(self.ui_port)]
 
     def _env(self) -> dict[str, str]:
@@ -368,7 +379,7 @@ class SparkWorker(_SparkDaemon):
 
     def _main_args(self) -> list[str]:
         c = self.cluster
-        return ["org.apache.spark.deploy.worker.Worker", c.master_url, "--host", c.host,
+        return ["org.apache.spark.deploy.worker.Worker", c.master_url, "--host", self.host,
                 "--port", str(self.port), "--webui-port", str(self.ui_port),
                 "--cores", str(c.cores), "--memory", c.memory, "--work-dir", str(self.work_dir)]
 
@@ -387,7 +398,7 @@ class SparkWorker(_SparkDaemon):
 
     def executors(self) -> list[ExecutorProcess]:
         """The executor JVMs this worker launched (found even after the worker itself died)."""
-        return [ExecutorProcess(e.pid, e.executor_id, e.app_id, self.worker_id, e.worker_url)
+        return [ExecutorProcess(e.pid, e.executor_id, e.app_id, self.worker_id, e.worker_url, e.host)
                 for e in list_executors() if e.worker_url == self.rpc_url]
 
     def kill(self) -> None:
@@ -414,6 +425,8 @@ class SparkStandalone:
     memory: str = WORKER_MEMORY
     daemon_memory: str = DAEMON_MEMORY
     host: str = "127.0.0.1"
+    # Workers on loopback addresses of their own (see the module doc); False: all on ``host``.
+    distinct_worker_hosts: bool = True
     master: SparkMaster = field(init=False)
     worker_nodes: list[SparkWorker] = field(init=False, default_factory=list)
 
@@ -448,24 +461,34 @@ class SparkStandalone:
                 raise StackError(f"the Spark cluster in {self.home} runs with another layout "
                                  f"({len(stored['workers'])} workers, master port {stored['master']['port']}); "
                                  "stop it first")
+        hosts = [self._worker_host(i + 1) for i in range(self.workers)]
         layout = {
             "master": {"port": self.master_port or free_port(self.host), "ui_port": self.ui_port or free_port(self.host)},
-            "workers": [{"id": i + 1, "port": free_port(self.host), "ui_port": free_port(self.host)}
-                        for i in range(self.workers)],
+            "workers": [{"id": i + 1, "host": h, "port": free_port(h), "ui_port": free_port(h)}
+                        for i, h in enumerate(hosts)],
         }
         self.home.mkdir(parents=True, exist_ok=True)
         self.layout_file.write_text(json.dumps(layout, indent=1))
         self._build(layout)
 
+    def _worker_host(self, worker_id: int) -> str:
+        """127.0.0.1 -> 127.0.0.<id + 1> per worker (all of 127/8 is loopback); any other host is shared."""
+        if self.distinct_worker_hosts and self.host == "127.0.0.1":
+            return f"127.0.0.{worker_id + 1}"
+        return self.host
+
     def _layout_fits(self, stored: dict) -> bool:
         return (len(stored["workers"]) == self.workers
+                and [w.get("host", self.host) for w in stored["workers"]]
+                == [self._worker_host(i + 1) for i in range(self.workers)]
                 and self.master_port in (None, stored["master"]["port"])
                 and self.ui_port in (None, stored["master"]["ui_port"]))
 
     def _build(self, layout: dict) -> None:
         m = layout["master"]
-        self.master = SparkMaster(self, "master", m["port"], m["ui_port"])
-        self.worker_nodes = [SparkWorker(self, f"worker-{w['id']}", w["port"], w["ui_port"], worker_id=w["id"])
+        self.master = SparkMaster(self, "master", m["port"], m["ui_port"], self.host)
+        self.worker_nodes = [SparkWorker(self, f"worker-{w['id']}", w["port"], w["ui_port"], w.get("host", self.host),
+                                         worker_id=w["id"])
                              for w in layout["workers"]]
 
     @property
