@@ -334,7 +334,7 @@ def cmd_soak(args) -> int:
     command = "python -m eos_etl soak " + " ".join(sys.argv[2:]) if len(sys.argv) > 2 else "python -m eos_etl soak"
     out = write_markdown(results, wall, opts, command.strip())
     for row in summarize(results):
-        print(f"{row['scenario']:<22} trials={row['trials']:<3} records={row['records']:<8} kills={row['kills']:<3} "
+        print(f"{row['scenario']:<22} trials={row['trials']:<3} records={row['records']:<8} kills={row['faults']:<3} "
               f"violations={row['violations']} errors={row['errors']} wall={row['seconds']:.0f}s")
     bad = [r for r in results if not r.ok]
     print(f"{len(results)} trials in {wall / 60:.1f} min, {len(bad)} failed; table written to {out}")
@@ -342,7 +342,7 @@ def cmd_soak(args) -> int:
 
 
 def _cmd_soak_cluster(args) -> int:
-    from .faults.soak import ClusterSoakOptions, run_cluster_soak, summarize_cluster, write_cluster_markdown
+    from .faults.soak import ClusterSoakOptions, run_cluster_soak, summarize, write_cluster_markdown
 
     opts = ClusterSoakOptions(seeds=args.seeds, rolling_records=args.rolling_records,
                               start_phase_kills=args.start_phase_kills,
@@ -351,7 +351,7 @@ def _cmd_soak_cluster(args) -> int:
     command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
     results, wall = run_cluster_soak(opts, on_trial=lambda done, wall: write_cluster_markdown(done, wall, opts, command))
     out = write_cluster_markdown(results, wall, opts, command)
-    for row in summarize_cluster(results):
+    for row in summarize(results):
         print(f"{row['scenario']:<36} trials={row['trials']:<3} records={row['records']:<8} faults={row['faults']:<3} "
               f"violations={row['violations']} hangs={row['hangs']} errors={row['errors']} "
               f"longest recovery={row['longest_recovery_s']}s")

@@ -30,6 +30,8 @@ import sys
 import time
 from pathlib import Path
 
+from ..kafka.produce import produce_waiting
+
 log = logging.getLogger("eos_etl.bench.cases")
 
 # Output topic index in payload records: invoices, shipments, dead letters.
@@ -109,15 +111,6 @@ class _Deliveries:
             self.first_error = self.first_error or err.str()
 
 
-def _produce(producer, topic, value, key, headers):
-    while True:
-        try:
-            producer.produce(topic, value, key, headers=headers)
-            return
-        except BufferError:
-            producer.poll(0.05)
-
-
 def _spark(app: str):
     from ..stack.spark import spark_session
 
@@ -138,7 +131,7 @@ def case_b1(spec) -> dict:
     t0 = time.monotonic()
     for _p, _off, outs in records:
         for ti, key, value, headers in outs:
-            _produce(producer, topics[ti], value, key, headers)
+            produce_waiting(producer, topics[ti], value, key, headers=headers)
             outputs += 1
         producer.poll(0)
     left = producer.flush(120)
@@ -173,7 +166,7 @@ def case_b2(spec) -> dict:
         next_offsets: dict[int, int] = {}
         for p, off, outs in chunk:
             for ti, key, value, headers in outs:
-                _produce(producer, topics[ti], value, key, headers)
+                produce_waiting(producer, topics[ti], value, key, headers=headers)
                 outputs += 1
             next_offsets[p] = off + 1
             producer.poll(0)
@@ -233,7 +226,7 @@ def case_n(spec) -> dict:
             continue
         producer.begin_transaction()
         for ti, key, value, headers in wanted[(p, off)]:
-            _produce(producer, topics[ti], value, key, headers)
+            produce_waiting(producer, topics[ti], value, key, headers=headers)
             outputs += 1
         t1 = time.monotonic()
         producer.send_offsets_to_transaction([TopicPartition(input_topic, p, off + 1)], group_metadata, 30)

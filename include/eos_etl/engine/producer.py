@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from ..kafka.produce import produce_waiting
 from .errors import ProducerFencedError, PublishError
 
 log = logging.getLogger(__name__)
@@ -110,17 +111,11 @@ class TransactionalProducer:
         self._call("begin_transaction", self.producer.begin_transaction)
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
-        producer = self.producer
-        while True:
-            try:
-                producer.produce(topic, value, key, headers=headers)
-                return
-            except BufferError:
-                # Local queue full: serve delivery reports until there is room.
-                producer.poll(0.05)
-            except KafkaException as exc:
-                # The producer refuses new messages once the transaction is in an error state.
-                self._call("produce", self._raise, exc)
+        try:
+            produce_waiting(self.producer, topic, value, key, headers=headers)
+        except KafkaException as exc:
+            # The producer refuses new messages once the transaction is in an error state.
+            self._call("produce", self._raise, exc)
 
     @staticmethod
     def _raise(exc: Exception):

@@ -150,16 +150,22 @@ def start_phase_outcomes(results: list[TrialResult], topology: str) -> list[str]
 
 
 def summarize(results: list[TrialResult]) -> list[dict]:
+    """One row per scenario (both soaks): trials, records, faults, violations, trials not carried out,
+    hangs, longest recovery and summed trial time."""
     rows: dict[str, dict] = {}
     for r in results:
-        row = rows.setdefault(r.scenario, {"scenario": r.scenario, "trials": 0, "records": 0, "kills": 0,
-                                           "violations": 0, "errors": 0, "seconds": 0.0})
+        row = rows.setdefault(r.scenario, {"scenario": r.scenario, "trials": 0, "records": 0, "faults": 0,
+                                           "violations": 0, "errors": 0, "hangs": 0, "longest_recovery_s": None,
+                                           "seconds": 0.0})
         row["trials"] += 1
         row["records"] += r.records
-        row["kills"] += r.kills
+        row["faults"] += r.kills
         row["violations"] += r.violation_count
         row["errors"] += bool(r.error)
+        row["hangs"] += int(r.hung)
         row["seconds"] += r.seconds
+        if r.recovery_s is not None:
+            row["longest_recovery_s"] = max(row["longest_recovery_s"] or 0.0, r.recovery_s)
     return list(rows.values())
 
 
@@ -186,7 +192,7 @@ def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, c
 
     out = opts.out or paths.project_root() / "docs" / "reliability.md"
     rows = summarize(results)
-    total = {k: sum(r[k] for r in rows) for k in ("trials", "records", "kills", "violations", "errors")}
+    total = {k: sum(r[k] for r in rows) for k in ("trials", "records", "faults", "violations", "errors")}
     ok = total["violations"] == 0 and total["errors"] == 0
     # A run of some scenarios only gets a section of its own: it must not replace the full soak's table.
     subset = tuple(opts.scenarios) != SCENARIOS
@@ -199,7 +205,7 @@ def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, c
         f"Machine: {_machine()}. Apache Kafka {KAFKA_VERSION} (KRaft, one node), Spark {SPARK_VERSION} local mode.",
         "",
         f"**Verdict: {'zero violations in every scenario' if ok else 'VIOLATIONS OR FAILED TRIALS, see below'}.** "
-        f"{total['trials']} trials, {total['kills']} faults landed, {total['records']:,} purchases written, "
+        f"{total['trials']} trials, {total['faults']} faults landed, {total['records']:,} purchases written, "
         f"{total['violations']} violations, {total['errors']} trials that could not be carried out; "
         f"wall time {wall / 60:.1f} min.",
         "",
@@ -218,9 +224,9 @@ def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, c
     ]
     for r in rows:
         failed = f" ({r['errors']} not carried out)" if r["errors"] else ""
-        lines.append(f"| {r['scenario']} | {r['trials']} | {r['records']:,} | {r['kills']} | "
+        lines.append(f"| {r['scenario']} | {r['trials']} | {r['records']:,} | {r['faults']} | "
                      f"{r['violations']}{failed} | {r['seconds'] / 60:.1f} min |")
-    lines.append(f"| **total** | **{total['trials']}** | **{total['records']:,}** | **{total['kills']}** | "
+    lines.append(f"| **total** | **{total['trials']}** | **{total['records']:,}** | **{total['faults']}** | "
                  f"**{total['violations']}** | **{wall / 60:.1f} min** |")
     lines += [
         "",
@@ -367,28 +373,12 @@ def run_cluster_soak(opts: ClusterSoakOptions, on_trial: Callable[[list[TrialRes
     return results, time.monotonic() - t0
 
 
-def summarize_cluster(results: list[TrialResult]) -> list[dict]:
-    rows: dict[str, dict] = {}
-    for r in results:
-        row = rows.setdefault(r.scenario, {"scenario": r.scenario, "trials": 0, "records": 0, "faults": 0,
-                                           "violations": 0, "errors": 0, "longest_recovery_s": None, "hangs": 0})
-        row["trials"] += 1
-        row["records"] += r.records
-        row["faults"] += r.kills
-        row["violations"] += r.violation_count
-        row["errors"] += bool(r.error)
-        row["hangs"] += int(r.hung)
-        if r.recovery_s is not None:
-            row["longest_recovery_s"] = max(row["longest_recovery_s"] or 0.0, r.recovery_s)
-    return list(rows.values())
-
-
 def write_cluster_markdown(results: list[TrialResult], wall: float, opts: ClusterSoakOptions, command: str) -> Path:
     from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
     from .cluster_scenarios import MIN_ISR_BOUND_S, PAUSE_S, RUN_BOUND_S
 
     out = opts.out or paths.project_root() / "docs" / "reliability.md"
-    rows = summarize_cluster(results)
+    rows = summarize(results)
     total = {k: sum(r[k] for r in rows) for k in ("trials", "records", "faults", "violations", "errors", "hangs")}
     ok = total["violations"] == 0 and total["errors"] == 0
     lines = [

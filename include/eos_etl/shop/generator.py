@@ -20,6 +20,7 @@ from datetime import datetime, timedelta, timezone
 from confluent_kafka import Producer
 
 from ..kafka.connection import KafkaConnection
+from ..kafka.produce import produce_waiting
 
 log = logging.getLogger(__name__)
 
@@ -154,12 +155,7 @@ def generate(
     pending: list[str | None] = []
     for i, (key, value, kind) in enumerate(purchases(count, invalid_share=invalid_share, seed=seed,
                                                      max_payload_bytes=max_payload_bytes)):
-        while True:
-            try:
-                producer.produce(topic, value, key, on_delivery=on_delivery)
-                break
-            except BufferError:
-                producer.poll(0.05)
+        produce_waiting(producer, topic, value, key, on_delivery=on_delivery)
         pending.append(kind)
         if transactional and len(pending) >= transaction_size:
             _end_transaction(producer, pending, stats, abort_rng, abort_share)

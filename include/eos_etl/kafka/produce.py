@@ -1,0 +1,28 @@
+"""One produce call that waits for room in the producer's local queue instead of failing.
+
+confluent-kafka raises ``BufferError`` when its local queue is full
+(``queue.buffering.max.messages`` / ``.kbytes``); the cure is to serve delivery
+reports (``poll``) until the queue drains. Every producer in the project goes
+through this helper, so that loop exists once.
+"""
+
+from __future__ import annotations
+
+#: How long one poll waits for delivery reports while the queue is full.
+FULL_QUEUE_POLL_S = 0.05
+
+
+def produce_waiting(producer, topic: str, value: bytes | str | None, key: bytes | str | None = None, *,
+                    headers: list | None = None, on_delivery=None) -> None:
+    """``producer.produce(...)``, polling while the local queue is full; other errors propagate."""
+    kwargs = {}
+    if headers is not None:
+        kwargs["headers"] = headers
+    if on_delivery is not None:
+        kwargs["on_delivery"] = on_delivery
+    while True:
+        try:
+            producer.produce(topic, value, key, **kwargs)
+            return
+        except BufferError:
+            producer.poll(FULL_QUEUE_POLL_S)
