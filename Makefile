@@ -21,7 +21,7 @@ test-fast: setup
 soak: setup
 	$(PY) -m eos_etl soak
 
-## Broker faults on a private three-node Kafka cluster; writes the cluster section of docs/reliability.md.
+## Broker and Spark faults on a private three-node Kafka cluster + Spark standalone; writes the cluster section of docs/reliability.md.
 soak-cluster: setup
 	$(PY) -m eos_etl soak --cluster
 
