@@ -76,3 +76,15 @@ def test_a_subset_soak_gets_a_section_of_its_own_with_the_start_phase_table(tmp_
     text = page.read_text()
     assert "full soak table" in text  # the full soak's table is not replaced by a subset's
     assert "| one node | 4 | 1 | 1 | 0 | 1 | 1 | 4 of 4 |" in text, text
+
+
+def test_a_rerun_replaces_only_its_scenarios_trials(tmp_path):
+    from eos_etl.faults.lab import TrialResult
+    from eos_etl.faults.soak import load_results, merge_rerun, save_results
+
+    earlier = [TrialResult("broker_pause", "seed=1", hung=True), TrialResult("controller_kill", "seed=1")]
+    merged = merge_rerun(earlier, [TrialResult("broker_pause", "seed=1", recovery_s=15.0)])
+    assert [(r.scenario, r.hung) for r in merged] == [("controller_kill", False), ("broker_pause", False)]
+    save_results(merged, 42.0, tmp_path / "results.json", "soak --cluster")
+    back, wall, command = load_results(tmp_path / "results.json")
+    assert back == merged and wall == 42.0 and command == "soak --cluster"

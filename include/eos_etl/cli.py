@@ -342,15 +342,30 @@ def cmd_soak(args) -> int:
 
 
 def _cmd_soak_cluster(args) -> int:
-    from .faults.soak import ClusterSoakOptions, run_cluster_soak, summarize, write_cluster_markdown
+    from .faults.soak import (ClusterSoakOptions, save_results, load_results, merge_rerun, run_cluster_soak,
+                              summarize, write_cluster_markdown)
 
+    command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
     opts = ClusterSoakOptions(seeds=args.seeds, rolling_records=args.rolling_records,
                               start_phase_kills=args.start_phase_kills,
                               scenarios=tuple(args.scenarios.split(",")) if args.scenarios else (),
-                              out=Path(args.out) if args.out else None)
-    command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
-    results, wall = run_cluster_soak(opts, on_trial=lambda done, wall: write_cluster_markdown(done, wall, opts, command))
-    out = write_cluster_markdown(results, wall, opts, command)
+                              out=Path(args.out) if args.out else None, command=command)
+    earlier, earlier_wall, earlier_command = [], 0.0, ""
+    if args.merge_into:
+        # Read before the soak starts: it rewrites results.json as it goes.
+        earlier, earlier_wall, earlier_command = load_results(Path(args.merge_into))
+
+    def write(done, wall):
+        if not args.merge_into:
+            return write_cluster_markdown(done, wall, opts, command)
+        merged = merge_rerun(earlier, done)
+        label = (f"{earlier_command or 'an earlier soak'}`, with the trials of {sorted({r.scenario for r in done})} "
+                 f"replaced by `{command}")
+        save_results(merged, earlier_wall + wall, Path(args.merge_into), label)
+        return write_cluster_markdown(merged, earlier_wall + wall, opts, label)
+
+    results, wall = run_cluster_soak(opts, on_trial=write)
+    out = write(results, wall)
     for row in summarize(results):
         print(f"{row['scenario']:<36} trials={row['trials']:<3} records={row['records']:<8} faults={row['faults']:<3} "
               f"violations={row['violations']} hangs={row['hangs']} errors={row['errors']} "
@@ -474,6 +489,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "--scenarios from faults.cluster_scenarios; writes the cluster section")
     p.add_argument("--rolling-records", type=int, default=200_000,
                    help="with --cluster: window of the rolling-restart scenario")
+    p.add_argument("--merge-into", metavar="RESULTS_JSON",
+                   help="with --cluster: re-run only --scenarios and replace their trials in this earlier soak's "
+                        "results (var/soak-cluster/results.json is rewritten by the run, so copy it first); "
+                        "the page then shows the merged set and both commands")
     p.set_defaults(func=cmd_soak)
 
     p = sub.add_parser("demo", help="bring up the stack, create topics, generate purchases and run the pipeline")

@@ -26,7 +26,7 @@ from ..checker import read_topic
 from ..stack.kafka_cluster import KafkaCluster, KafkaNode
 from . import scenarios as sc
 from .lab import Lab, TrialResult
-from .process import FAILPOINT_FIRED, PUBLISHING, JobProcess
+from .process import PUBLISHING, JobProcess
 from .scenarios import _once, _shop_with_purchases, trial
 
 log = logging.getLogger(__name__)
@@ -91,7 +91,7 @@ def _node_fault_at_failpoint(lab: Lab, scenario: str, seed: int, *, failpoint: s
         extra = ["--chunk-records", str(chunk_records)]
         job = lab.job(shop, extra, failpoints=f"{failpoint},{_once(scenario)}").start()
         try:
-            if not job.wait_for(FAILPOINT_FIRED, FAILPOINT_WAIT_S):
+            if not job.wait_for_failpoint_stop(FAILPOINT_WAIT_S):
                 raise RuntimeError(f"the job never reached {failpoint}:\n{job.tail()}")
             node_id = pick(cluster, shop, seed)
             if node_id is None:
@@ -247,7 +247,7 @@ def two_brokers_down(lab: Lab, seed: int) -> TrialResult:
         job = lab.job(shop, extra, failpoints=f"mid_produce=stop,after={50 + seed * 29 % 300},{_once('two-down')}"
                       ).start()
         try:
-            if not job.wait_for(FAILPOINT_FIRED, FAILPOINT_WAIT_S):
+            if not job.wait_for_failpoint_stop(FAILPOINT_WAIT_S):
                 raise RuntimeError(f"the job never reached mid_produce:\n{job.tail()}")
             down = rng.sample([n.node_id for n in cluster.nodes], 2)
             t_fault = time.monotonic()

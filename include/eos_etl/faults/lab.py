@@ -54,6 +54,11 @@ class TrialResult:
     def ok(self) -> bool:
         return not self.error and self.violation_count == 0
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "TrialResult":
+        """Back from :meth:`to_dict` (a soak's results.json)."""
+        return cls(**{k: v for k, v in data.items() if k != "ok"})
+
     def to_dict(self) -> dict:
         return {"scenario": self.scenario, "trial": self.trial, "records": self.records, "kills": self.kills,
                 "violations": self.violations, "lso_settled": self.lso_settled, "seconds": self.seconds,

@@ -105,6 +105,26 @@ class JobProcess:
                     return False
                 self._cond.wait(0.1)
 
+    def wait_for_failpoint_stop(self, timeout_s: float) -> bool:
+        """Wait until a ``stop`` failpoint fired *and* its process is stopped; False on timeout or exit.
+
+        The failpoint logs before it SIGSTOPs itself: a harness that resumed the job
+        as soon as it read the line could send SIGCONT first, and the worker would
+        then stop for good (seen as a hang in the broker_pause scenario).
+        """
+        deadline = time.monotonic() + timeout_s
+        if not self.wait_for(FAILPOINT_FIRED, timeout_s):
+            return False
+        while time.monotonic() < deadline and self.alive:
+            for p in self.tree():
+                try:
+                    if p.status() == psutil.STATUS_STOPPED:
+                        return True
+                except psutil.NoSuchProcess:
+                    pass
+            time.sleep(0.05)
+        return False
+
     def tree(self) -> list[psutil.Process]:
         """The job's processes: the CLI and all its descendants (JVM, pyspark daemon, workers)."""
         try:

@@ -100,7 +100,7 @@ def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
                 if not broker.is_running():  # a failed broker trial must not sink the rest
                     broker.start()
                 results += run(lab)
-                _save_json(results, time.monotonic() - t0)
+                save_results(results, time.monotonic() - t0)
             round_ += 1
             if time.monotonic() - t0 >= opts.duration_s:
                 break
@@ -109,10 +109,23 @@ def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
     return results, time.monotonic() - t0
 
 
-def _save_json(results: list[TrialResult], wall: float, out: Path | None = None) -> None:
+def save_results(results: list[TrialResult], wall: float, out: Path | None = None, command: str = "") -> None:
     out = out or paths.var_dir() / "soak" / "results.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"wall_seconds": round(wall, 1), "trials": [r.to_dict() for r in results]}, indent=1))
+    out.write_text(json.dumps({"wall_seconds": round(wall, 1), "command": command,
+                               "trials": [r.to_dict() for r in results]}, indent=1))
+
+
+def load_results(path: Path) -> tuple[list[TrialResult], float, str]:
+    """A soak's results.json: (trials, wall seconds, the command that ran it)."""
+    data = json.loads(Path(path).read_text())
+    return [TrialResult.from_dict(t) for t in data["trials"]], data["wall_seconds"], data.get("command", "")
+
+
+def merge_rerun(earlier: list[TrialResult], rerun: list[TrialResult]) -> list[TrialResult]:
+    """The earlier soak's trials with those of every scenario in ``rerun`` replaced by the re-run's."""
+    replaced = {r.scenario for r in rerun}
+    return [r for r in earlier if r.scenario not in replaced] + rerun
 
 
 def _verdict_cells(r: TrialResult) -> tuple[str, str]:
@@ -311,6 +324,7 @@ class ClusterSoakOptions:
     start_phase_kills: int = 30  # trials of start_phase_broker_kill (issue 18 asks for 30)
     scenarios: tuple[str, ...] = ()  # default: every registered cluster scenario
     rolling_records: int = 200_000  # window of the rolling restart
+    command: str = ""  # as typed, kept in results.json
     out: Path | None = None  # default docs/reliability.md (its cluster section)
 
 
@@ -363,7 +377,7 @@ def run_cluster_soak(opts: ClusterSoakOptions, on_trial: Callable[[list[TrialRes
     try:
         for _name, run in plan:
             results.append(run(lab))
-            _save_json(results, time.monotonic() - t0, root / "results.json")
+            save_results(results, time.monotonic() - t0, root / "results.json", opts.command)
             if on_trial is not None:
                 on_trial(results, time.monotonic() - t0)
     finally:
