@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -24,6 +25,9 @@ from ..kafka.produce import produce_waiting
 from .errors import ProducerFencedError, PublishError
 
 log = logging.getLogger(__name__)
+
+#: A blocking call still running this long after its own timeout is one the library forgot (librdkafka#5456).
+OVERDUE_MARGIN_S = 15.0
 
 _FENCED_CODES = {
     KafkaError._FENCED,
@@ -54,8 +58,12 @@ class TransactionAbortable(Exception):
 
 
 class TransactionalProducer:
-    def __init__(self, settings: dict, *, retry_deadline_s: float = 60.0, op_timeout_s: float = 30.0):
+    def __init__(self, settings: dict, *, retry_deadline_s: float = 60.0, op_timeout_s: float = 30.0,
+                 call_bound: Callable[[float], AbstractContextManager] | None = None):
+        """``call_bound(seconds)``: a context that ends the process if a blocking call inside it
+        outlives ``seconds`` (the task's watchdog, :meth:`engine.watchdog.StallWatchdog.bounded`)."""
         self.transactional_id = settings["transactional.id"]
+        self._call_bound = call_bound or (lambda _seconds: nullcontext())
         self._retry_deadline_s = retry_deadline_s
         self._op_timeout_s = op_timeout_s
         self._delivery_errors: list[KafkaError] = []
@@ -83,7 +91,9 @@ class TransactionalProducer:
         attempt = 0
         while True:
             try:
-                return fn(*args)
+                # Every blocking call passes self._op_timeout_s; one that overruns it by far never returns.
+                with self._call_bound(self._op_timeout_s + OVERDUE_MARGIN_S):
+                    return fn(*args)
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]
                 if err.code() in _FENCED_CODES or err.fatal():

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 
 from . import failpoints
@@ -73,8 +74,11 @@ class PartitionResult:
 
 class PartitionPublisher:
     def __init__(self, config: PipelineConfig, partition: int, offset_range: OffsetRange,
-                 on_progress: Callable[[], None] | None = None):
+                 on_progress: Callable[[], None] | None = None,
+                 call_bound: Callable[[float], AbstractContextManager] | None = None):
         self.config = config
+        # Bounds each blocking producer call (the task's watchdog; see TransactionalProducer).
+        self._call_bound = call_bound
         # Called after every commit and every POLL_EVERY records (kicks the stall watchdog).
         self._on_progress = on_progress or (lambda: None)
         self.partition = partition
@@ -89,7 +93,8 @@ class PartitionPublisher:
         p = self.partition
         failpoints.load(self.config.failpoints)
         producer = TransactionalProducer(
-            self.config.producer_settings(p), retry_deadline_s=self.config.retry_deadline_s
+            self.config.producer_settings(p), retry_deadline_s=self.config.retry_deadline_s,
+            call_bound=self._call_bound,
         )
         checkpoint = PartitionCheckpoint(self.config.consumer_settings(), self.config.input_topic, p)
         try:

@@ -217,7 +217,8 @@ def _publish_task(config_json: str, window_json: str):
         try:
             with StallWatchdog(config.effective_stall_timeout_s) as watchdog:
                 result = PartitionPublisher(config, partition, window.ranges[partition],
-                                            on_progress=watchdog.kick).publish(records())
+                                            on_progress=watchdog.kick, call_bound=watchdog.bounded
+                                            ).publish(records())
         except ProducerFencedError:
             # Another attempt of this task (speculation, a retry) took over: let it finish.
             step_aside(config, partition, window.ranges[partition].end)

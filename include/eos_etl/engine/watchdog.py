@@ -10,6 +10,12 @@ timer thread, which runs without the GIL: if the task is not kicked for
 transaction, and publishing resumes from the committed offset. Exactly-once
 does not depend on it, only liveness does.
 
+A blocking client call gets a tighter bound of its own (:meth:`StallWatchdog.bounded`):
+its timeout plus a margin. librdkafka does not always honour the timeout it is
+given (``send_offsets_to_transaction`` blocked for minutes after a broker
+restart, librdkafka#5456 / #5511, still open in 2.16), and waiting out the
+whole stall timeout for a call that is known to be overdue wastes minutes.
+
 Only for Spark tasks: in the driver it would take the driver down.
 """
 
@@ -18,6 +24,8 @@ from __future__ import annotations
 import faulthandler
 import logging
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +52,16 @@ class StallWatchdog:
         """Progress was made: restart the countdown."""
         if self._file is not None:
             faulthandler.dump_traceback_later(self.seconds, exit=True, file=self._file)
+
+    @contextmanager
+    def bounded(self, seconds: float) -> Iterator[None]:
+        """Within the block, crash after ``seconds`` (if sooner than the stall timeout); kick on the way out."""
+        if self._file is not None and 0 < seconds < self.seconds:
+            faulthandler.dump_traceback_later(seconds, exit=True, file=self._file)
+        try:
+            yield
+        finally:
+            self.kick()
 
     def __exit__(self, *exc) -> None:
         if self._file is not None:
