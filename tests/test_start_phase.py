@@ -252,3 +252,31 @@ def test_an_admin_client_is_freed_by_reference_counting_not_the_cycle_collector(
         assert ref() is None, "ClusterAdmin is only freed by the cycle collector"
     finally:
         gc.enable()
+
+
+def test_a_task_asks_again_for_its_committed_offset_while_the_coordinator_moves():
+    """Seen on three nodes: a task's OffsetFetch answered NOT_COORDINATOR right after a broker was killed."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+    from eos_etl.engine.checkpoint import PartitionCheckpoint
+    from eos_etl.kafka.errors import KafkaSetupError
+
+    class MovingCoordinator:
+        def __init__(self, failures):
+            self.failures = list(failures)
+
+        def committed(self, tps, timeout):
+            if self.failures:
+                raise KafkaException(KafkaError(self.failures.pop(0)))
+            return [TopicPartition(tps[0].topic, tps[0].partition, 42)]
+
+        def close(self):
+            pass
+
+    checkpoint = PartitionCheckpoint({"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}, "t", 0, timeout_s=10)
+    checkpoint._consumer.close()
+    checkpoint._consumer = MovingCoordinator([KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS])
+    assert checkpoint.committed() == 42
+    checkpoint._consumer = MovingCoordinator([KafkaError.GROUP_AUTHORIZATION_FAILED])
+    with pytest.raises(KafkaSetupError, match="cannot read committed offset of t\\[0\\]"):
+        checkpoint.committed()

@@ -12,6 +12,7 @@ from __future__ import annotations
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ..kafka.errors import KafkaSetupError
+from ..kafka.retry import describe, retry_until
 
 
 class PartitionCheckpoint:
@@ -27,16 +28,25 @@ class PartitionCheckpoint:
         self._consumer = Consumer(conf)
 
     def committed(self) -> int | None:
-        """The group's committed offset for this partition, or None if it never committed."""
+        """The group's committed offset for this partition, or None if it never committed.
+
+        While a broker is lost the group's coordinator moves (NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS, timeouts): those answers are asked again
+        within the checkpoint's timeout instead of failing the task.
+        """
+        def ask(timeout: float) -> int | None:
+            [tp] = self._consumer.committed([TopicPartition(self.topic, self.partition)], timeout=timeout)
+            if tp.error is not None:
+                raise KafkaException(tp.error)
+            return tp.offset if tp.offset >= 0 else None
+
         try:
-            [tp] = self._consumer.committed([TopicPartition(self.topic, self.partition)], timeout=self._timeout_s)
+            return retry_until(ask, what=f"committed offset of {self.topic}[{self.partition}]",
+                               deadline_s=self._timeout_s, attempt_timeout_s=min(10.0, self._timeout_s))
         except KafkaException as exc:
             raise KafkaSetupError(
-                f"cannot read committed offset of {self.topic}[{self.partition}]: {exc.args[0].str()}"
+                f"cannot read committed offset of {self.topic}[{self.partition}]: {describe(exc)}"
             ) from exc
-        if tp.error is not None:
-            raise KafkaSetupError(f"cannot read committed offset of {self.topic}[{self.partition}]: {tp.error}")
-        return tp.offset if tp.offset >= 0 else None
 
     def group_metadata(self):
         return self._consumer.consumer_group_metadata()
