@@ -65,14 +65,13 @@ def _cluster_args(lab: Lab, chunk_records: int) -> list[str]:
     return ["--master", _spark(lab).master_url, "--chunk-records", str(chunk_records)]
 
 
-def _stopped_task(spark: SparkStandalone, deadline_s: float, job) -> tuple[ExecutorProcess, list[int]]:
-    """The executor whose Python worker stopped itself at the failpoint, and that worker's pid(s)."""
+def _stopped_task(spark: SparkStandalone, deadline_s: float, job) -> ExecutorProcess:
+    """The executor whose Python worker stopped itself at the failpoint."""
     deadline = time.monotonic() + deadline_s
     while time.monotonic() < deadline:
         for executor in spark.executors():
-            stopped = executor.stopped_python_workers()
-            if stopped:
-                return executor, stopped
+            if executor.stopped_python_workers():
+                return executor
         if not job.alive:
             raise RuntimeError(f"the job ended (exit {job.wait(0)}) before its failpoint fired:\n{job.tail()}")
         time.sleep(0.2)
@@ -130,11 +129,11 @@ def _executor_or_worker_kill(lab: Lab, scenario: str, seed: int, *, whole_worker
         failpoint = f"mid_produce=stop,partition={p},after={100 + seed * 37 % 300},{_once(scenario)}"
         job = lab.job(shop, extra, failpoints=failpoint).start()
         try:
-            executor, stopped = _stopped_task(spark, FAILPOINT_WAIT_S, job)
+            executor = _stopped_task(spark, FAILPOINT_WAIT_S, job)
             t_fault = time.monotonic()
             if whole_worker:
                 worker = spark.worker(executor.worker_id)
-                doomed = [e for e in worker.executors()]
+                doomed = worker.executors()
                 worker.kill()
                 for e in doomed:  # a machine losing power takes its executors and Python workers too
                     _sigkill([e.pid, *e.python_workers()])
