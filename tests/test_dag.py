@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 import time
-import urllib.error
 from pathlib import Path
 
 import pytest
@@ -202,6 +201,8 @@ def test_backfill_from_the_rest_api_publishes_nothing_new(shop_factory, kafka_br
     try:
         token = af.api_token()
         _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": False}, token)
+        # SQLite has one writer: let the scheduled run the unpausing creates finish first.
+        af.wait_for_runs_to_settle("shop_invoicing", token)
         now = time.time()
         # Each backfilled run is bounded by an upper time an hour in the future, so
         # its window would cover every purchase if the committed offsets did not
@@ -210,16 +211,7 @@ def test_backfill_from_the_rest_api_publishes_nothing_new(shop_factory, kafka_br
                 "from_date": time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(now - 3 * 3600)),
                 "to_date": time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(now - 3600)),
                 "dag_run_conf": {"until": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + 3600))}}
-        # SQLite allows one writer: while the just-unpaused DAG's scheduled run is being
-        # created the API server may answer 503 (database locked, rolled back). Ask again.
-        for attempt in range(4):
-            try:
-                backfill = _api(af, "POST", "/api/v2/backfills", body, token)
-                break
-            except urllib.error.HTTPError as exc:
-                if exc.code != 503 or attempt == 3:
-                    raise
-                time.sleep(5)
+        backfill = af.create_backfill(body, token)
         deadline = time.monotonic() + 420
         runs = []
         while time.monotonic() < deadline:

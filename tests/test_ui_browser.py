@@ -24,6 +24,7 @@ import pytest
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.shop.generator import generate
+from eos_etl.stack.airflow import database_busy
 
 from .test_dag import _api, airflow_for
 
@@ -63,25 +64,6 @@ def _wait_for_dag(af, token: str, timeout: float = 120.0) -> None:
             if e.code != 404 or time.monotonic() > deadline:
                 raise
         time.sleep(1)
-
-
-def _wait_for_scheduled_runs_to_settle(af, token: str, appear_s: float = 30.0, finish_s: float = 180.0) -> None:
-    """Unpausing makes the scheduler create (and run) the latest scheduled run. On SQLite a backfill
-    created while the scheduler writes is refused with 503 "database is locked": let that run finish."""
-    deadline = time.monotonic() + appear_s
-    while time.monotonic() < deadline:
-        runs = _api(af, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns", None, token)["dag_runs"]
-        if runs:
-            break
-        time.sleep(1)
-    else:
-        return  # the schedule created nothing: nothing to wait for
-    deadline = time.monotonic() + finish_s
-    while time.monotonic() < deadline:
-        runs = _api(af, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns", None, token)["dag_runs"]
-        if all(r["state"] in ("success", "failed") for r in runs):
-            return
-        time.sleep(2)
 
 
 def _wait_for_backfill(af, token: str, backfill_id: int, expected_runs: int) -> tuple[list[dict], dict]:
@@ -126,7 +108,7 @@ def test_backfill_started_in_the_ui_succeeds_and_publishes_nothing(shop_factory,
         token = af.api_token()
         _wait_for_dag(af, token)
         _api(af, "PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False}, token)
-        _wait_for_scheduled_runs_to_settle(af, token)
+        af.wait_for_runs_to_settle(DAG_ID, token)
 
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -165,8 +147,8 @@ def test_backfill_started_in_the_ui_succeeds_and_publishes_nothing(shop_factory,
                     with page.expect_response(lambda r: r.url.rstrip("/").endswith("/backfills")
                                               and r.request.method == "POST") as created:
                         dialog.get_by_role("button", name="Run Backfill").click()
-                    # SQLite only: a concurrent scheduler write makes the API refuse with 503; ask again.
-                    if created.value.status != 503 or not dialog.is_visible():
+                    # SQLite only: a concurrent scheduler write makes the API refuse; ask again.
+                    if not database_busy(created.value.status, created.value.text()) or not dialog.is_visible():
                         break
                     time.sleep(2 * (attempt + 1))
                 assert created.value.ok, f"backfill POST: HTTP {created.value.status} {created.value.text()[:500]}"

@@ -67,6 +67,7 @@ HEALTH_PATH = "/api/v2/monitor/health"
 TOKEN_PATH = "/auth/token"
 # The components `airflow standalone` runs; ready means all of them heartbeat.
 COMPONENTS = ("scheduler", "dag_processor", "triggerer")
+FINISHED_RUN_STATES = ("success", "failed")
 
 _SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 # Lines in the standalone log that mean the API server could not bind its port.
@@ -438,6 +439,37 @@ class AirflowStandalone:
         with _local_http.open(req, timeout=timeout) as resp:
             return json.loads(resp.read() or b"null")
 
+    def wait_for_runs_to_settle(self, dag_id: str, token: str, appear_s: float = 30.0,
+                                finish_s: float = 180.0) -> None:
+        """Let the runs the scheduler creates for a just-unpaused DAG appear and finish.
+
+        On SQLite the scheduler's writes lock the whole database, so a backfill posted meanwhile
+        may be refused: waiting first keeps the two apart.
+        """
+        path = f"/api/v2/dags/{dag_id}/dagRuns"
+        deadline = time.monotonic() + appear_s
+        while not self.api("GET", path, None, token)["dag_runs"]:
+            if time.monotonic() > deadline:
+                return  # the schedule created nothing: nothing to wait for
+            time.sleep(1)
+        deadline = time.monotonic() + finish_s
+        while time.monotonic() < deadline:
+            runs = self.api("GET", path, None, token)["dag_runs"]
+            if all(r["state"] in FINISHED_RUN_STATES for r in runs):
+                return
+            time.sleep(2)
+
+    def create_backfill(self, body: dict, token: str, attempts: int = 4) -> dict:
+        """POST /api/v2/backfills, asking again while SQLite's single writer lock refuses it."""
+        for attempt in range(1, attempts):
+            try:
+                return self.api("POST", "/api/v2/backfills", body, token)
+            except urllib.error.HTTPError as e:
+                if not database_busy(e.code, e.read().decode(errors="replace")):
+                    raise
+            time.sleep(3 * attempt)
+        return self.api("POST", "/api/v2/backfills", body, token)
+
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Wait until the API answers and the metadatabase and all components report healthy."""
         deadline = time.monotonic() + timeout
@@ -564,6 +596,15 @@ class AirflowStandalone:
         import shutil
 
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+def database_busy(status: int, detail: str) -> bool:
+    """Whether an API refusal is SQLite's one-writer lock (ask again) rather than a real error.
+
+    Airflow answers 503 where it maps the lock itself (backfill creation) and 500 "Database
+    error" where the lock surfaces at the request's commit instead.
+    """
+    return status == 503 or (status == 500 and "Database error" in detail)
 
 
 def _tail(text: str, lines: int) -> str:
