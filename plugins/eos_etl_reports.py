@@ -8,8 +8,6 @@ DAG run of the shop DAGs.
 
 from __future__ import annotations
 
-import re
-
 from airflow.plugins_manager import AirflowPlugin
 from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, HTMLResponse
@@ -23,10 +21,6 @@ def _reports():
     return paths.var_dir() / "reports"
 
 
-def _safe(part: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", part)
-
-
 @app.get("/reports/", response_class=HTMLResponse)
 def index() -> str:
     root = _reports()
@@ -37,7 +31,7 @@ def index() -> str:
 
 @app.get("/reports/{dag_id}/index.html")
 def dag_index(dag_id: str):
-    page = _reports() / _safe(dag_id) / "index.html"
+    page = _reports() / paths.safe_name(dag_id) / "index.html"
     if not page.is_file():
         raise HTTPException(404, "no reports for this DAG yet")
     return FileResponse(page)
@@ -50,7 +44,7 @@ def run_report_file(dag_id: str, run: str):
 
 @app.get("/runs/{dag_id}/{run_id}")
 def run_report(dag_id: str, run_id: str):
-    page = _reports() / _safe(dag_id) / _safe(run_id) / "report.html"
+    page = _reports() / paths.safe_name(dag_id) / paths.safe_name(run_id) / "report.html"
     if not page.is_file():
         raise HTTPException(404, "this run has no report (yet)")
     return FileResponse(page)

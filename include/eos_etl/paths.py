@@ -9,6 +9,7 @@ git-ignored. ``EOS_ETL_HOME`` moves the root, e.g. for an installed package.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -30,3 +31,15 @@ def var_dir() -> Path:
 
 def log_dir() -> Path:
     return var_dir() / "log"
+
+
+_UNSAFE_IN_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def safe_name(text: str) -> str:
+    """``text`` (a DAG id, run id or transactional-id prefix) as one safe path component.
+
+    Anything but letters, digits, ``_``, ``.`` and ``-`` becomes ``_``; leading and
+    trailing dots and underscores go, so the result is never ``.``, ``..`` or hidden.
+    """
+    return _UNSAFE_IN_NAME.sub("_", text).strip("._") or "unnamed"

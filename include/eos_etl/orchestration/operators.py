@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -14,7 +13,7 @@ from .settings import CONNECTION_ENV, KAFKA_CONN_ID
 
 def run_dir(dag_id: str, run_id: str) -> Path:
     """Where a DAG run's summary, validation and report files live."""
-    return paths.var_dir() / "reports" / dag_id / re.sub(r"[^A-Za-z0-9._-]+", "_", run_id)
+    return paths.var_dir() / "reports" / paths.safe_name(dag_id) / paths.safe_name(run_id)
 
 
 class WindowSparkSubmitOperator(SparkSubmitOperator):

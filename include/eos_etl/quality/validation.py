@@ -15,7 +15,6 @@ Great Expectations is imported lazily: importing this module is cheap.
 from __future__ import annotations
 
 import logging
-import re
 import time
 import warnings
 from datetime import datetime, timezone
@@ -23,6 +22,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from ..engine.window import Window
+from ..paths import safe_name
 from ..errors import ConfigurationError
 from . import collect as c
 from .report import (
@@ -239,10 +239,6 @@ def _offsets(window: Window, committed: dict[int, int | None], exact: bool):
 # -- Great Expectations ------------------------------------------------------------------
 
 
-def _safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "unnamed"
-
-
 def open_context(context_root: Path):
     """The file-mode Great Expectations project under ``context_root`` (created on first use),
     with progress bars off."""
@@ -302,8 +298,8 @@ def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frame
         context = open_context(context_root)
         datasources = {engine: _datasource(context, engine) for engine in {spec.engine for spec in specs}}
         timings["ge_context"] = round(time.monotonic() - t, 3)
-        prefix = _safe_name(settings.group)
-        run = RunIdentifier(run_name=_safe_name(run_id), run_time=datetime.now(timezone.utc))
+        prefix = safe_name(settings.group)
+        run = RunIdentifier(run_name=safe_name(run_id), run_time=datetime.now(timezone.utc))
         out = {}
         for spec in specs:
             t = time.monotonic()
