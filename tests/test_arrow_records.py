@@ -45,3 +45,19 @@ def test_null_list_backed_by_a_non_empty_segment_is_empty():
     got = list(arrow_records(batch))
     assert got == list(reference(batch))
     assert got[1] == (2, [])
+
+
+def test_read_timer_counts_only_the_wait_for_the_next_batch():
+    import time
+
+    from eos_etl.engine.runner import ReadTimer
+
+    def slow_batches():
+        for i in range(3):
+            time.sleep(0.05)  # Spark reading and transforming
+            yield i
+
+    timer = ReadTimer(slow_batches())
+    for _ in timer:
+        time.sleep(0.5)  # publishing: not read time
+    assert 0.15 <= timer.seconds < 1.0  # far below the 1.5 s spent publishing

@@ -196,12 +196,16 @@ def test_two_concurrent_runs_of_the_same_window(spark, shop_factory):
     [b0] = run_b.partitions
     # B started from A's first committed transaction and published the rest.
     assert b0.committed_before == 100 and b0.records_skipped == 100 and b0.records_published == 700
+    assert run_b.task_attempts.to_dict() == {"total": 1, "succeeded": 1, "failed": 0, "fenced": 0, "killed": 0}
     run_a = results["a"]
     if not isinstance(run_a, Exception):
         # A's attempt was fenced (its task failed and Spark retried it); the retry
         # found the whole window committed and published nothing.
         [a0] = run_a.partitions
         assert a0.committed_before == 800 and a0.records_published == 0
+        # The summary counts the attempt that lost, which returned no result of its own.
+        assert run_a.task_attempts.fenced == 1 and run_a.task_attempts.succeeded == 1, run_a.task_attempts
+        assert run_a.to_dict()["fenced_attempts"] == 1
     report = assert_exactly_once(shop, window)
     assert report.outputs[shop.topics.invoices] + report.outputs[shop.topics.dead_letters] == 800
 
@@ -380,5 +384,7 @@ def test_stalled_task_is_crashed_by_the_watchdog_and_retried(spark, shop_factory
     assert time.monotonic() - t0 < 300
     [p0] = summary.partitions
     assert p0.committed_before is not None and p0.committed_before > window.ranges[0].start  # resumed
+    # The crashed attempt is counted as failed, not as fenced: nothing else held its transactional.id.
+    assert summary.task_attempts.failed >= 1 and summary.task_attempts.fenced == 0, summary.task_attempts
     report = assert_exactly_once(shop, window)
     assert report.aborted_outputs_hidden[shop.topics.invoices] > 0  # the stalled attempt's open transaction

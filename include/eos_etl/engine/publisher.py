@@ -67,6 +67,7 @@ class PartitionResult:
     transactions: int = 0
     aborts: int = 0
     seconds: float = 0.0
+    read_seconds: float = 0.0  # of the task's time, waiting for Spark's records (Kafka read + transform)
 
     def to_dict(self) -> dict:
         return asdict(self)

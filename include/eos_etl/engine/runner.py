@@ -24,6 +24,7 @@ from .pipeline import PipelineConfig
 from .publisher import PartitionPublisher, PartitionResult
 from .replica_guard import ReplicaGuard, require_writable
 from .superseded import step_aside
+from .task_attempts import AttemptTracker, TaskAttempts
 from .window import Window
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,8 @@ class RunSummary:
     window: Window
     partitions: list[PartitionResult] = field(default_factory=list)
     seconds: float = 0.0
+    # Every Spark attempt of the publishing tasks, the losing ones included (fenced, crashed, killed).
+    task_attempts: TaskAttempts = field(default_factory=TaskAttempts)
 
     @property
     def records_read(self) -> int:
@@ -76,6 +79,10 @@ class RunSummary:
             "outputs": self.outputs(),
             "transactions": self.transactions,
             "aborts": sum(r.aborts for r in self.partitions),
+            # Tasks run side by side: the slowest one's wait for records is the run's read time.
+            "read_seconds": max((r.read_seconds for r in self.partitions), default=0.0),
+            "fenced_attempts": self.task_attempts.fenced,
+            "task_attempts": self.task_attempts.to_dict(),
             "seconds": self.seconds,
             "partitions": [r.to_dict() for r in sorted(self.partitions, key=lambda r: r.partition)],
         }
@@ -180,6 +187,25 @@ def arrow_records(batch):
         yield offset, outs
 
 
+class ReadTimer:
+    """Iterates Spark's Arrow batches, adding up the time spent waiting for the next one
+    (reading Kafka and running the transform), as opposed to publishing."""
+
+    def __init__(self, batches):
+        self._batches = iter(batches)
+        self.seconds = 0.0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        t = time.monotonic()
+        try:
+            return next(self._batches)
+        finally:
+            self.seconds += time.monotonic() - t
+
+
 def _publish_task(config_json: str, window_json: str):
     """Build the function each Spark task runs over its Arrow batches."""
 
@@ -195,7 +221,7 @@ def _publish_task(config_json: str, window_json: str):
         configure_task_logging()
         config = PipelineConfig.from_json(config_json)
         window = Window.from_json(window_json)
-        batches = iter(batches)
+        batches = ReadTimer(batches)
         first = next((b for b in batches if b.num_rows), None)
         if first is None:
             return  # no rows in this Spark partition; the driver commits its offsets
@@ -226,6 +252,7 @@ def _publish_task(config_json: str, window_json: str):
         from . import failpoints
 
         failpoints.hit("before_report", partition)
+        result.read_seconds = round(batches.seconds, 3)
         # pa.array/record_batch, not RecordBatch.from_pylist: the latter imports pandas in every worker.
         yield pa.record_batch(
             [pa.array([partition], pa.int32()), pa.array([json.dumps(result.to_dict())], pa.string())],
@@ -256,7 +283,8 @@ def run_window(
         return summary
     out = transform(read_window(spark, config, window))
     _check_contract(out)
-    with ReplicaGuard(spark, config.connection, config.output_topics) as guard:
+    with ReplicaGuard(spark, config.connection, config.output_topics) as guard, \
+            AttemptTracker(spark, config.run_id) as attempts:
         try:
             rows = (
                 out.select("partition", "offset", "outputs")
@@ -266,6 +294,7 @@ def run_window(
         except Exception as exc:
             guard.raise_if_tripped(exc)  # the outputs lost min ISR: that, not the tasks' timeouts, is the error
             raise
+    summary.task_attempts = attempts.attempts()
     done = {}
     for row in rows:
         res = json.loads(row["result"])
@@ -278,8 +307,10 @@ def run_window(
     summary.partitions = list(done.values())
     summary.seconds = round(time.monotonic() - t0, 3)
     log.info(
-        "run %s finished in %.1fs: read=%d published=%d skipped=%d outputs=%s transactions=%d",
+        "run %s finished in %.1fs: read=%d published=%d skipped=%d outputs=%s transactions=%d "
+        "task attempts=%d (failed %d, fenced %d, killed %d)",
         config.run_id, summary.seconds, summary.records_read, summary.records_published,
-        summary.records_skipped, summary.outputs(), summary.transactions,
+        summary.records_skipped, summary.outputs(), summary.transactions, summary.task_attempts.total,
+        summary.task_attempts.failed, summary.task_attempts.fenced, summary.task_attempts.killed,
     )
     return summary

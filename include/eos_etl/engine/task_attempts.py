@@ -1,0 +1,97 @@
+"""How the Spark task attempts of one run ended: the ones the summary cannot see.
+
+A run's summary is built from the result each partition's *successful* attempt
+returns. The attempts that lost never return one: an attempt fenced by a retry
+or a speculative copy (its ``init_transactions`` bumped the epoch), one crashed
+by the stall watchdog, a copy Spark killed as redundant. Only Spark knows them,
+so the run tags its jobs with a job group and, afterwards, reads how every task
+attempt of those jobs ended from the driver's status store (kept with the UI
+off too). The read is bounded: a window has one task per input partition, and
+at most :data:`MAX_TASKS_READ` attempts per stage are looked at.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+
+log = logging.getLogger(__name__)
+
+# The error class a fenced attempt raises (engine.errors); Spark keeps the
+# Python traceback, whose last line names it, as the attempt's error message.
+FENCED_MARKER = "ProducerFencedError"
+MAX_TASKS_READ = 10_000
+_JOB_GROUP = "spark.jobGroup.id"
+_JOB_DESCRIPTION = "spark.job.description"
+
+
+@dataclass
+class TaskAttempts:
+    """Attempts of the run's tasks by how they ended (``fenced`` is a subset of ``failed``)."""
+
+    total: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    fenced: int = 0
+    killed: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def count(self, status: str, error: str | None) -> None:
+        self.total += 1
+        if status == "SUCCESS":
+            self.succeeded += 1
+        elif status == "KILLED":
+            self.killed += 1
+        elif status == "FAILED":
+            self.failed += 1
+            if error and FENCED_MARKER in error:
+                self.fenced += 1
+
+
+class AttemptTracker:
+    """Tags the Spark jobs started inside ``with`` and tells how their task attempts ended.
+
+    Job groups are per thread, so concurrent runs in one Spark application
+    (threads) are told apart. The previous group of the thread is restored.
+    """
+
+    def __init__(self, spark, run_id: str):
+        self._sc = spark.sparkContext
+        self.group = f"eos-etl-run-{run_id}"
+        self._previous: tuple[str | None, str | None] = (None, None)
+
+    def __enter__(self) -> "AttemptTracker":
+        self._previous = (self._sc.getLocalProperty(_JOB_GROUP), self._sc.getLocalProperty(_JOB_DESCRIPTION))
+        self._sc.setJobGroup(self.group, f"eos-etl publish ({self.group})")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        group, description = self._previous
+        self._sc.setLocalProperty(_JOB_GROUP, group)
+        self._sc.setLocalProperty(_JOB_DESCRIPTION, description)
+
+    def attempts(self) -> TaskAttempts:
+        """Every task attempt of the group's jobs, by outcome; empty if Spark cannot tell."""
+        out = TaskAttempts()
+        try:
+            store = self._sc._jsc.sc().statusStore()
+            tracker = self._sc.statusTracker()
+            for job_id in tracker.getJobIdsForGroup(self.group):
+                job = tracker.getJobInfo(job_id)
+                for stage_id in (job.stageIds if job is not None else ()):
+                    stage = tracker.getStageInfo(stage_id)
+                    # A stage re-run (e.g. after a lost executor) keeps its id under a new attempt number.
+                    for stage_attempt in range(stage.currentAttemptId + 1 if stage is not None else 0):
+                        for task in _seq(store.taskList(stage_id, stage_attempt, MAX_TASKS_READ)):
+                            error = task.errorMessage()
+                            out.count(str(task.status()), str(error.get()) if error.isDefined() else None)
+        except Exception as exc:  # noqa: BLE001 - a statistic must never fail a finished run
+            log.warning("could not read the task attempts of %s from Spark: %s", self.group, exc)
+        return out
+
+
+def _seq(scala_seq):
+    """Iterate a Scala ``Seq`` reached through py4j."""
+    return (scala_seq.apply(i) for i in range(scala_seq.size()))
