@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from pyspark.sql import functions as F
 
 from eos_etl.checker import read_topic
 from eos_etl.engine.window import OffsetRange
+from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.quality import QualityError, raise_for_failures, validate_run
+from eos_etl.quality.collect import CLOCK_SKEW_MARGIN_MS
 from eos_etl.shop.generator import generate
 from eos_etl.shop.job import run_shop_window
 
@@ -54,6 +62,17 @@ def test_clean_run_validates_and_writes_data_docs(spark, shop_factory, tmp_path,
     assert data["success"] is True and data["failures"] == []
     assert data["counts"]["read_uncommitted"]["invoices"] == stats.valid
     assert "Calculating Metrics" not in capfd.readouterr().err  # GE's tqdm progress bars are off
+
+    # The report's data: every expectation (all passed, no examples), dead letters by reason, per partition.
+    assert len(data["expectations"]) == sum(s.evaluated for s in report.suites.values())
+    assert all(e["success"] and e["examples"] == [] for e in data["expectations"])
+    assert data["dead_letters_by_reason"] == dict(stats.invalid)
+    parts = data["per_partition"]
+    assert [(p["partition"], p["window_start"], p["window_end"], p["committed_offset"]) for p in parts] == [
+        (p, r.start, r.end, r.end) for p, r in sorted(window.ranges.items())]
+    assert all(p["invoices"] == p["shipments"] and p["invoices"] + p["dead_letters"] == p["inputs"] for p in parts)
+    assert sum(p["inputs"] for p in parts) == 500 and sum(p["invoices"] for p in parts) == stats.valid
+    assert data["output_read"]["clock_skew_margin_ms"] == CLOCK_SKEW_MARGIN_MS
 
 
 def test_orphan_invoice_fails_uniqueness_pairing_and_reconciliation(spark, shop_factory, tmp_path):
@@ -102,6 +121,17 @@ def test_orphan_invoice_fails_uniqueness_pairing_and_reconciliation(spark, shop_
     assert report.suites["invoices"].success is False and report.suites["shipments"].success is True
     data = json.loads(json.dumps(report.to_dict()))
     assert data["success"] is False and data["failures"] == messages
+    # The failing rows come with their lineage: where the forged invoice is, and which input it claims.
+    [unpaired] = [e for e in data["expectations"] if e["check"] == "invoice_has_shipment"]
+    assert unpaired["success"] is False and unpaired["unexpected_count"] == 1
+    [row] = unpaired["examples"]
+    assert row["invoice_without_shipment"] == "inv_orphan_0001"
+    assert (row["source_partition"], row["source_offset"], row["run_id"]) == (
+        int(victim.headers["source_partition"]), int(victim.headers["source_offset"]),
+        victim.headers["run_id"].decode())
+    assert row["kafka_partition"] == victim.partition and row["kafka_offset"] > victim.offset
+    [twice] = [e for e in data["expectations"] if (e["suite"], e["check"]) == ("invoices", "source_offset_unique")]
+    assert sorted(r["kafka_offset"] for r in twice["examples"]) == [victim.offset, row["kafka_offset"]]
     assert {f["check"] for f in data["failed_expectations"]} == {f.check for f in report.failures}
 
     with pytest.raises(QualityError) as err:
@@ -190,3 +220,114 @@ def test_aborted_inputs_and_attempts_are_hidden_and_validate(spark, shop_factory
     assert c.invoices_read_uncommitted > c.invoices
     assert c.aborted_hidden["invoices"] == c.invoices_read_uncommitted - c.invoices > 0
     assert report.to_dict()["counts"]["aborted_hidden"]["invoices"] > 0
+
+
+def test_outputs_are_read_from_the_window_time_bound_on(spark, shop_factory, tmp_path):
+    """Outputs stamped before the window's earliest input (minus the margin) are not read:
+    earlier windows' history changes nothing, and a stale record there stays unseen."""
+    shop = shop_factory(partitions=2)
+    root = tmp_path / "gx"
+    admin = ClusterAdmin(shop.connection)
+    generate(shop.connection, shop.topics.purchases, 200, invalid_share=0.1, seed=1)
+    run_shop_window(spark, shop, shop.plan())
+    time.sleep(0.05)  # the next inputs are stamped strictly after the first window's outputs
+    stats = generate(shop.connection, shop.topics.purchases, 200, invalid_share=0.1, seed=2)
+    window = shop.plan()
+    # A stale invoice claiming the second window's first input, stamped an hour ago,
+    # written after the first window's outputs and before the second's.
+    victim = read_topic(shop.connection, shop.topics.invoices)[0]
+    p = Producer(shop.connection.client_config())
+    stale = dict(json.loads(victim.value), invoice_id="inv_stale_0001")
+    source = [("source_topic", shop.topics.purchases.encode()), ("source_partition", b"0"),
+              ("source_offset", str(window.ranges[0].start).encode()), ("run_id", b"stale")]
+    p.produce(shop.topics.invoices, json.dumps(stale).encode(), victim.key, partition=0, headers=source,
+              timestamp=int(time.time() * 1000) - 3_600_000)
+    assert p.flush(10) == 0
+    outputs = (shop.topics.invoices, shop.topics.shipments, shop.topics.dead_letters)
+    history = {t: {q: o.last_stable for q, o in admin.offsets(t, admin.partitions(t)).items()} for t in outputs}
+    summary = run_shop_window(spark, shop, window)
+
+    report = validate_run(spark, shop, window, run_id=summary.run_id, context_root=root, clock_skew_margin_ms=0)
+
+    assert report.success, report.messages
+    assert (report.counts.committed_inputs, report.counts.invoices) == (200, stats.valid)
+    read = report.output_read
+    assert read["from_offsets"] == {t: {str(q): o for q, o in ends.items()} for t, ends in history.items()}
+    assert read["since_ms"] == read["earliest_input_ms"]
+
+    # Read from an earlier time on, the stale invoice is there and is a second invoice for that input.
+    wide = validate_run(spark, shop, window, run_id="wide", context_root=root, clock_skew_margin_ms=7_200_000)
+    assert ("invoices", "source_offset_unique") in {(f.suite, f.check) for f in wide.failures}
+    assert wide.counts.invoices == stats.valid + 1
+    assert all(o == 0 for o in wide.output_read["from_offsets"][shop.topics.invoices].values())
+
+
+def test_failing_rows_are_the_rows_each_expectation_counts_with_their_lineage(spark):
+    from eos_etl.quality.examples import failing_rows
+
+    df = spark.createDataFrame(
+        [("a", 5, "EUR", 0, 10), ("a", -1, "eur", 0, 10), (None, 0, "USD", 1, 12), ("b", 2, None, 1, 13)],
+        "invoice_id string, quantity int, currency string, source_partition int, source_offset bigint",
+    ).withColumns({"run_id": F.lit("r-1"), "kafka_partition": F.col("source_partition"),
+                   "kafka_offset": F.col("source_offset") + 100})
+
+    def offsets(expectation_type: str, **kwargs) -> list[int]:
+        rows = failing_rows(df, expectation_type, kwargs)
+        assert all(r["run_id"] == "r-1" and r["kafka_offset"] == r["source_offset"] + 100 for r in rows)
+        return sorted(r["source_offset"] for r in rows)
+
+    assert offsets("expect_column_values_to_be_unique", column="invoice_id") == [10, 10]
+    assert offsets("expect_column_values_to_not_be_null", column="invoice_id") == [12]
+    assert offsets("expect_column_values_to_be_null", column="currency") == [10, 10, 12]
+    assert offsets("expect_column_values_to_be_between", column="quantity", min_value=0, strict_min=True) == [10, 12]
+    assert offsets("expect_column_values_to_be_between", column="quantity", min_value=0, max_value=2) == [10, 10]
+    assert offsets("expect_column_values_to_match_regex", column="currency", regex="^[A-Z]{3}$") == [10]
+    assert offsets("expect_column_values_to_be_in_set", column="currency", value_set=["EUR"]) == [10, 12]
+    assert offsets("expect_compound_columns_to_be_unique", column_list=["source_partition", "source_offset"]) == [
+        10, 10]
+    assert failing_rows(df, "expect_column_to_exist", {"column": "x"}) == []
+    assert len(failing_rows(df, "expect_column_values_to_be_null", {"column": "currency"}, limit=2)) == 2
+
+
+_VALIDATE_ON_A_CLUSTER = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from eos_etl.kafka.connection import KafkaConnection
+    from eos_etl.quality import validate_run
+    from eos_etl.shop.job import ShopSettings, run_shop_window
+    from eos_etl.shop.schema import ShopTopics
+    from eos_etl.stack.spark import spark_session
+
+    master, spec = sys.argv[1], json.loads(sys.argv[2])
+    spark = spark_session("eos-etl-validate-on-a-cluster", master=master)
+    settings = ShopSettings(connection=KafkaConnection(spec["bootstrap_servers"]), topics=ShopTopics(**spec["topics"]),
+                            group=spec["group"], transactional_id_prefix=spec["group"])
+    window = settings.plan()
+    summary = run_shop_window(spark, settings, window)
+    report = validate_run(spark, settings, window, run_id=summary.run_id, context_root=Path(spec["gx"]))
+    print(json.dumps({"app_id": spark.sparkContext.applicationId, "report": report.to_dict()}), flush=True)
+    spark.stop()
+""")
+
+
+@pytest.mark.slow
+def test_validation_runs_on_a_standalone_spark_cluster(shop_factory, spark_cluster, tmp_path):
+    """Nothing in the validation needs the local master: the Kafka reads, the lineage attribution
+    and the aggregates run on the cluster's executors (the driver in a child process: one
+    SparkContext per process)."""
+    shop = shop_factory(partitions=2)
+    stats = generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.1, seed=5)
+    t = shop.topics
+    spec = {"bootstrap_servers": shop.connection.bootstrap_servers, "group": shop.group, "gx": str(tmp_path / "gx"),
+            "topics": {"purchases": t.purchases, "invoices": t.invoices, "shipments": t.shipments,
+                       "dead_letters": t.dead_letters}}
+    proc = subprocess.run([sys.executable, "-c", _VALIDATE_ON_A_CLUSTER, spark_cluster.master_url, json.dumps(spec)],
+                          check=False, capture_output=True, text=True, timeout=420,
+                          env={**os.environ, "EOS_ETL_SPARK_DRIVER_MEMORY": "1g"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    report = out["report"]
+    assert report["success"] is True, report["failures"]
+    assert report["counts"]["committed_inputs"] == 400 and report["counts"]["invoices"] == stats.valid
+    assert report["dead_letters_by_reason"] == dict(stats.invalid)
+    assert out["app_id"].startswith("app-")  # a standalone application, not local-*

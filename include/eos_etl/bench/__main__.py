@@ -46,17 +46,43 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-scale-b3", action="store_true", help="scale curve without B3")
     p.add_argument("--no-cluster-compare", action="store_true",
                    help="skip the cluster comparison (S and B3 on a 3-node Kafka cluster vs the single node)")
-    p.add_argument("--only", choices=["cluster-compare"], default=None,
-                   help="run only this part and merge it into the earlier results in --out/benchmarks.json")
+    p.add_argument("--only", choices=["cluster-compare", "validation-scaling"], default=None,
+                   help="run only this part: cluster-compare is merged into the earlier results in "
+                        "--out/benchmarks.json; validation-scaling writes --out/validation_scaling.json")
+    p.add_argument("--validation-window-records", type=int, default=2_000,
+                   help="validation-scaling: purchases per window of the history phase (default 2000)")
+    p.add_argument("--validation-history", type=int, default=20,
+                   help="validation-scaling: earlier windows before the last validated one (default 20)")
+    p.add_argument("--validation-sizes", type=_ints, default=[100_000],
+                   help="validation-scaling: window sizes for validate vs run_window and driver RSS "
+                        "(default 100000; e.g. 100000,1000000)")
+    p.add_argument("--validation-margin-ms", type=int, default=None,
+                   help="validation-scaling: clock-skew margin of the output read (default: the module's, 5 min)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repetition: a smoke run")
     p.add_argument("--out", type=Path, default=Path("docs"), help="where benchmarks.md/.png go (default docs/)")
     p.add_argument("--report-only", type=Path, default=None, metavar="RESULTS_JSON",
                    help="only regenerate the report from a results.json of an earlier run")
     args = p.parse_args(argv)
     if args.quick:
+        args.validation_window_records, args.validation_history = 500, 3
+        args.validation_sizes = [5_000]
         args.records, args.repeats, args.sample, args.max_transactions = 2_000, 1, 50, 20
         args.sizes, args.partition_counts, args.txn_sizes = [1_000, 2_000], [1, args.partitions], [1, 100, 1_000]
     return args
+
+
+def _validation_scaling(args: argparse.Namespace) -> int:
+    from .validation_scaling import ScalingOptions, run, summary
+
+    opts = ScalingOptions(window_records=args.validation_window_records, history=args.validation_history,
+                          sizes=args.validation_sizes, partitions=args.partitions, out=args.out,
+                          repeats=max(1, min(args.repeats, 2)))
+    if args.validation_margin_ms is not None:
+        opts.margin_ms = args.validation_margin_ms
+    data = run(opts)
+    print(summary(data))
+    ok = data["history"]["ok"] and all(s["ok"] for s in data["sizes"])
+    return 0 if ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -65,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     from .cluster_compare import merge_into
     from .report import write_report
 
+    if args.only == "validation-scaling":
+        return _validation_scaling(args)
     if args.report_only:
         data = json.loads(args.report_only.read_text())
     else:

@@ -8,7 +8,9 @@ Great Expectations.
 """
 
 from .report import (
+    ExpectationOutcome,
     FailedExpectation,
+    PartitionCounts,
     PartitionOffsets,
     QualityCounts,
     QualityError,
@@ -19,7 +21,9 @@ from .report import (
 from .validation import validate_run
 
 __all__ = [
+    "ExpectationOutcome",
     "FailedExpectation",
+    "PartitionCounts",
     "PartitionOffsets",
     "QualityCounts",
     "QualityError",

@@ -1,24 +1,61 @@
-"""Gather what a reader sees for one window, and turn it into Spark DataFrames.
+"""Gather what a reader sees for one window, in Spark, over a bounded part of each topic.
+
+Inputs: Spark's Kafka batch source over exactly the window's offset ranges,
+read_committed (as the pipeline itself reads them).
+
+Outputs: every output topic, read_committed (and again read_uncommitted for the
+aborted-output comparison), per partition from the first offset whose timestamp
+is at or after :func:`output_bound_ms` up to the current end. The bound is the
+earliest input record time of the window minus :data:`CLOCK_SKEW_MARGIN_MS`.
+Why that is safe: the publisher produces an output only after Spark has read its
+input record, and it sets no timestamp (:mod:`eos_etl.engine.producer`,
+``produce_waiting`` without ``timestamp``), so each output carries the producer's
+CreateTime at send (or the broker's LogAppendTime), i.e. a time after the input
+record was appended. An output can only appear earlier than its input if the
+clock that stamped the input runs ahead of the publisher's; the margin covers
+that skew. Kafka answers a time lookup with the first offset whose timestamp is
+at or after the time, so every record at or past the bound lies at or after that
+offset. What is read is thus bounded by the window's recency, not by the
+topic's history.
+
+If the assumption is broken (inputs stamped further in the future than the
+margin; the broker accepts up to ``log.message.timestamp.after.max.ms``), this
+window's outputs are missed and validation fails loudly (outputs missing for
+committed inputs), it does not pass wrongly. What the bound does hide is a
+record stamped before it, e.g. a stray producer writing with an old explicit
+timestamp: no pipeline output is written that way.
 
 Records are tied to the window by their lineage headers (``source_topic``,
 ``source_partition``, ``source_offset``), never by ``run_id``: a re-run or a
 backfill over the same window validates whatever is visible for that window.
-Every topic is read once per isolation level with :func:`eos_etl.checker.read_topic`.
+The attribution is a Spark column expression evaluated on the executors; the
+driver receives only aggregates and, on failure, a few example rows. Nothing
+here needs ``eos_etl`` code on the executors.
 
 The DataFrames are materialised with ``localCheckpoint``: parsed once, lineage
-cut, so that each expectation scans the result instead of re-shipping the
-driver-side rows. The checkpoint blocks are released when the DataFrames are
-garbage collected (Spark's ContextCleaner).
+cut, so that each expectation scans the result instead of reading Kafka again.
+The checkpoint blocks are released when the DataFrames are garbage collected
+(Spark's ContextCleaner).
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import json
 from dataclasses import dataclass, field
+from functools import reduce
 
-from ..checker import ConsumedRecord, read_topic
+from ..engine.runner import read_window
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
+
+#: How far the clock that stamps input records may run ahead of the publisher's
+#: clock (the time it stamps outputs with). Outputs stamped earlier than
+#: ``earliest input time - margin`` are not read; five minutes is far beyond
+#: NTP-synchronised skew and costs only five minutes of extra output to scan.
+CLOCK_SKEW_MARGIN_MS = 5 * 60 * 1000
+
+#: Failing rows sent to the driver per check, for the report.
+EXAMPLE_LIMIT = 5
 
 # Explicit schemas of the JSON values (see eos_etl.shop.schema). Money is read
 # as text and cast to decimals in Spark, never through a float.
@@ -30,90 +67,91 @@ SHIPMENT_JSON_DDL = (
     "shipment_id STRING, invoice_id STRING, purchase_id STRING, product_id STRING, recipient_name STRING, "
     "address STRUCT<street: STRING, city: STRING, postal_code: STRING, country: STRING>, quantity INT"
 )
+# The schema of Spark's Kafka source with includeHeaders=true (for an empty read).
+KAFKA_SOURCE_DDL = (
+    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
+    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+)
 # Exact arithmetic: wide enough that quantity x unit_price never rounds.
 _EXACT_PRICE = "decimal(26,8)"
 _EXACT_TOTAL = "decimal(38,8)"
+# Lineage of an output row: where its input was, which run wrote it, where it is.
+LINEAGE_COLUMNS = ("source_partition", "source_offset", "run_id", "kafka_partition", "kafka_offset")
 
 
 @dataclass
-class OutputSlice:
+class OutputCounts:
     """One output topic's records attributed to the window."""
 
     topic: str
-    records: list[ConsumedRecord] = field(default_factory=list)  # read_committed, in the window
-    sources: list[tuple[int, int]] = field(default_factory=list)  # (source partition, offset), parallel
+    count: int = 0  # read_committed, in the window
     read_uncommitted: int = 0  # records in the window visible read_uncommitted
     unattributable: int = 0  # source_topic matches, partition/offset headers unreadable
-
-    @property
-    def count(self) -> int:
-        return len(self.records)
+    surplus: int = 0  # records beyond the first for the same source record
+    per_source_partition: dict[int, int] = field(default_factory=dict)
 
     def surplus_per_source(self) -> int:
-        """Records beyond the first for the same source record (0 when each input has at most one)."""
-        return sum(n - 1 for n in Counter(self.sources).values() if n > 1)
+        return self.surplus
+
+
+@dataclass(frozen=True)
+class OutputRead:
+    """Where the output topics were read from: the time bound and the offsets it gave."""
+
+    earliest_input_ms: int | None  # earliest input record time of the window (None: nothing to read)
+    since_ms: int | None  # earliest_input_ms - margin
+    margin_ms: int
+    from_offsets: dict[str, dict[int, int]]  # topic -> partition -> first offset read
+    end_offsets: dict[str, dict[int, int]]  # topic -> partition -> last stable offset when looked up
+
+    @property
+    def span(self) -> int:
+        """Offsets between the start and the end seen at lookup (an upper bound on records read)."""
+        return sum(self.end_offsets[t][p] - o for t, parts in self.from_offsets.items() for p, o in parts.items())
+
+    def to_dict(self) -> dict:
+        return {"earliest_input_ms": self.earliest_input_ms, "since_ms": self.since_ms,
+                "clock_skew_margin_ms": self.margin_ms, "span": self.span,
+                "from_offsets": {t: {str(p): o for p, o in sorted(parts.items())}
+                                 for t, parts in self.from_offsets.items()}}
 
 
 @dataclass
 class WindowEvidence:
     window: Window
-    inputs: list[ConsumedRecord]  # input records in the window, read_committed
-    invoices: OutputSlice
-    shipments: OutputSlice
-    dead_letters: OutputSlice
+    inputs: object  # DataFrame: the window's input records, read_committed (Kafka source columns)
+    outputs: object  # DataFrame: attributed output rows, read_committed (see attributed_outputs)
+    inputs_per_partition: dict[int, int]
+    invoices: OutputCounts
+    shipments: OutputCounts
+    dead_letters: OutputCounts
     committed_offsets: dict[int, int | None]
+    output_read: OutputRead
+    aborted_visible: int = 0  # read_committed outputs whose source offset is no read_committed input
+    inputs_without_output: int = 0
+    dead_letters_by_reason: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
 
     @property
-    def outputs(self) -> tuple[OutputSlice, OutputSlice, OutputSlice]:
+    def committed_inputs(self) -> int:
+        return sum(self.inputs_per_partition.values())
+
+    @property
+    def by_topic(self) -> tuple[OutputCounts, OutputCounts, OutputCounts]:
         return (self.invoices, self.shipments, self.dead_letters)
 
-    def input_keys(self) -> set[tuple[int, int]]:
-        return {(r.partition, r.offset) for r in self.inputs}
+    def examples_of_aborted_visible(self, limit: int = EXAMPLE_LIMIT) -> list[dict]:
+        """Visible outputs whose source record is no read_committed input of the window."""
+        keys = _input_keys(self.inputs)
+        rows = (self.outputs.where("attributable").join(keys, ["source_partition", "source_offset"], "left_anti")
+                .select("topic", *LINEAGE_COLUMNS).limit(limit).collect())
+        return [r.asDict() for r in rows]
 
-    def aborted_visible(self) -> int:
-        """read_committed outputs whose source offset is no read_committed input record."""
-        keys = self.input_keys()
-        return sum(1 for s in self.outputs for src in s.sources if src not in keys)
-
-    def inputs_without_output(self) -> int:
-        covered = {src for s in self.outputs for src in s.sources}
-        return sum(1 for key in self.input_keys() if key not in covered)
-
-
-def _in_window(window: Window, partition: int, offset: int) -> bool:
-    rng = window.ranges.get(partition)
-    return rng is not None and rng.start <= offset < rng.end
-
-
-def _lineage(record: ConsumedRecord, input_topic: bytes) -> tuple[int, int] | None | bool:
-    """(partition, offset) of the source record; None if from another topic; False if unreadable."""
-    h = record.headers
-    if h.get("source_topic") != input_topic:
-        return None
-    try:
-        return int(h["source_partition"]), int(h["source_offset"])
-    except (KeyError, TypeError, ValueError):
-        return False
-
-
-def read_output(connection, topic: str, window: Window, timeout_s: float = 120.0) -> OutputSlice:
-    """An output topic's records attributed to the window (read_committed, then read_uncommitted)."""
-    input_topic = window.topic.encode()
-    out = OutputSlice(topic)
-    for rec in read_topic(connection, topic, isolation="read_committed", timeout_s=timeout_s):
-        src = _lineage(rec, input_topic)
-        if src is False:
-            out.unattributable += 1
-        elif src is not None and _in_window(window, *src):
-            out.records.append(rec)
-            out.sources.append(src)
-    # Read second: anything committed in between only makes this count larger, never smaller.
-    for rec in read_topic(connection, topic, isolation="read_uncommitted", timeout_s=timeout_s):
-        src = _lineage(rec, input_topic)
-        if src and _in_window(window, *src):
-            out.read_uncommitted += 1
-    return out
+    def examples_of_inputs_without_output(self, limit: int = EXAMPLE_LIMIT) -> list[dict]:
+        keys = self.outputs.where("attributable").select("source_partition", "source_offset")
+        rows = (_input_keys(self.inputs).join(keys, ["source_partition", "source_offset"], "left_anti")
+                .limit(limit).collect())
+        return [r.asDict() for r in rows]
 
 
 def committed_offsets(settings, window: Window) -> dict[int, int | None]:
@@ -121,45 +159,235 @@ def committed_offsets(settings, window: Window) -> dict[int, int | None]:
     return ClusterAdmin(settings.connection).committed_offsets(settings.group, window.topic, window.partitions)
 
 
-def read_inputs(connection, window: Window, timeout_s: float = 120.0) -> list[ConsumedRecord]:
-    """Input records inside the window, as a read_committed reader sees them."""
-    return [r for r in read_topic(connection, window.topic, isolation="read_committed", timeout_s=timeout_s)
-            if _in_window(window, r.partition, r.offset)]
-
-
-# -- Spark -------------------------------------------------------------------------
-
-
-def _records_table(records: list[ConsumedRecord], sources: list[tuple[int, int]]):
-    import pyarrow as pa
-
-    return pa.table({
-        "value": pa.array([r.value for r in records], pa.binary()),
-        "kafka_partition": pa.array([r.partition for r in records], pa.int32()),
-        "kafka_offset": pa.array([r.offset for r in records], pa.int64()),
-        "source_partition": pa.array([s[0] for s in sources], pa.int32()),
-        "source_offset": pa.array([s[1] for s in sources], pa.int64()),
-        "run_id": pa.array([_text(r.headers.get("run_id")) for r in records], pa.string()),
-    })
-
-
-def _text(value: bytes | None) -> str | None:
-    return value.decode("utf-8", "replace") if value is not None else None
+# -- reading -------------------------------------------------------------------------
 
 
 def _materialise(df):
-    """Compute once and cut the lineage, so that every expectation scans the result
-    instead of re-shipping the driver-side rows and re-parsing the JSON."""
+    """Compute once and cut the lineage, so that every later query scans the result
+    instead of reading Kafka and parsing the JSON again."""
     return df.localCheckpoint(eager=True)
 
 
-def invoices_frame(spark, invoices: OutputSlice):
+def _empty_kafka(spark):
+    return spark.createDataFrame([], KAFKA_SOURCE_DDL)
+
+
+def read_inputs(spark, settings, window: Window):
+    """The window's input records as a read_committed reader sees them (exactly its offset ranges)."""
+    if window.is_empty:
+        return _empty_kafka(spark).drop("headers")
+    return _materialise(read_window(spark, settings.pipeline(), window))
+
+
+def output_bound_ms(earliest_input_ms: int | None, margin_ms: int = CLOCK_SKEW_MARGIN_MS) -> int | None:
+    """The earliest output timestamp this window's outputs can carry (see the module docstring)."""
+    return None if earliest_input_ms is None else max(0, earliest_input_ms - margin_ms)
+
+
+def output_start_offsets(admin: ClusterAdmin, topics: tuple[str, ...], since_ms: int | None
+                         ) -> tuple[dict[str, dict[int, int]], dict[str, dict[int, int]]]:
+    """(first offset to read, last stable offset) per topic and partition.
+
+    The first offset is the first one whose timestamp is at or after ``since_ms``;
+    where there is none below the last stable offset (or nothing to read at all,
+    ``since_ms`` None), the last stable offset itself: no committed record can be
+    there, and read_uncommitted still sees anything newer up to the end.
+    """
+    starts: dict[str, dict[int, int]] = {}
+    ends: dict[str, dict[int, int]] = {}
+    for topic in topics:
+        parts = admin.partitions(topic)
+        ends[topic] = {p: o.last_stable for p, o in admin.offsets(topic, parts).items()}
+        found = admin.offsets_for_time(topic, parts, since_ms) if since_ms is not None else {}
+        starts[topic] = {p: min(ends[topic][p], found[p]) if found.get(p) is not None else ends[topic][p]
+                         for p in parts}
+    return starts, ends
+
+
+def read_outputs(spark, connection, starts: dict[str, dict[int, int]], isolation: str):
+    """The output topics from ``starts`` to the current end, with headers, at ``isolation``."""
+    return (
+        _kafka_reader(spark, connection).option("assign", json.dumps({t: sorted(parts) for t, parts in starts.items()}))
+        .option("startingOffsets", json.dumps({t: {str(p): o for p, o in parts.items()}
+                                               for t, parts in starts.items()}))
+        .option("endingOffsets", "latest")
+        .option("kafka.isolation.level", isolation)
+        .option("includeHeaders", "true")
+        .option("failOnDataLoss", "true")
+        .load()
+    )
+
+
+def _kafka_reader(spark, connection):
+    reader = spark.read.format("kafka")
+    for key, value in connection.spark_options().items():
+        reader = reader.option(key, value)
+    return reader
+
+
+def _header(name: str):
+    """A header's value as text: the last one of that name, as a client's dict of headers sees it."""
+    from pyspark.sql import functions as F
+
+    matching = F.filter("headers", lambda h: h["key"] == F.lit(name))
+    return F.try_element_at(matching, F.lit(-1))["value"].cast("string")
+
+
+def _in_window(window: Window, partition, offset):
+    from pyspark.sql import functions as F
+
+    ranges = [(partition == p) & (offset >= r.start) & (offset < r.end) for p, r in window.nonempty().items()]
+    return F.coalesce(reduce(lambda a, b: a | b, ranges), F.lit(False)) if ranges else F.lit(False)
+
+
+def attributed_outputs(raw, window: Window):
+    """Output rows whose ``source_topic`` is the window's input topic, with typed lineage columns.
+
+    ``attributable``: the partition/offset headers parse; ``in_window``: they
+    point into the window. Computed on the executors.
+    """
+    from pyspark.sql import functions as F
+
+    source_partition = _header("source_partition").try_cast("int")
+    source_offset = _header("source_offset").try_cast("bigint")
+    df = raw.where(_header("source_topic") == F.lit(window.topic)).select(
+        "topic", "value",
+        F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"),
+        source_partition.alias("source_partition"), source_offset.alias("source_offset"),
+        _header("run_id").alias("run_id"), _header("dlq_reason").alias("dlq_reason"),
+    )
+    attributable = F.col("source_partition").isNotNull() & F.col("source_offset").isNotNull()
+    return (df.withColumn("attributable", attributable)
+            .withColumn("in_window", attributable & _in_window(window, F.col("source_partition"),
+                                                               F.col("source_offset"))))
+
+
+def attributed_read(spark, connection, starts: dict[str, dict[int, int]], window: Window, isolation: str):
+    """:func:`read_outputs` with :func:`attributed_outputs` applied (lazy)."""
+    return attributed_outputs(read_outputs(spark, connection, starts, isolation), window)
+
+
+def window_outputs(spark, connection, starts: dict[str, dict[int, int]], window: Window):
+    """The read_committed output rows of the window, materialised; unattributable rows are kept too
+    (wherever their source is, so that they are counted), other windows' rows are not."""
+    rows = attributed_read(spark, connection, starts, window, "read_committed")
+    return _materialise(rows.where("in_window OR NOT attributable"))
+
+
+def topic_rows(outputs, topic: str):
+    """The attributed rows of one output topic in :func:`window_outputs` (Kafka columns plus lineage)."""
+    from pyspark.sql import functions as F
+
+    return outputs.where((F.col("topic") == topic) & F.col("attributable"))
+
+
+def _input_keys(inputs):
+    from pyspark.sql import functions as F
+
+    return inputs.select(F.col("partition").alias("source_partition"), F.col("offset").alias("source_offset"))
+
+
+# -- aggregates (all computed in Spark; the driver gets a few rows) -------------------
+
+
+def input_summary(inputs) -> tuple[dict[int, int], int | None]:
+    """(records per partition, earliest record time in ms or None)."""
+    from pyspark.sql import functions as F
+
+    rows = inputs.groupBy("partition").agg(F.count(F.lit(1)).alias("n"),
+                                           F.unix_millis(F.min("timestamp")).alias("earliest")).collect()
+    earliest = [r["earliest"] for r in rows if r["earliest"] is not None]
+    return {int(r["partition"]): int(r["n"]) for r in rows}, (min(earliest) if earliest else None)
+
+
+def earliest_uncommitted_ms(spark, connection, window: Window) -> int | None:
+    """Earliest record time in the window read_uncommitted: the bound when no input is committed
+    (an output of an aborted input must still be found)."""
+    from pyspark.sql import functions as F
+
+    if window.is_empty:
+        return None
+    df = (_kafka_reader(spark, connection)
+          .option("assign", json.dumps({window.topic: list(window.nonempty())}))
+          .option("startingOffsets", window.spark_starting_offsets())
+          .option("endingOffsets", window.spark_ending_offsets())
+          .option("kafka.isolation.level", "read_uncommitted")
+          .load())
+    return df.select(F.unix_millis(F.min("timestamp"))).first()[0]
+
+
+def output_counts(outputs, topics: dict[str, str], read_uncommitted: dict[str, int]) -> dict[str, OutputCounts]:
+    """Per output topic: committed count, unattributable, surplus, per source partition (from the
+    materialised read_committed ``outputs``), with the ``read_uncommitted`` counts.
+
+    ``topics`` maps a short name (invoices, ...) to the topic.
+    """
+    from pyspark.sql import functions as F
+
+    per_source = (outputs.groupBy("topic", "attributable", "source_partition", "source_offset")
+                  .agg(F.count(F.lit(1)).alias("n")))
+    rows = (per_source.groupBy("topic", "attributable", "source_partition")
+            .agg(F.sum("n").alias("records"), F.sum(F.col("n") - 1).alias("surplus")).collect())
+    out = {name: OutputCounts(topic, read_uncommitted=read_uncommitted.get(topic, 0))
+           for name, topic in topics.items()}
+    by_topic = {c.topic: c for c in out.values()}
+    for r in rows:
+        c = by_topic[r["topic"]]
+        if not r["attributable"]:
+            c.unattributable += int(r["records"])
+            continue
+        c.count += int(r["records"])
+        c.surplus += int(r["surplus"])
+        c.per_source_partition[int(r["source_partition"])] = int(r["records"])
+    return out
+
+
+def in_window_counts(attributed) -> dict[str, int]:
+    """Records per topic attributed to the window (e.g. of a read_uncommitted read)."""
+    return {r["topic"]: int(r["count"]) for r in attributed.where("in_window").groupBy("topic").count().collect()}
+
+
+def lineage_gaps(inputs, outputs) -> tuple[int, int]:
+    """(visible outputs whose source is no committed input, committed inputs without any output)."""
+    from pyspark.sql import functions as F
+
+    per_source = (outputs.where("attributable").groupBy("source_partition", "source_offset")
+                  .agg(F.count(F.lit(1)).alias("outputs")))
+    keys = _input_keys(inputs).withColumn("is_input", F.lit(True))
+    row = (keys.join(per_source, ["source_partition", "source_offset"], "full_outer")
+           .agg(F.sum(F.when(F.col("is_input").isNull(), F.col("outputs"))).alias("aborted_visible"),
+                F.count_if(F.col("outputs").isNull()).alias("inputs_without_output"))
+           .first())
+    return int(row["aborted_visible"] or 0), int(row["inputs_without_output"] or 0)
+
+
+def dead_letters_by_reason(dead_letters) -> dict[str, int]:
+    """Dead letters of the window per ``dlq_reason`` header (``"(none)"`` when it is missing)."""
+    rows = dead_letters.groupBy("dlq_reason").count().collect()
+    return {(r["dlq_reason"] if r["dlq_reason"] is not None else "(none)"): int(r["count"])
+            for r in sorted(rows, key=lambda r: (-r["count"], str(r["dlq_reason"])))}
+
+
+def classify_inputs(settings, inputs) -> tuple[int, int]:
+    """(valid, invalid) input records by the shop's own contract (its transform's validation)."""
+    from pyspark.sql import functions as F
+
+    out = settings.transform()(inputs)
+    invoices_topic = settings.topics.invoices
+    is_valid = F.exists("outputs", lambda o: o["topic"] == F.lit(invoices_topic))
+    row = out.select(F.count_if(is_valid).alias("valid"), F.count_if(~is_valid).alias("invalid")).first()
+    return int(row["valid"] or 0), int(row["invalid"] or 0)
+
+
+# -- typed frames for the suites -------------------------------------------------------
+
+
+def invoices_frame(invoice_rows):
     """Invoices of the window: the JSON fields typed, lineage columns, and ``total_matches``."""
     from pyspark.sql import functions as F
 
-    raw = spark.createDataFrame(_records_table(invoices.records, invoices.sources))
     j = F.from_json(F.col("value").cast("string"), INVOICE_JSON_DDL)
-    df = raw.select(j.alias("j"), "source_partition", "source_offset", "kafka_partition", "kafka_offset", "run_id")
+    df = invoice_rows.select(j.alias("j"), *LINEAGE_COLUMNS)
     quantity = F.col("j.quantity")
     exact_price = F.col("j.unit_price").try_cast(_EXACT_PRICE)
     exact_total = F.col("j.total").try_cast(_EXACT_TOTAL)
@@ -176,7 +404,7 @@ def invoices_frame(spark, invoices: OutputSlice):
         F.col("j.currency").alias("currency"),
         F.col("j.purchase_time").alias("purchase_time"),
         F.col("j.issued_at").alias("issued_at"),
-        "source_partition", "source_offset", "kafka_partition", "kafka_offset", "run_id",
+        *LINEAGE_COLUMNS,
         F.col("j.total").alias("total_text"),
         expected.cast("string").alias("expected_total_text"),
         F.coalesce(exact_total == expected, F.lit(False)).alias("total_matches"),
@@ -184,13 +412,11 @@ def invoices_frame(spark, invoices: OutputSlice):
     return _materialise(df)
 
 
-def shipments_frame(spark, shipments: OutputSlice):
+def shipments_frame(shipment_rows):
     from pyspark.sql import functions as F
 
-    raw = spark.createDataFrame(_records_table(shipments.records, shipments.sources))
     j = F.from_json(F.col("value").cast("string"), SHIPMENT_JSON_DDL)
-    df = raw.select(j.alias("j"), "source_partition", "source_offset", "kafka_partition", "kafka_offset", "run_id")
-    df = df.select(
+    df = shipment_rows.select(j.alias("j"), *LINEAGE_COLUMNS).select(
         F.col("j.shipment_id").alias("shipment_id"),
         F.col("j.invoice_id").alias("invoice_id"),
         F.col("j.purchase_id").alias("purchase_id"),
@@ -198,7 +424,7 @@ def shipments_frame(spark, shipments: OutputSlice):
         F.col("j.recipient_name").alias("recipient_name"),
         F.col("j.address").alias("address"),
         F.col("j.quantity").alias("quantity"),
-        "source_partition", "source_offset", "kafka_partition", "kafka_offset", "run_id",
+        *LINEAGE_COLUMNS,
     )
     return _materialise(df)
 
@@ -208,20 +434,20 @@ def pairing_frame(invoices_df, shipments_df):
 
     Columns ``invoice_without_shipment`` / ``shipment_without_invoice`` /
     ``pair_mismatch`` hold the offending id (null when fine), so the
-    expectations "to be null" report the unpaired ids themselves.
+    expectations "to be null" report the unpaired ids themselves. The lineage
+    columns are the invoice's, or the shipment's where there is no invoice.
     """
     from pyspark.sql import functions as F
 
     i = invoices_df.select(
         F.col("invoice_id").alias("i_invoice_id"), F.col("purchase_id").alias("i_purchase_id"),
-        F.col("quantity").alias("i_quantity"), F.col("source_partition").alias("i_source_partition"),
-        F.col("source_offset").alias("i_source_offset"), F.lit(True).alias("i_present"),
+        F.col("quantity").alias("i_quantity"), *(F.col(c).alias(f"i_{c}") for c in LINEAGE_COLUMNS),
+        F.lit(True).alias("i_present"),
     )
     s = shipments_df.select(
         F.col("shipment_id").alias("s_shipment_id"), F.col("invoice_id").alias("s_invoice_id"),
         F.col("purchase_id").alias("s_purchase_id"), F.col("quantity").alias("s_quantity"),
-        F.col("source_partition").alias("s_source_partition"), F.col("source_offset").alias("s_source_offset"),
-        F.lit(True).alias("s_present"),
+        *(F.col(c).alias(f"s_{c}") for c in LINEAGE_COLUMNS), F.lit(True).alias("s_present"),
     )
     j = i.join(s, i["i_invoice_id"] == s["s_invoice_id"], "full_outer")
 
@@ -247,30 +473,9 @@ def pairing_frame(invoices_df, shipments_df):
         F.when(has_s & ~has_i, F.coalesce("s_shipment_id", F.concat(F.lit("source "), source("s"))))
         .alias("shipment_without_invoice"),
         F.when(has_i & has_s & ~same, F.col("i_invoice_id")).alias("pair_mismatch"),
+        *(F.when(has_i, F.col(f"i_{c}")).otherwise(F.col(f"s_{c}")).alias(c) for c in LINEAGE_COLUMNS),
     )
     return _materialise(df)
-
-
-def classify_inputs(spark, settings, inputs: list[ConsumedRecord]) -> tuple[int, int]:
-    """(valid, invalid) input records by the shop's own contract (its transform's validation)."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-
-    if not inputs:
-        return 0, 0
-    table = pa.table({
-        "key": pa.array([r.key for r in inputs], pa.binary()),
-        "value": pa.array([r.value for r in inputs], pa.binary()),
-        "topic": pa.array([r.topic for r in inputs], pa.string()),
-        "partition": pa.array([r.partition for r in inputs], pa.int32()),
-        "offset": pa.array([r.offset for r in inputs], pa.int64()),
-        "timestamp": pa.nulls(len(inputs), pa.timestamp("us", tz="UTC")),
-    })
-    out = settings.transform()(spark.createDataFrame(table))
-    invoices_topic = settings.topics.invoices
-    is_valid = F.exists("outputs", lambda o: o["topic"] == F.lit(invoices_topic))
-    row = out.select(F.count_if(is_valid).alias("valid"), F.count_if(~is_valid).alias("invalid")).first()
-    return int(row["valid"]), int(row["invalid"])
 
 
 def examples_of_wrong_totals(invoices_df, limit: int = 3) -> list[dict]:

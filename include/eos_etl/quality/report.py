@@ -8,6 +8,7 @@ serialised (:meth:`QualityReport.to_dict`) and judged
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from ..engine.window import Window
@@ -55,6 +56,36 @@ class FailedExpectation:
 
     def __str__(self) -> str:
         return self.message
+
+
+@dataclass(frozen=True)
+class ExpectationOutcome:
+    """One expectation's result, passed or failed; failed ones with example rows and their lineage."""
+
+    suite: str
+    check: str
+    expectation_type: str
+    severity: str
+    success: bool
+    observed_value: object = None
+    unexpected_count: int | None = None
+    unexpected_percent: float | None = None
+    element_count: int | None = None
+    examples: tuple = ()  # up to five failing rows (dicts with source_partition, source_offset, run_id, ...)
+
+    def to_dict(self) -> dict:
+        return {
+            "suite": self.suite,
+            "check": self.check,
+            "expectation_type": self.expectation_type,
+            "severity": self.severity,
+            "success": self.success,
+            "observed_value": _jsonable(self.observed_value),
+            "unexpected_count": _jsonable(self.unexpected_count),
+            "unexpected_percent": _jsonable(self.unexpected_percent),
+            "element_count": _jsonable(self.element_count),
+            "examples": [_jsonable(e) for e in self.examples],
+        }
 
 
 @dataclass(frozen=True)
@@ -142,6 +173,26 @@ class PartitionOffsets:
                 "committed": self.committed}
 
 
+@dataclass(frozen=True)
+class PartitionCounts:
+    """One input partition of the window: its range, committed offset, inputs and outputs
+    (outputs counted by their lineage's source partition)."""
+
+    partition: int
+    window_start: int
+    window_end: int
+    committed_offset: int | None
+    inputs: int
+    invoices: int
+    shipments: int
+    dead_letters: int
+
+    def to_dict(self) -> dict:
+        return {"partition": self.partition, "window_start": self.window_start, "window_end": self.window_end,
+                "committed_offset": self.committed_offset, "inputs": self.inputs, "invoices": self.invoices,
+                "shipments": self.shipments, "dead_letters": self.dead_letters}
+
+
 @dataclass
 class QualityReport:
     run_id: str
@@ -155,6 +206,10 @@ class QualityReport:
     context_root: Path | None = None
     seconds: float = 0.0
     timings: dict[str, float] = field(default_factory=dict)
+    expectations: list[ExpectationOutcome] = field(default_factory=list)  # every expectation, passed too
+    dead_letters_by_reason: dict[str, int] = field(default_factory=dict)
+    per_partition: list[PartitionCounts] = field(default_factory=list)
+    output_read: dict = field(default_factory=dict)  # where the output topics were read from (the time bound)
 
     @property
     def critical_failures(self) -> list[FailedExpectation]:
@@ -182,6 +237,10 @@ class QualityReport:
             "context_root": str(self.context_root) if self.context_root else None,
             "seconds": self.seconds,
             "timings": dict(self.timings),
+            "expectations": [e.to_dict() for e in self.expectations],
+            "dead_letters_by_reason": dict(self.dead_letters_by_reason),
+            "per_partition": [p.to_dict() for p in self.per_partition],
+            "output_read": _jsonable(self.output_read),
         }
 
 
@@ -204,6 +263,8 @@ def _jsonable(value):
         return value
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
     if isinstance(value, (list, tuple, set)):
         return [_jsonable(v) for v in value]
     item = getattr(value, "item", None)  # numpy scalars (pandas-engine results)

@@ -1,9 +1,11 @@
 """Validate one pipeline run with Great Expectations 1.x.
 
-:func:`validate_run` reads what a ``read_committed`` reader sees for the
-run's window (records selected by lineage headers, see
-:mod:`eos_etl.quality.collect`), builds typed Spark DataFrames and runs four
-suites (:mod:`eos_etl.quality.suites`) through Checkpoints whose
+:func:`validate_run` reads, in Spark, what a ``read_committed`` reader sees
+for the run's window: the window's input offset ranges, and the output topics
+from the window's earliest input time (minus a clock-skew margin) on, records
+selected by lineage headers (see :mod:`eos_etl.quality.collect`). It builds
+typed Spark DataFrames and runs four suites (:mod:`eos_etl.quality.suites`)
+through Checkpoints whose
 ``UpdateDataDocsAction`` writes HTML Data Docs under ``context_root``. The
 Great Expectations project there is a file-mode context: suites, validation
 definitions, checkpoints and every validation result are kept, so Data Docs
@@ -22,11 +24,15 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from ..engine.window import Window
+from ..kafka.admin import ClusterAdmin
 from ..paths import safe_name
 from ..errors import ConfigurationError
 from . import collect as c
+from .examples import failing_rows
 from .report import (
+    ExpectationOutcome,
     FailedExpectation,
+    PartitionCounts,
     PartitionOffsets,
     QualityCounts,
     QualityError,
@@ -55,6 +61,7 @@ def validate_run(
     context_root: Path,
     committed_input_offsets: dict[int, int | None] | None = None,
     exact_offsets: bool = True,
+    clock_skew_margin_ms: int = c.CLOCK_SKEW_MARGIN_MS,
 ) -> QualityReport:
     """Validate what a read_committed reader sees for ``window``; never raises on bad data.
 
@@ -62,6 +69,8 @@ def validate_run(
     (partition -> offset) replaces reading the group's committed offsets from the
     cluster. With ``exact_offsets=False`` committed offsets at or past the window ends
     pass (validating an old window after later ones ran); by default they must equal them.
+    Output topics are read from the window's earliest input time minus
+    ``clock_skew_margin_ms`` on (see :mod:`eos_etl.quality.collect`).
     Use :func:`raise_for_failures` to turn critical failures into a :class:`QualityError`.
     """
     t0 = time.monotonic()
@@ -76,10 +85,10 @@ def validate_run(
     _quiet_great_expectations()
 
     evidence, (invoices_df, shipments_df, pairing_df), (valid, invalid) = _gather(
-        spark, settings, window, committed_input_offsets, timings)
+        spark, settings, window, committed_input_offsets, timings, clock_skew_margin_ms)
     offsets, mismatches = _offsets(window, evidence.committed_offsets, exact_offsets)
     counts = QualityCounts(
-        committed_inputs=len(evidence.inputs),
+        committed_inputs=evidence.committed_inputs,
         valid_inputs=valid,
         invalid_inputs=invalid,
         invoices=evidence.invoices.count,
@@ -88,9 +97,9 @@ def validate_run(
         invoices_read_uncommitted=evidence.invoices.read_uncommitted,
         shipments_read_uncommitted=evidence.shipments.read_uncommitted,
         dead_letters_read_uncommitted=evidence.dead_letters.read_uncommitted,
-        aborted_visible=evidence.aborted_visible(),
-        inputs_without_output=evidence.inputs_without_output(),
-        unattributable_outputs=sum(s.unattributable for s in evidence.outputs),
+        aborted_visible=evidence.aborted_visible,
+        inputs_without_output=evidence.inputs_without_output,
+        unattributable_outputs=sum(s.unattributable for s in evidence.by_topic),
     )
     recon = {
         "committed_inputs": counts.committed_inputs,
@@ -125,14 +134,17 @@ def validate_run(
     run_results, data_docs = _run_checkpoints(context_root, settings, specs, frames, run_id, timings)
     timings["great_expectations"] = round(time.monotonic() - t, 3)
 
+    t = time.monotonic()
     suites: dict[str, SuiteResult] = {}
     failures: list[FailedExpectation] = []
+    outcomes: list[ExpectationOutcome] = []
     for spec in specs:
         result, vr_id, docs_page = run_results[spec.name]
         failed = [r for r in result.results if not r.success]
         if any(_check_name(r) == "total_matches" for r in failed) and spec.name == "invoices":
             facts.wrong_totals = c.examples_of_wrong_totals(invoices_df)
         failures += [_failure(spec, r, facts) for r in failed]
+        outcomes += [_outcome(spec, r, frames[spec.name], evidence, mismatches) for r in result.results]
         stats = result.statistics or {}
         suites[spec.name] = SuiteResult(
             name=spec.name,
@@ -144,6 +156,7 @@ def validate_run(
             validation_result_id=vr_id,
             docs_page=docs_page,
         )
+    timings["examples"] = round(time.monotonic() - t, 3)
     report = QualityReport(
         run_id=run_id,
         window=window,
@@ -156,6 +169,10 @@ def validate_run(
         context_root=context_root,
         seconds=round(time.monotonic() - t0, 3),
         timings=timings,
+        expectations=outcomes,
+        dead_letters_by_reason=evidence.dead_letters_by_reason,
+        per_partition=_per_partition(evidence, offsets),
+        output_read=evidence.output_read.to_dict(),
     )
     log.info("data quality of run %s (%s): %s in %.1fs (%s); counts %s%s", run_id, window,
              "passed" if report.success else f"FAILED {len(report.critical_failures)} critical check(s)",
@@ -163,19 +180,13 @@ def validate_run(
     return report
 
 
-def _gather(spark, settings, window: Window, committed_input_offsets, timings: dict[str, float]):
-    """Read Kafka and build the DataFrames, overlapping the two.
-
-    The four topic reads run in threads (mostly waiting for the broker, and
-    holding the GIL only briefly); each Spark step starts as soon as the read it
-    needs is done, so the JVM works while Python still consumes.
-    """
+def _gather(spark, settings, window: Window, committed_input_offsets, timings: dict[str, float],
+            margin_ms: int):
+    """Read the window's inputs and the bounded part of the output topics in Spark, and
+    build the typed DataFrames and the aggregates the suites need."""
     from concurrent.futures import ThreadPoolExecutor
 
     t0 = time.monotonic()
-    if committed_input_offsets is None:
-        committed_input_offsets = c.committed_offsets(settings, window)
-    committed_input_offsets = {int(p): o for p, o in committed_input_offsets.items()}
 
     def timed(key: str, fn, *args):
         t1 = time.monotonic()
@@ -184,25 +195,60 @@ def _gather(spark, settings, window: Window, committed_input_offsets, timings: d
         finally:
             timings[key] = round(time.monotonic() - t1, 3)
 
-    conn, topics = settings.connection, settings.topics
-    with ThreadPoolExecutor(max_workers=7, thread_name_prefix="eos-etl-quality") as pool:
-        f_inputs = pool.submit(timed, "read_inputs", c.read_inputs, conn, window)
-        f_out = {name: pool.submit(timed, f"read_{name}", c.read_output, conn, topic, window)
-                 for name, topic in (("invoices", topics.invoices), ("shipments", topics.shipments),
-                                     ("dead_letters", topics.dead_letters))}
-        f_classify = pool.submit(lambda: timed("classify_inputs", c.classify_inputs, spark, settings,
-                                               f_inputs.result()))
-        f_inv = pool.submit(lambda: timed("frame_invoices", c.invoices_frame, spark, f_out["invoices"].result()))
-        f_shp = pool.submit(lambda: timed("frame_shipments", c.shipments_frame, spark, f_out["shipments"].result()))
-        evidence = c.WindowEvidence(window, f_inputs.result(), f_out["invoices"].result(),
-                                    f_out["shipments"].result(), f_out["dead_letters"].result(),
-                                    committed_offsets=committed_input_offsets)
-        timings["read_kafka"] = evidence.seconds = round(time.monotonic() - t0, 3)
-        invoices_df, shipments_df = f_inv.result(), f_shp.result()
+    if committed_input_offsets is None:
+        committed_input_offsets = timed("committed_offsets", c.committed_offsets, settings, window)
+    committed_input_offsets = {int(p): o for p, o in committed_input_offsets.items()}
+    topics = settings.topics
+    names = {"invoices": topics.invoices, "shipments": topics.shipments, "dead_letters": topics.dead_letters}
+
+    inputs = timed("read_inputs", c.read_inputs, spark, settings, window)
+    # Independent Spark jobs run side by side (Spark schedules concurrent jobs from threads),
+    # so that the executors stay busy while the driver waits for one job's end.
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="eos-etl-quality") as pool:
+        f_classify = pool.submit(timed, "classify_inputs", c.classify_inputs, settings, inputs)
+        per_partition, earliest = timed("summarise_inputs", c.input_summary, inputs)
+        if earliest is None and not window.is_empty:
+            earliest = timed("earliest_uncommitted", c.earliest_uncommitted_ms, spark, settings.connection, window)
+        since = c.output_bound_ms(earliest, margin_ms)
+        starts, ends = timed("output_offsets", c.output_start_offsets, ClusterAdmin(settings.connection),
+                             tuple(names.values()), since)
+        output_read = c.OutputRead(earliest, since, margin_ms, starts, ends)
+        outputs = timed("read_outputs", c.window_outputs, spark, settings.connection, starts, window)
+        # Read second: anything committed in between only makes this count larger, never smaller.
+        f_uncommitted = pool.submit(timed, "count_read_uncommitted", c.in_window_counts,
+                                    c.attributed_read(spark, settings.connection, starts, window, "read_uncommitted"))
+        f_gaps = pool.submit(timed, "lineage_gaps", c.lineage_gaps, inputs, outputs)
+        f_reasons = pool.submit(timed, "dead_letter_reasons", c.dead_letters_by_reason,
+                                c.topic_rows(outputs, topics.dead_letters))
+        f_shipments = pool.submit(timed, "frame_shipments", c.shipments_frame,
+                                  c.topic_rows(outputs, topics.shipments))
+        invoices_df = timed("frame_invoices", c.invoices_frame,
+                            c.topic_rows(outputs, topics.invoices))
+        shipments_df = f_shipments.result()
         pairing_df = timed("frame_pairing", c.pairing_frame, invoices_df, shipments_df)
+        per_topic = timed("count_outputs", c.output_counts, outputs, names, f_uncommitted.result())
+        aborted_visible, inputs_without_output = f_gaps.result()
+        evidence = c.WindowEvidence(
+            window, inputs, outputs, per_partition, per_topic["invoices"], per_topic["shipments"],
+            per_topic["dead_letters"], committed_offsets=committed_input_offsets, output_read=output_read,
+            aborted_visible=aborted_visible, inputs_without_output=inputs_without_output,
+            dead_letters_by_reason=f_reasons.result())
         classified = f_classify.result()
-    timings["kafka_and_spark"] = round(time.monotonic() - t0, 3)
+    timings["kafka_and_spark"] = evidence.seconds = round(time.monotonic() - t0, 3)
+    log.info("quality of %s: outputs read from %s (earliest input %s ms, margin %d ms), %d offsets",
+             window, output_read.from_offsets, earliest, margin_ms, output_read.span)
     return evidence, (invoices_df, shipments_df, pairing_df), classified
+
+
+def _per_partition(evidence: c.WindowEvidence, offsets: list[PartitionOffsets]) -> list[PartitionCounts]:
+    """Inputs and outputs per input partition (outputs counted by their source partition)."""
+    return [PartitionCounts(
+        partition=o.partition, window_start=o.window_start, window_end=o.window_end,
+        committed_offset=o.committed, inputs=evidence.inputs_per_partition.get(o.partition, 0),
+        invoices=evidence.invoices.per_source_partition.get(o.partition, 0),
+        shipments=evidence.shipments.per_source_partition.get(o.partition, 0),
+        dead_letters=evidence.dead_letters.per_source_partition.get(o.partition, 0),
+    ) for o in offsets]
 
 
 def _quiet_great_expectations() -> None:
@@ -388,3 +434,40 @@ def _failure(spec: SuiteSpec, result, facts: Facts) -> FailedExpectation:
         observed_value=details.get("observed_value"),
         examples=examples,
     )
+
+
+def _outcome(spec: SuiteSpec, result, frame, evidence: c.WindowEvidence,
+             mismatches: list[PartitionOffsets]) -> ExpectationOutcome:
+    """One expectation's result for the report; failed ones with up to five failing rows and their lineage."""
+    cfg = result.expectation_config
+    details = dict(result.result or {})
+    name = _check_name(result)
+    examples: list = []
+    if not result.success and not _exception_message(result.exception_info):
+        examples = _failing_examples(spec, name, cfg, frame, evidence, mismatches)
+    return ExpectationOutcome(
+        suite=spec.name,
+        check=name,
+        expectation_type=cfg.type,
+        severity=str(getattr(cfg.severity, "value", cfg.severity) or "critical"),
+        success=bool(result.success),
+        observed_value=details.get("observed_value"),
+        unexpected_count=details.get("unexpected_count"),
+        unexpected_percent=details.get("unexpected_percent"),
+        element_count=details.get("element_count"),
+        examples=tuple(examples),
+    )
+
+
+def _failing_examples(spec: SuiteSpec, name: str, cfg, frame, evidence: c.WindowEvidence,
+                      mismatches: list[PartitionOffsets]) -> list[dict]:
+    if spec.engine == "spark":
+        return failing_rows(frame, cfg.type, dict(cfg.kwargs))
+    # The one-row reconciliation table: the rows behind its counts.
+    if name == "no_aborted_visible":
+        return evidence.examples_of_aborted_visible()
+    if name == "no_inputs_without_output":
+        return evidence.examples_of_inputs_without_output()
+    if name == "committed_offsets_match_window":
+        return [m.to_dict() for m in mismatches[:c.EXAMPLE_LIMIT]]
+    return []
