@@ -1,53 +1,34 @@
-"""Airflow plugin: the pipeline's run reports inside the Airflow UI.
+"""Airflow plugin: the pipeline's run reports inside the Airflow UI, behind Airflow's login.
 
-Serves ``var/reports`` under ``/eos-etl`` (a FastAPI sub-app of the API
-server) and adds two UI entries: "Exactly-once reports" in the navigation
-(the index with the chart of recent runs) and a "Run report" tab on every
-DAG run of the shop DAGs.
+Mounts the reports app (``eos_etl.orchestration.reports_app``) under
+``/eos-etl`` of the API server and adds two UI entries: "Exactly-once
+reports" in the navigation and a "Run report" tab on every DAG run.
+
+Airflow does not authenticate plugin apps by itself, so every route carries
+Airflow 3's own FastAPI security dependencies: ``get_user`` (the JWT from the
+``Authorization: Bearer`` header, or the ``_token`` cookie the UI's login
+sets; none -> 401) and ``requires_access_dag("GET", DagAccessEntity.RUN)``
+(the configured auth manager's decision for the ``dag_id`` in the path;
+no -> 403). The index lists only DAGs the auth manager lets the user read.
 """
 
 from __future__ import annotations
 
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.core_api.security import get_user, requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
-from fastapi import FastAPI, HTTPException
-from fastapi.responses import FileResponse, HTMLResponse
 
-from eos_etl import paths
-
-app = FastAPI(title="eos-etl reports")
+from eos_etl.orchestration.reports_app import create_app
 
 
-def _reports():
-    return paths.var_dir() / "reports"
+def readable_dag_ids(user, dag_ids: set[str]) -> set[str]:
+    from airflow.api_fastapi.app import get_auth_manager
+
+    return get_auth_manager().filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method="GET")
 
 
-@app.get("/reports/", response_class=HTMLResponse)
-def index() -> str:
-    root = _reports()
-    dags = sorted(p.name for p in root.iterdir() if (p / "index.html").is_file()) if root.is_dir() else []
-    items = "".join(f"<li><a href='{d}/index.html'>{d}</a></li>" for d in dags) or "<li>no reports yet</li>"
-    return f"<!doctype html><html><body style='font-family:system-ui'><h1>Exactly-once pipeline reports</h1><ul>{items}</ul></body></html>"
-
-
-@app.get("/reports/{dag_id}/index.html")
-def dag_index(dag_id: str):
-    page = _reports() / paths.safe_name(dag_id) / "index.html"
-    if not page.is_file():
-        raise HTTPException(404, "no reports for this DAG yet")
-    return FileResponse(page)
-
-
-@app.get("/reports/{dag_id}/{run}/report.html")
-def run_report_file(dag_id: str, run: str):
-    return run_report(dag_id, run)
-
-
-@app.get("/runs/{dag_id}/{run_id}")
-def run_report(dag_id: str, run_id: str):
-    page = _reports() / paths.safe_name(dag_id) / paths.safe_name(run_id) / "report.html"
-    if not page.is_file():
-        raise HTTPException(404, "this run has no report (yet)")
-    return FileResponse(page)
+app = create_app(current_user=get_user, require_dag_read=requires_access_dag("GET", DagAccessEntity.RUN),
+                 readable_dag_ids=readable_dag_ids)
 
 
 class EosEtlReportsPlugin(AirflowPlugin):

@@ -9,6 +9,13 @@ Success, opens the pipeline's "Run report" tab and the "Exactly-once reports"
 nav entry, and checks in Kafka that nothing at all was published (not even an
 aborted attempt). Screenshots go to the test's tmp dir; the runs list is also
 saved as docs/screenshots/airflow-backfill.png for humans.
+
+The reports plugin test starts Airflow once over reports written by the
+project's own functions (with real Great Expectations Data Docs): no
+credential gets 401, a role-less login 403, the admin's browser session sees
+the run report, the Data Docs styled by the vendored Bootstrap and the trends
+chart drawn, and nothing is fetched from outside Airflow. With
+EOS_ETL_UPDATE_SCREENSHOTS set, docs/screenshots/reports-*.png are refreshed.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
+import sys
 import time
 import urllib.error
 from pathlib import Path
@@ -24,7 +33,8 @@ import pytest
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.shop.generator import generate
-from eos_etl.stack.airflow import database_busy
+from eos_etl.stack.airflow import AirflowStandalone, database_busy
+from eos_etl.stack.tools import free_port
 
 from .test_dag import _api, airflow_for
 
@@ -212,3 +222,152 @@ def test_backfill_started_in_the_ui_succeeds_and_publishes_nothing(shop_factory,
     after = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
     assert after == before  # not even an aborted attempt: nothing was published at all
     assert check_shop(shop).ok
+
+
+# -- the reports plugin behind Airflow's login -------------------------------------------------
+
+REPORT_SCREENSHOTS = {name: ROOT / "docs" / "screenshots" / f"{name}.png"
+                      for name in ("reports-run", "reports-data-docs", "reports-trends")}
+# A JWT for a user the Simple auth manager knows but gives no role: authenticated, allowed nothing.
+_ROLELESS_TOKEN = """
+from airflow.api_fastapi.app import create_auth_manager
+from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+print("TOKEN=" + create_auth_manager().generate_jwt(SimpleAuthManagerUser(username="nobody", role=None)))
+"""
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, dict, str]:
+    """GET without a proxy; (status, headers, body) for any status."""
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with opener.open(req, timeout=30) as resp:
+            return resp.status, dict(resp.headers), resp.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read().decode(errors="replace")
+
+
+def _write_reports(shop, spark, var) -> list[str]:
+    """Two runs' reports through the project's own functions, with real Great Expectations Data Docs."""
+    import json as _json
+
+    from eos_etl.orchestration.operators import run_dir
+    from eos_etl.orchestration.reports import build_report, write_run_report
+    from eos_etl.quality import validate_run
+    from eos_etl.shop.job import run_shop_window, summary_dict
+
+    generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1, seed=61)
+    window = shop.plan()
+    summary = run_shop_window(spark, shop, window)
+    quality = validate_run(spark, shop, window, run_id=summary.run_id, context_root=var / "gx")
+    quality_data = _json.loads(_json.dumps(quality.to_dict(), default=str))
+    run_ids = []
+    for hours_ago in (2, 1):
+        until = int((time.time() - hours_ago * 3600) * 1000)
+        run_id = f"scheduled__{time.strftime('%Y-%m-%dT%H:00:00+00:00', time.gmtime(until / 1000))}"
+        plan = {"window": window.to_dict(), "empty": False, "dry_run": False, "until_ms": until, "seconds": 0.4}
+        report = build_report(dag_id=DAG_ID, run_id=run_id, plan=plan, summary=summary_dict(shop, summary),
+                              quality=quality_data)
+        write_run_report(run_dir(DAG_ID, run_id), report)
+        run_ids.append(run_id)
+    return run_ids
+
+
+def test_reports_plugin_behind_the_airflow_login(shop_factory, spark, tmp_path, monkeypatch):
+    sync_playwright, expect = _playwright()
+    home = tmp_path / "af"
+    var = home / "var"
+    monkeypatch.setenv("EOS_ETL_VAR", str(var))  # run_dir() and validate write where the plugin reads
+    run_ids = _write_reports(shop_factory(partitions=2), spark, var)
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    af = AirflowStandalone(home=home, port=free_port(), worker_log_server_port=free_port(),
+                           trigger_log_server_port=free_port(), overrides={"EOS_ETL_VAR": str(var)})
+    af.start()
+    try:
+        run_url = f"{af.url}/eos-etl/runs/{DAG_ID}/{run_ids[-1]}"
+        # No credential: Airflow's get_user refuses; every route, static files too.
+        for url in (run_url, f"{af.url}/eos-etl/reports/", f"{af.url}/eos-etl/static/reports.css",
+                    f"{af.url}/eos-etl/data-docs/{DAG_ID}/index.html"):
+            status, headers, _ = _get(url)
+            assert status == 401, url
+            assert headers.get("content-security-policy", "").startswith("default-src 'self'"), url
+        # A valid login whose role may read nothing: requires_access_dag refuses, the index lists nothing.
+        proc = subprocess.run([sys.executable, "-c", _ROLELESS_TOKEN], env=af.env(), capture_output=True,
+                              text=True, timeout=120)
+        roleless = next((ln[6:] for ln in proc.stdout.splitlines() if ln.startswith("TOKEN=")), None)
+        assert roleless, proc.stdout + proc.stderr[-3000:]
+        assert _get(run_url, roleless)[0] == 403
+        assert _get(f"{af.url}/eos-etl/reports/{DAG_ID}/", roleless)[0] == 403
+        status, _, body = _get(f"{af.url}/eos-etl/reports/", roleless)
+        assert status == 200 and DAG_ID not in body and "no reports yet" in body
+        # The admin may: the happy path through the same dependencies.
+        status, headers, body = _get(run_url, af.api_token())
+        assert status == 200 and "verdict" in body and run_ids[-1] in body
+        assert "script-src 'self';" in headers["content-security-policy"]
+
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            try:
+                anonymous = browser.new_page()
+                assert anonymous.goto(run_url).status == 401
+
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.set_default_timeout(UI_TIMEOUT_MS)
+                expect.set_options(timeout=UI_TIMEOUT_MS)
+                requests, problems = [], []
+                try:
+                    page.goto(af.url)
+                    page.wait_for_url(re.compile(r"/auth/login"))
+                    user, password = af.login
+                    page.get_by_label("Username").fill(user)
+                    page.get_by_label("Password").fill(password)
+                    page.get_by_role("button", name="Sign in").click()
+                    page.wait_for_url(lambda url: "/auth/login" not in url)
+                    # From here on only the plugin's pages load: watch what they fetch and refuse.
+                    page.on("request", lambda r: requests.append(r.url))
+                    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+                    page.on("pageerror", lambda e: problems.append(str(e)))
+
+                    # The run report, at the URL the DAG run's "Run report" tab opens (the UI's cookie).
+                    page.goto(run_url)
+                    expect(page.get_by_test_id("verdict")).to_have_text("passed")
+                    expect(page.get_by_test_id("expectations")).to_contain_text("expect_")
+                    expect(page.get_by_test_id("dead-letter-chart")).to_be_visible()
+                    page.wait_for_function("() => !!Chart.getChart(document.getElementById('dead-letter-chart'))")
+                    page.screenshot(path=shots / "reports-run.png", full_page=True)
+
+                    # Data Docs, served by the plugin, styled by the vendored Bootstrap, its scripts running.
+                    page.get_by_test_id("data-docs-link").click()
+                    page.wait_for_url(re.compile(r"/eos-etl/data-docs/"))
+                    button = page.locator(".btn-primary").first
+                    expect(button).to_have_css("background-color", "rgb(0, 123, 255)")  # bootstrap 4 primary
+                    expect(page.locator("nav.navbar").first).to_have_css("display", "flex")
+                    expect(page.locator(".bootstrap-table").first).to_be_attached()  # jQuery + bootstrap-table ran
+                    page.screenshot(path=shots / "reports-data-docs.png", full_page=True)
+
+                    # Trends: the chart of recent runs is drawn.
+                    page.goto(f"{af.url}/eos-etl/reports/{DAG_ID}/")
+                    page.wait_for_function("() => { const c = Chart.getChart(document.getElementById('records-chart'));"
+                                           " return !!c && c.data.datasets[0].data.length === 2; }")
+                    drawn = page.evaluate("""() => { const c = document.getElementById('records-chart');
+                        const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+                        let n = 0; for (let i = 3; i < d.length; i += 4) { if (d[i]) n++; } return n; }""")
+                    assert drawn > 1000, drawn
+                    page.screenshot(path=shots / "reports-trends.png", full_page=True)
+                except Exception:
+                    page.screenshot(path=shots / "failure.png", full_page=True)
+                    print(f"browser screenshots (failure.png is the last page): {shots}")
+                    raise
+            finally:
+                browser.close()
+        # Nothing left the machine, and nothing was refused by a Content-Security-Policy.
+        assert requests and not [u for u in requests if not u.startswith((af.url, "data:", "blob:", "about:"))]
+        assert not [p for p in problems if "Content Security Policy" in p or "Refused" in p], problems
+        if os.environ.get("EOS_ETL_UPDATE_SCREENSHOTS"):
+            for name, target in REPORT_SCREENSHOTS.items():
+                shutil.copyfile(shots / f"{name}.png", target)
+    finally:
+        af.stop()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import Param, dag, get_current_context, task
@@ -50,6 +51,7 @@ def _plan(version: str | None) -> dict:
     from ..kafka.topics import ensure_topics
     from .settings import ShopDagConfig, get_kafka_connection
 
+    started = time.monotonic()
     ctx = get_current_context()
     params = ctx["params"]
     cfg = ShopDagConfig.load()
@@ -85,6 +87,7 @@ def _plan(version: str | None) -> dict:
         "version": version,
         "cli_args": cfg.cli_args(settings),
         "chunk_records": params.get("chunk_records") or cfg.chunk_records,
+        "seconds": round(time.monotonic() - started, 3),  # the plan phase, for the report's timings
     }
 
 
@@ -119,34 +122,21 @@ def _report(plan: dict | None) -> str:
     from airflow.exceptions import AirflowFailException
 
     from .reports import build_report, write_run_report
+    from .verdict import judge_run
 
     ctx = get_current_context()
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else None
     quality = json.loads((out / "quality.json").read_text()) if (out / "quality.json").is_file() else None
-    report = build_report(dag_id=ctx["dag"].dag_id, run_id=ctx["run_id"], window=(plan or {}).get("window", {}),
-                          summary=summary, quality=quality)
-    noop = bool(plan) and (plan["empty"] or plan["dry_run"])
-    if noop:
-        report["verdict"] = "dry run" if plan["dry_run"] else "no-op"
     # The report runs whatever happened upstream (trigger rule all_done), so it
-    # is also where an incomplete run is turned into a failed one: a missing
-    # plan, summary or validation means a task before it failed.
-    problem = None
-    if plan is None:
-        problem = "plan_window failed (see its log: broker, topics, credentials)"
-    elif not noop and summary is None:
-        problem = "run_window did not complete"
-    elif not noop and quality is None:
-        problem = "validate did not complete"
-    elif not noop and not quality.get("success"):
-        problem = "data quality checks failed: " + "; ".join(map(str, quality.get("failures", [])))[:2000]
-    if problem:
-        report["verdict"] = "failed"
+    # is also where an incomplete run is turned into a failed one (judge_run).
+    verdict = judge_run(plan, summary, quality)
+    report = build_report(dag_id=ctx["dag"].dag_id, run_id=ctx["run_id"], plan=plan, summary=summary,
+                          quality=quality, verdict=verdict, logical_date=ctx.get("logical_date"))
     page = write_run_report(out, report)
-    log.info("report: %s (verdict %s)", page, report["verdict"])
-    if problem:
-        raise AirflowFailException(f"{problem}; report: {page}")
+    log.info("report: %s (verdict %s)", page, verdict.status)
+    if verdict.failed:
+        raise AirflowFailException(f"{'; '.join(verdict.reasons)}; report: {page}")
     return str(page)
 
 

@@ -1,0 +1,141 @@
+"""The reports web app: run reports, trends and Data Docs behind Airflow's login.
+
+:func:`create_app` builds the FastAPI app the Airflow plugin mounts under
+``/eos-etl``. Authentication and authorisation are injected, not imported, so
+this module never imports Airflow (tests can build the app with stand-ins;
+the plugin passes Airflow's own security dependencies):
+
+* ``current_user`` - a FastAPI dependency returning the logged-in user or
+  raising 401 (Airflow: ``security.get_user``, JWT from the Authorization
+  header or the UI's ``_token`` cookie);
+* ``require_dag_read`` - a dependency raising 403 unless that user may read
+  the ``dag_id`` path parameter's runs (Airflow: ``requires_access_dag``);
+* ``readable_dag_ids(user, dag_ids)`` - the subset the user may read (the
+  index lists only those).
+
+Every response carries a Content-Security-Policy: self only, no inline
+script or style. Data Docs pages (GE's own HTML, with inline scripts and
+styles and Vega's compiled expressions) get a looser policy that is still
+self-only for every load: no page can pull anything from elsewhere.
+"""
+
+from __future__ import annotations
+
+import mimetypes
+from collections.abc import Callable
+from pathlib import Path
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
+
+from . import data_docs, reports
+from .report_pages import STATIC, RunLinks, dag_page_context, render, run_page_context, seg
+
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+       "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'")
+DATA_DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-eval'; "
+                 "style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; "
+                 "object-src 'none'; base-uri 'self'; form-action 'none'; frame-ancestors 'self'")
+
+
+def create_app(*, current_user: Callable, require_dag_read: Callable,
+               readable_dag_ids: Callable[[object, set[str]], set[str]]) -> FastAPI:
+    app = FastAPI(title="eos-etl reports", docs_url=None, redoc_url=None, openapi_url=None)
+    dag_read = [Depends(require_dag_read)]
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next):
+        response = await call_next(request)
+        response.headers.setdefault("Content-Security-Policy", CSP)
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Referrer-Policy"] = "same-origin"
+        response.headers["Cache-Control"] = "no-store"  # reports are per user's access: never cache them shared
+        return response
+
+    @app.get("/reports/", response_class=HTMLResponse)
+    def index(request: Request, user=Depends(current_user)) -> str:
+        base = _base(request)
+        dags = sorted(readable_dag_ids(user, set(reports.dags_with_reports())))
+        return render("reports_index.html", static=base + "static",
+                      dags=[{"dag_id": d, "url": f"{base}reports/{seg(d)}/"} for d in dags])
+
+    @app.get("/reports/{dag_id}", dependencies=dag_read)
+    def dag_redirect(dag_id: str):
+        return RedirectResponse(f"{seg(dag_id)}/", status_code=307)
+
+    @app.get("/reports/{dag_id}/", response_class=HTMLResponse, dependencies=dag_read)
+    @app.get("/reports/{dag_id}/index.html", response_class=HTMLResponse, dependencies=dag_read)
+    def dag_trends(request: Request, dag_id: str) -> str:
+        dag_dir = _dag_dir(dag_id)
+        runs = reports.recent_reports(dag_dir) if dag_dir else []
+        base = _base(request)
+        return render("dag_trends.html", **dag_page_context(
+            dag_id, runs, static=base + "static", index_url=base + "reports/", limit=reports.RECENT_RUNS,
+            run_url=lambda r: f"{base}runs/{seg(dag_id)}/{seg(r.get('run_id') or r['_dir'])}"))
+
+    # :path - a run id may hold a (percent-encoded) "/"; safe_name turns it into "_" like the writer did.
+    @app.get("/runs/{dag_id}/{run_id:path}", response_class=HTMLResponse, dependencies=dag_read)
+    def run_report(request: Request, dag_id: str, run_id: str) -> str:
+        return _run_page(dag_id, run_id, base=_base(request))
+
+    @app.get("/reports/{dag_id}/{run_id}/report.html", response_class=HTMLResponse, dependencies=dag_read)
+    def run_report_file(request: Request, dag_id: str, run_id: str) -> str:
+        return _run_page(dag_id, run_id, base=_base(request))
+
+    @app.get("/data-docs/{dag_id}/{page:path}", dependencies=dag_read)
+    def data_docs_page(request: Request, dag_id: str, page: str):
+        root = data_docs.site_root()
+        path = reports.file_inside(root, page)
+        if path is None:
+            raise HTTPException(404, "no such Data Docs page")
+        if not data_docs.page_allowed(page, _groups(dag_id)):
+            raise HTTPException(403, "this Data Docs page belongs to another pipeline")
+        if path.suffix != ".html":
+            return FileResponse(path, media_type=mimetypes.guess_type(path.name)[0])
+        base = _base(request)
+        html = data_docs.rewrite_cdn_urls(path.read_text(errors="replace"), vendor_url=base + "static/vendor",
+                                          site_url=base + f"data-docs/{seg(dag_id)}")
+        return HTMLResponse(html, headers={"Content-Security-Policy": DATA_DOCS_CSP})
+
+    @app.get("/static/{asset:path}", dependencies=[Depends(current_user)])
+    def static(asset: str):
+        path = reports.file_inside(STATIC, asset)
+        if path is None:
+            raise HTTPException(404, "no such file")
+        return FileResponse(path, media_type=mimetypes.guess_type(path.name)[0])
+
+    return app
+
+
+def _base(request: Request) -> str:
+    """The app's own path prefix (``/eos-etl/`` once mounted): links are same-origin paths, never
+    relative to a URL whose depth a percent-encoded "/" in a run id could change."""
+    return request.scope.get("root_path", "").rstrip("/") + "/"
+
+
+def _dag_dir(dag_id: str) -> Path | None:
+    path = reports.contained(reports.reports_root(), dag_id)
+    return path if path is not None and path.is_dir() else None
+
+
+def _groups(dag_id: str) -> set[str]:
+    """The pipeline groups this DAG's recent runs validated (their Data Docs pages are its own)."""
+    dag_dir = _dag_dir(dag_id)
+    return {r["window"]["group"] for r in (reports.recent_reports(dag_dir) if dag_dir else [])
+            if isinstance(r.get("window"), dict) and r["window"].get("group")}
+
+
+def _run_page(dag_id: str, run_id: str, *, base: str) -> str:
+    run_dir = reports.contained(reports.reports_root(), dag_id, run_id)
+    report = reports.read_report(run_dir) if run_dir else None
+    if report is None:
+        raise HTTPException(404, "this run has no report (yet)")
+    quality = report.get("quality") or {}
+    docs_base = f"{base}data-docs/{seg(dag_id)}/"
+    index_page = data_docs.relative_page(quality.get("data_docs_path"))
+    suites = [(name, data_docs.relative_page(s.get("docs_page")))
+              for name, s in sorted((quality.get("suites") or {}).items()) if isinstance(s, dict)]
+    links = RunLinks(all_runs=f"{base}reports/{seg(dag_id)}/",
+                     data_docs=docs_base + index_page if index_page else None,
+                     suite_docs=[(name, docs_base + page) for name, page in suites if page])
+    return render("run_report.html", **run_page_context(report, links, base + "static"))

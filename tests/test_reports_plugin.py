@@ -1,0 +1,344 @@
+"""The reports web app without Airflow: verdicts, pages, escaping, paths, CSP, Data Docs assets.
+
+The app is built with stand-ins for Airflow's security dependencies (a user
+from a test header, a per-user deny list), so these tests are fast and never
+import Airflow. The real dependencies (401 from Airflow's ``get_user``, 403
+from ``requires_access_dag`` for a logged-in user without a role, the happy
+path with a real login) are tested against a running Airflow in
+tests/test_ui_browser.py::test_reports_plugin_behind_the_airflow_login.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+from pathlib import Path
+
+import pytest
+from fastapi import Depends, HTTPException, Request
+from fastapi.testclient import TestClient
+
+from eos_etl.orchestration import data_docs, reports
+from eos_etl.orchestration.report_pages import STATIC
+from eos_etl.orchestration.reports_app import CSP, DATA_DOCS_CSP, create_app
+from eos_etl.orchestration.verdict import judge_run
+
+HOSTILE = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>']
+DAG = "shop_invoicing"
+OTHER_DAG = "shop_replay"
+
+
+def _user(request: Request) -> str:
+    name = request.headers.get("x-test-user")
+    if not name:
+        raise HTTPException(401, "Not authenticated")
+    return name
+
+
+DENIED = {"carol": {OTHER_DAG}}
+
+
+def _require_dag_read(request: Request, user: str = Depends(_user)) -> None:
+    if request.path_params.get("dag_id") in DENIED.get(user, set()):
+        raise HTTPException(403, "Forbidden")
+
+
+def _readable(user, dag_ids: set[str]) -> set[str]:
+    return {d for d in dag_ids if d not in DENIED.get(user, set())}
+
+
+@pytest.fixture
+def var(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("EOS_ETL_VAR", str(tmp_path / "var"))
+    return tmp_path / "var"
+
+
+@pytest.fixture
+def client(var) -> TestClient:
+    app = create_app(current_user=_user, require_dag_read=_require_dag_read, readable_dag_ids=_readable)
+    return TestClient(app, headers={"x-test-user": "alice"})
+
+
+def quality(group: str = "shop-invoicing", *, success: bool = True, docs: Path | None = None) -> dict:
+    """quality.json as QualityReport.to_dict writes it, with the per-expectation keys."""
+    failed = {
+        "suite": "invoices", "check": "invoice_id_unique", "expectation_type": "expect_column_values_to_be_unique",
+        "severity": "critical", "success": False, "observed_value": None, "unexpected_count": 2,
+        "unexpected_percent": 0.4, "element_count": 500,
+        "examples": [{"invoice_id": "inv_1", "source_partition": 1, "source_offset": 17, "run_id": "r-1"},
+                     {"invoice_id": "inv_1", "source_partition": 2, "source_offset": 3, "run_id": "r-1"}],
+    }
+    passed = {"suite": "reconciliation", "check": "total_matches", "expectation_type": "expect_column_values_to_be_between",
+              "severity": "critical", "success": True, "observed_value": 12345.5, "unexpected_count": 0,
+              "unexpected_percent": 0.0, "element_count": 1, "examples": []}
+    return {
+        "run_id": "r-1", "window": {"topic": "purchases", "group": group, "partitions": {"0": [0, 250], "1": [0, 250]}},
+        "success": success, "failures": [] if success else ["invoices: 2 duplicate invoice ids"],
+        "suites": {"invoices": {"name": "invoices", "success": success, "evaluated": 5, "successful": 5 if success else 4,
+                                "docs_page": str(docs.parent / "validations" / group / "invoices" / "p.html")
+                                if docs else None}},
+        "expectations": [passed] if success else [passed, failed],
+        "dead_letters_by_reason": {"negative_quantity": 7, "missing_field": 3},
+        "per_partition": [{"partition": 0, "window_start": 0, "window_end": 250, "committed_offset": 250,
+                           "inputs": 250, "invoices": 240, "shipments": 240, "dead_letters": 10}],
+        "counts": {}, "offsets": [], "data_docs_path": str(docs) if docs else None, "seconds": 4.2,
+        "timings": {"read": 1.5, "ge_invoices": 0.7},
+    }
+
+
+def summary() -> dict:
+    return {"run_id": "r-1", "records_read": 500, "records_published": 500, "records_skipped": 0, "invoices": 490,
+            "shipments": 490, "dead_letters": 10, "transactions": 4, "aborts": 1, "fenced_attempts": 1,
+            "seconds": 3.5, "partitions": [{"partition": 0, "transactional_id": "shop-0", "start": 0, "end": 250,
+                                            "committed_before": 0, "records_read": 250, "records_published": 250,
+                                            "records_skipped": 0, "transactions": 2, "aborts": 1, "seconds": 1.7}]}
+
+
+def plan(group: str = "shop-invoicing", *, until_ms: int | None = 1_795_000_000_000, **kw) -> dict:
+    return {"window": {"topic": "purchases", "group": group, "partitions": {"0": [0, 250], "1": [0, 250]}},
+            "empty": False, "dry_run": False, "until_ms": until_ms, "seconds": 0.8, **kw}
+
+
+def write(var: Path, dag_id: str, run_id: str, report: dict) -> Path:
+    return reports.write_run_report(var / "reports" / dag_id / reports.paths.safe_name(run_id), report)
+
+
+# -- the verdict -----------------------------------------------------------------------------
+
+
+def test_one_function_decides_every_verdict():
+    good, bad = {"success": True}, {"success": False, "failures": ["x failed"]}
+    assert judge_run(None, None, None).status == "failed"
+    assert judge_run(plan(dry_run=True), None, None).status == "dry run"
+    assert judge_run(plan(empty=True), None, None).status == "no-op"
+    assert judge_run(plan(), None, None).reasons == ["run_window did not complete"]
+    assert judge_run(plan(), summary(), None).reasons == ["validate did not complete"]
+    assert judge_run(plan(), summary(), None, require_validation=False).status == "not validated"
+    failed = judge_run(plan(), summary(), bad)
+    assert failed.failed and "x failed" in failed.reasons[0]
+    assert judge_run(plan(), summary(), good).status == "passed" and not judge_run(plan(), summary(), good).reasons
+
+
+def test_build_report_takes_the_verdict_and_window_end_from_the_plan():
+    r = reports.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(), quality=quality())
+    assert r["verdict"] == "passed" and r["window_end"] == {"time": "2026-11-18T11:06:40Z", "source": "until"}
+    assert (r["plan_seconds"], r["publish_seconds"], r["validate_seconds"]) == (0.8, 3.5, 4.2)
+    manual = reports.build_report(dag_id=DAG, run_id="m", plan=plan(until_ms=None), summary=None, quality=None)
+    assert manual["verdict"] == "failed" and manual["window_end"]["source"] == "generated_at"
+
+
+# -- pages -----------------------------------------------------------------------------------
+
+
+def test_run_report_shows_expectations_examples_partitions_and_timings(var, client):
+    report = reports.build_report(dag_id=DAG, run_id="scheduled__2026-11-23T12:00:00+00:00", plan=plan(),
+                                  summary=summary(), quality=quality(success=False))
+    write(var, DAG, report["run_id"], report)
+    resp = client.get(f"/runs/{DAG}/scheduled__2026-11-23T12:00:00+00:00")
+    assert resp.status_code == 200, resp.text
+    page = resp.text
+    assert 'data-testid="verdict">failed<' in page and "data quality checks failed" in page
+    assert "expect_column_values_to_be_unique" in page and "FAIL" in page and "0.4" in page
+    # failure examples lead with their lineage columns
+    examples = page[page.index("example-rows"):]
+    assert examples.index("source_partition") < examples.index("source_offset") < examples.index("invoice_id")
+    assert "<td>17</td>" in examples
+    assert "negative_quantity" in page and 'id="dead-letter-data"' in page
+    # committed before/after, read, published, skipped, committed inputs, invoices of partition 0
+    assert "<td>shop-0</td><td>[0, 250)</td><td>0</td><td>250</td><td>250</td><td>250</td><td>0</td><td>250</td><td>240</td>" in (
+        page.replace("\n", ""))
+    assert "fenced attempts<b>1</b>" in page and "transactions aborted<b>1</b>" in page
+    for phase in ("plan", "read + transform + publish", "validate"):
+        assert f"<td>{phase}" in page
+    assert not re.search(r"<script(?![^>]*(type=\"application/json\"|src=))", page)  # no inline script
+    assert " style=" not in page and "<style" not in page  # no inline style
+
+
+def test_an_old_report_without_the_new_keys_still_renders(var, client):
+    old = {"dag_id": DAG, "run_id": "old", "generated_at": "2026-11-01T00:00:00Z", "window": {},
+           "records_read": 5, "invoices": 5, "shipments": 5, "dead_letters": 0, "transactions": 1, "aborts": 0,
+           "publish_seconds": 1.0, "partitions": [], "verdict": "passed",
+           "quality": {"success": True, "failures": [], "data_docs_path": "/elsewhere/index.html"}}
+    run_dir = var / "reports" / DAG / "old"
+    run_dir.mkdir(parents=True)
+    (run_dir / "report.json").write_text(json.dumps(old))
+    page = client.get(f"/runs/{DAG}/old").text
+    assert "predates per-expectation results" in page and "not recorded in this report" in page
+    assert client.get(f"/reports/{DAG}/").status_code == 200
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_ids_and_values_from_reports_cannot_inject_markup(var, client, hostile):
+    q = quality(group=hostile, success=False)
+    q["failures"] = [hostile]
+    q["dead_letters_by_reason"] = {hostile: 1}
+    q["expectations"][1]["examples"][0]["invoice_id"] = hostile
+    s = summary()
+    s["partitions"][0]["transactional_id"] = hostile + "-0"  # the transactional-id prefix
+    report = reports.build_report(dag_id=DAG, run_id=hostile, plan=plan(group=hostile), summary=s, quality=q)
+    write(var, DAG, hostile, report)
+    # The run id travels percent-encoded in the URL, as the UI's tab sends it.
+    for url in (f"/runs/{DAG}/{reports_seg(hostile)}", f"/reports/{DAG}/", f"/reports/{DAG}/index.html"):
+        resp = client.get(url)
+        assert resp.status_code == 200, (url, resp.text)
+        assert hostile not in resp.text, url
+        assert "alert(1)" in resp.text  # it is there, escaped
+    assert hostile not in (var / "reports" / DAG / reports.paths.safe_name(hostile) / "report.html").read_text()
+    assert hostile not in (var / "reports" / DAG / "index.html").read_text()
+
+
+def reports_seg(text: str) -> str:
+    from eos_etl.orchestration.report_pages import seg
+
+    return seg(text)
+
+
+def test_trends_page_reads_a_bounded_number_of_reports_on_window_end_time(var, client, monkeypatch):
+    for i in range(5):
+        r = reports.build_report(dag_id=DAG, run_id=f"run-{i}", plan=plan(until_ms=1_795_000_000_000 + i * 3_600_000),
+                                 summary=summary(), quality=quality())
+        write(var, DAG, f"run-{i}", r)
+    opened = []
+    real = reports.read_report
+    monkeypatch.setattr(reports, "read_report", lambda d: opened.append(d.name) or real(d))
+    monkeypatch.setattr(reports, "RECENT_RUNS", 3)
+    assert [r["_dir"] for r in reports.recent_reports(var / "reports" / DAG, limit=3)] == ["run-2", "run-3", "run-4"]
+    assert len(opened) == 3
+    page = client.get(f"/reports/{DAG}/").text
+    data = json.loads(re.search(r'id="trend-data">(.*?)</script>', page, re.S).group(1))
+    assert [d["t"] for d in data] == sorted(d["t"] for d in data) and len(data) == 3
+    assert data[0]["window_end"] == "2026-11-18T13:06:40Z" and data[0]["dead_letter_rate"] == 2.0
+    assert data[0]["url"].startswith("/runs/shop_invoicing/run-")
+    assert "chart.js@4.6.1/dist/chart.umd.min.js" in page and "trends.js" in page
+
+
+# -- access ------------------------------------------------------------------------------------
+
+
+def test_every_route_needs_a_user_and_the_dag_needs_read_access(var, client):
+    for dag in (DAG, OTHER_DAG):
+        write(var, dag, "r-1", reports.build_report(dag_id=dag, run_id="r-1", plan=plan(), summary=summary(),
+                                                    quality=quality()))
+    urls = ["/reports/", f"/reports/{DAG}/", f"/runs/{DAG}/r-1", f"/reports/{DAG}/r-1/report.html",
+            f"/data-docs/{DAG}/index.html", "/static/reports.css"]
+    for url in urls:
+        assert client.get(url, headers={"x-test-user": ""}).status_code == 401, url
+    carol = {"x-test-user": "carol"}
+    for url in (f"/reports/{OTHER_DAG}/", f"/runs/{OTHER_DAG}/r-1", f"/data-docs/{OTHER_DAG}/index.html"):
+        assert client.get(url, headers=carol).status_code == 403, url
+    assert client.get(f"/runs/{DAG}/r-1", headers=carol).status_code == 200
+    index = client.get("/reports/", headers=carol).text
+    assert f">{DAG}<" in index and OTHER_DAG not in index
+    assert OTHER_DAG in client.get("/reports/").text  # alice may read both
+
+
+def test_every_response_carries_the_csp(var, client):
+    write(var, DAG, "r-1", reports.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(),
+                                                quality=quality()))
+    for url, status in [("/reports/", 200), (f"/runs/{DAG}/r-1", 200), ("/static/trends.js", 200),
+                        (f"/runs/{DAG}/nope", 404), ("/reports/", 401)]:
+        resp = client.get(url, headers={"x-test-user": ""} if status == 401 else {})
+        assert resp.status_code == status, url
+        assert resp.headers["content-security-policy"] == CSP, url
+        assert "'unsafe-inline'" not in resp.headers["content-security-policy"]
+    assert "script-src 'self'" in CSP and "https:" not in CSP + DATA_DOCS_CSP and "*" not in CSP + DATA_DOCS_CSP
+
+
+@pytest.mark.parametrize("url", [
+    "/runs/..%2F..%2F/x", "/runs/%2e%2e/%2e%2e", f"/runs/{DAG}/..", f"/runs/{DAG}/%2e%2e",
+    f"/data-docs/{DAG}/..%2F..%2F..%2Freports%2Fsecret.txt", f"/data-docs/{DAG}/%2e%2e/%2e%2e/secret.txt",
+    f"/data-docs/{DAG}//etc/passwd", f"/data-docs/{DAG}/%2Fetc%2Fpasswd", f"/data-docs/{DAG}/static/..%5c..%5csecret.txt",
+    "/static/..%2F..%2Fpaths.py", "/static/%2e%2e/orchestration/reports_app.py", "/static//etc/passwd",
+    "/static/%2Fetc%2Fpasswd", f"/reports/{DAG}/..%2F..%2Fsecret.txt/report.html",
+])
+def test_paths_cannot_leave_their_directory(var, client, url):
+    (var / "reports").mkdir(parents=True)
+    (var / "reports" / "secret.txt").write_text("secret")
+    (var / "secret.txt").write_text("secret")
+    site = data_docs.site_root()
+    site.mkdir(parents=True)
+    (site / "index.html").write_text("<html>docs</html>")
+    resp = client.get(url)
+    assert resp.status_code in (403, 404), (url, resp.status_code)
+    assert "secret" not in resp.text and "root:" not in resp.text and "import" not in resp.text
+
+
+def test_a_symlink_out_of_the_reports_tree_is_refused(var, client, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "report.json").write_text(json.dumps({"dag_id": DAG, "run_id": "x", "verdict": "passed"}))
+    (var / "reports" / DAG).mkdir(parents=True)
+    (var / "reports" / DAG / "evil").symlink_to(outside)
+    assert client.get(f"/runs/{DAG}/evil").status_code == 404
+
+
+# -- Data Docs ------------------------------------------------------------------------------------
+
+
+def _ge_template_urls() -> set[str]:
+    """Every CSS/JS CDN URL in the installed Great Expectations' Data Docs templates."""
+    spec = importlib.util.find_spec("great_expectations")
+    templates = Path(spec.origin).parent / "render" / "view" / "templates"
+    urls = set()
+    for f in templates.rglob("*"):
+        if f.is_file():
+            urls |= set(re.findall(r"(?:src|href)=\"(https://[^\"{]+)\"", f.read_text(errors="replace")))
+    return {u for u in urls if re.search(r"\.(css|js)$|/npm/vega", u)}
+
+
+def test_every_cdn_asset_of_ge_data_docs_is_vendored():
+    urls = _ge_template_urls()
+    assert len(urls) >= 12, urls  # the templates really were read
+    html = "".join(f'<link href="{u}"><script src="{u}"></script>' for u in sorted(urls))
+    rewritten = data_docs.rewrite_cdn_urls(html, vendor_url="/v", site_url="/s")
+    assert "https://" not in rewritten
+    for target in set(re.findall(r'(?:src|href)="/v/([^"]+)"', rewritten)):
+        assert (STATIC / "vendor" / target).is_file(), target
+    for package in {t.split("/dist/")[0].split("/build/")[0] for t in data_docs.CDN_TO_VENDOR.values()}:
+        licence = [p for p in (STATIC / "vendor" / package).iterdir() if p.name.lower().startswith("licen")]
+        manifest = json.loads((STATIC / "vendor" / package / "package.json").read_text())
+        assert licence or manifest.get("license"), package
+    assert (STATIC / "vendor" / "chart.js@4.6.1" / "dist" / "chart.umd.min.js").is_file()
+
+
+def test_data_docs_pages_are_served_rewritten_and_scoped_to_the_dags_groups(var, client):
+    site = data_docs.site_root()
+    page = site / "validations" / "shop-invoicing" / "invoices" / "p.html"
+    other = site / "validations" / "other-pipeline" / "invoices" / "p.html"
+    for f in (page, other, site / "index.html"):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text('<link href="https://maxcdn.bootstrapcdn.com/bootstrap/4.3.1/css/bootstrap.min.css">'
+                     '<img src="https://great-expectations-web-assets.s3.us-east-2.amazonaws.com/logo-long.png?d=1">'
+                     "<style>a{background: url('https://great-expectations-web-assets.s3.us-east-2.amazonaws.com/"
+                     "full_logo_dark.png') 0 0}</style>")
+    (site / "static" / "styles").mkdir(parents=True)
+    (site / "static" / "styles" / "x.css").write_text("body{}")
+    report = reports.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(),
+                                  quality=quality(docs=site / "index.html"))
+    write(var, DAG, "r-1", report)
+    run_page = client.get(f"/runs/{DAG}/r-1").text
+    assert 'href="/data-docs/shop_invoicing/index.html"' in run_page and "file://" not in run_page
+    assert 'href="/data-docs/shop_invoicing/validations/shop-invoicing/invoices/p.html"' in run_page
+    resp = client.get(f"/data-docs/{DAG}/validations/shop-invoicing/invoices/p.html")
+    assert resp.status_code == 200
+    assert 'href="/static/vendor/bootstrap@4.3.1/dist/css/bootstrap.min.css"' in resp.text
+    assert 'src="/data-docs/shop_invoicing/static/images/logo-long.png"' in resp.text
+    assert "https://" not in resp.text and resp.text.count("/data-docs/shop_invoicing/static/images/logo-long.png") == 2
+    assert resp.headers["content-security-policy"] == DATA_DOCS_CSP
+    assert client.get(f"/data-docs/{DAG}/static/styles/x.css").headers["content-type"].startswith("text/css")
+    assert client.get(f"/data-docs/{DAG}/validations/other-pipeline/invoices/p.html").status_code == 403
+
+
+def test_links_carry_the_mount_prefix_of_the_api_server(var):
+    from fastapi import FastAPI
+
+    write(var, DAG, "r-1", reports.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(),
+                                                quality=quality()))
+    server = FastAPI()
+    server.mount("/eos-etl", create_app(current_user=_user, require_dag_read=_require_dag_read,
+                                        readable_dag_ids=_readable))
+    client = TestClient(server, headers={"x-test-user": "alice"})
+    page = client.get(f"/eos-etl/runs/{DAG}/r-1").text
+    assert 'href="/eos-etl/static/reports.css"' in page and 'href="/eos-etl/reports/shop_invoicing/"' in page
+    assert client.get("/eos-etl/static/reports.css").status_code == 200
