@@ -95,13 +95,14 @@ def _validate(plan: dict) -> dict:
     from ..engine.window import Window
     from ..quality.validation import validate_run
     from ..stack.spark import spark_session
-    from .settings import ShopDagConfig, get_kafka_connection
+    from .settings import ShopDagConfig, get_kafka_connection, validation_spark_master
 
     ctx = get_current_context()
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
     (out / "quality.json").unlink(missing_ok=True)  # never let a previous attempt's verdict stand
     settings = ShopDagConfig.load().settings(get_kafka_connection(), version=plan["version"])
-    spark = spark_session("eos-etl-validate", master="local[2]")
+    # On the run's own Spark cluster when there is one: validation reads and aggregates in Spark.
+    spark = spark_session("eos-etl-validate", master=validation_spark_master())
     try:
         report = validate_run(spark, settings, Window.from_dict(plan["window"]), run_id=ctx["run_id"],
                               context_root=paths.var_dir() / "gx")

@@ -59,6 +59,18 @@ def get_kafka_connection(conn_id: str = KAFKA_CONN_ID) -> KafkaConnection:
     return kafka_connection_from_airflow(BaseHook.get_connection(conn_id))
 
 
+def validation_spark_master(conn_id: str = SPARK_CONN_ID) -> str:
+    """Where the validate task runs Spark: the Spark connection's cluster (host[:port], as
+    SparkSubmitHook resolves it), or two local cores when that connection is a local master."""
+    from airflow.sdk import BaseHook
+
+    conn = BaseHook.get_connection(conn_id)
+    master = conn.host or "local"
+    if master.startswith("local"):
+        return "local[2]"  # the task's own process: leave the worker's other cores alone
+    return f"{master}:{conn.port}" if conn.port else master
+
+
 @dataclass(frozen=True)
 class ShopDagConfig:
     topics: ShopTopics
