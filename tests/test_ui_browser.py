@@ -91,6 +91,17 @@ def _wait_for_backfill(af, token: str, backfill_id: int, expected_runs: int) -> 
     return runs, backfill
 
 
+def _log_in(page, af) -> None:
+    """Log in through the Simple auth manager's form."""
+    page.goto(af.url)
+    page.wait_for_url(re.compile(r"/auth/login"))
+    user, password = af.login
+    page.get_by_label("Username").fill(user)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(lambda url: "/auth/login" not in url)
+
+
 def _pick_datetime(page, index: int, epoch_s: float) -> None:
     """Fill the Airflow 3 date-time popover (UTC) behind the index-th date field of the dialog."""
     page.get_by_test_id("datetime-input").nth(index).click()
@@ -126,14 +137,7 @@ def test_backfill_started_in_the_ui_succeeds_and_publishes_nothing(shop_factory,
             page.set_default_timeout(UI_TIMEOUT_MS)
             expect.set_options(timeout=UI_TIMEOUT_MS)
             try:
-                # Log in through the Simple auth manager's form.
-                page.goto(af.url)
-                page.wait_for_url(re.compile(r"/auth/login"))
-                user, password = af.login
-                page.get_by_label("Username").fill(user)
-                page.get_by_label("Password").fill(password)
-                page.get_by_role("button", name="Sign in").click()
-                page.wait_for_url(lambda url: "/auth/login" not in url)
+                _log_in(page, af)
 
                 # The DAG page; its Trigger dialog has a Backfill mode.
                 page.goto(f"{af.url}/dags/{DAG_ID}")
@@ -319,13 +323,7 @@ def test_reports_plugin_behind_the_airflow_login(shop_factory, spark, tmp_path, 
                 expect.set_options(timeout=UI_TIMEOUT_MS)
                 requests, problems = [], []
                 try:
-                    page.goto(af.url)
-                    page.wait_for_url(re.compile(r"/auth/login"))
-                    user, password = af.login
-                    page.get_by_label("Username").fill(user)
-                    page.get_by_label("Password").fill(password)
-                    page.get_by_role("button", name="Sign in").click()
-                    page.wait_for_url(lambda url: "/auth/login" not in url)
+                    _log_in(page, af)
                     # From here on only the plugin's pages load: watch what they fetch and refuse.
                     page.on("request", lambda r: requests.append(r.url))
                     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
