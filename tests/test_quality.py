@@ -262,6 +262,15 @@ def test_outputs_are_read_from_the_window_time_bound_on(spark, shop_factory, tmp
     assert all(o == 0 for o in wide.output_read["from_offsets"][shop.topics.invoices].values())
 
 
+def test_missing_required_names_each_null_field_and_is_null_when_all_are_set(spark):
+    from eos_etl.quality.collect import with_missing_required
+
+    df = spark.createDataFrame([("a", 1, "EUR"), (None, 2, "EUR"), (None, None, None)],
+                               "invoice_id string, quantity int, currency string")
+    rows = with_missing_required(df, ("invoice_id", "quantity", "currency")).select("missing_required").collect()
+    assert [r[0] for r in rows] == [None, "invoice_id", "invoice_id,quantity,currency"]
+
+
 def test_failing_rows_are_the_rows_each_expectation_counts_with_their_lineage(spark):
     from eos_etl.quality.examples import failing_rows
 

@@ -56,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--validation-sizes", type=_ints, default=[100_000],
                    help="validation-scaling: window sizes for validate vs run_window and driver RSS "
                         "(default 100000; e.g. 100000,1000000)")
+    p.add_argument("--validation-ge-history", type=int, default=2_000,
+                   help="validation-scaling: earlier GE validation results per suite seeded before the "
+                        "second history figure (default 2000, about three months of an hourly DAG)")
     p.add_argument("--validation-margin-ms", type=int, default=None,
                    help="validation-scaling: clock-skew margin of the output read (default: the module's, 5 min)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one repetition: a smoke run")
@@ -65,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.quick:
         args.validation_window_records, args.validation_history = 500, 3
-        args.validation_sizes = [5_000]
+        args.validation_sizes, args.validation_ge_history = [5_000], 50
         args.records, args.repeats, args.sample, args.max_transactions = 2_000, 1, 50, 20
         args.sizes, args.partition_counts, args.txn_sizes = [1_000, 2_000], [1, args.partitions], [1, 100, 1_000]
     return args
@@ -76,7 +79,7 @@ def _validation_scaling(args: argparse.Namespace) -> int:
 
     opts = ScalingOptions(window_records=args.validation_window_records, history=args.validation_history,
                           sizes=args.validation_sizes, partitions=args.partitions, out=args.out,
-                          repeats=max(1, min(args.repeats, 2)))
+                          repeats=max(1, min(args.repeats, 2)), ge_history=args.validation_ge_history)
     if args.validation_margin_ms is not None:
         opts.margin_ms = args.validation_margin_ms
     data = run(opts)

@@ -75,6 +75,9 @@ KAFKA_SOURCE_DDL = (
 # Exact arithmetic: wide enough that quantity x unit_price never rounds.
 _EXACT_PRICE = "decimal(26,8)"
 _EXACT_TOTAL = "decimal(38,8)"
+# Fields every invoice / shipment must have (checked as one column, ``missing_required``).
+INVOICE_REQUIRED = ("invoice_id", "purchase_id", "quantity", "unit_price", "total", "currency")
+SHIPMENT_REQUIRED = ("shipment_id", "invoice_id", "purchase_id", "quantity")
 # Lineage of an output row: where its input was, which run wrote it, where it is.
 LINEAGE_COLUMNS = ("source_partition", "source_offset", "run_id", "kafka_partition", "kafka_offset")
 
@@ -218,9 +221,19 @@ def read_outputs(spark, connection, starts: dict[str, dict[int, int]], isolation
     )
 
 
+#: Consumer settings of validation's reads. It reads whole ranges start to end, so bigger
+#: fetches and polls than the client defaults (1 MiB per partition, 500 records a poll)
+#: cut the round trips; measured about 20% faster on 195k outputs.
+READ_FETCH_OPTIONS = {
+    "kafka.max.partition.fetch.bytes": str(16 << 20),
+    "kafka.fetch.max.bytes": str(64 << 20),
+    "kafka.max.poll.records": "10000",
+}
+
+
 def _kafka_reader(spark, connection):
     reader = spark.read.format("kafka")
-    for key, value in connection.spark_options().items():
+    for key, value in {**READ_FETCH_OPTIONS, **connection.spark_options()}.items():
         reader = reader.option(key, value)
     return reader
 
@@ -369,17 +382,27 @@ def dead_letters_by_reason(dead_letters) -> dict[str, int]:
 
 
 def classify_inputs(settings, inputs) -> tuple[int, int]:
-    """(valid, invalid) input records by the shop's own contract (its transform's validation)."""
+    """(valid, invalid) input records by the shop's own contract (the check its transform routes on;
+    no output is rendered)."""
     from pyspark.sql import functions as F
 
-    out = settings.transform()(inputs)
-    invoices_topic = settings.topics.invoices
-    is_valid = F.exists("outputs", lambda o: o["topic"] == F.lit(invoices_topic))
-    row = out.select(F.count_if(is_valid).alias("valid"), F.count_if(~is_valid).alias("invalid")).first()
+    is_valid = F.col("_reason").isNull()
+    row = settings.reject_reasons()(inputs).select(F.count_if(is_valid).alias("valid"),
+                                                   F.count_if(~is_valid).alias("invalid")).first()
     return int(row["valid"] or 0), int(row["invalid"] or 0)
 
 
 # -- typed frames for the suites -------------------------------------------------------
+
+
+def with_missing_required(df, columns):
+    """``df`` plus ``missing_required``: the names of ``columns`` that are null, comma-separated,
+    or null when all are set. One column-map expectation checks them all, instead of one
+    per column (each costs GE several Spark jobs)."""
+    from pyspark.sql import functions as F
+
+    names = F.concat_ws(",", *[F.when(F.col(c).isNull(), F.lit(c)) for c in columns])
+    return df.withColumn("missing_required", F.nullif(names, F.lit("")))
 
 
 def invoices_frame(invoice_rows):
@@ -409,7 +432,7 @@ def invoices_frame(invoice_rows):
         expected.cast("string").alias("expected_total_text"),
         F.coalesce(exact_total == expected, F.lit(False)).alias("total_matches"),
     )
-    return _materialise(df)
+    return _materialise(with_missing_required(df, INVOICE_REQUIRED))
 
 
 def shipments_frame(shipment_rows):
@@ -426,7 +449,7 @@ def shipments_frame(shipment_rows):
         F.col("j.quantity").alias("quantity"),
         *LINEAGE_COLUMNS,
     )
-    return _materialise(df)
+    return _materialise(with_missing_required(df, SHIPMENT_REQUIRED))
 
 
 def pairing_frame(invoices_df, shipments_df):

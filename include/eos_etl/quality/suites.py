@@ -3,7 +3,7 @@
 Four suites, each run by its own Checkpoint on its own DataFrame:
 
 * ``invoices``: the contract of an invoice (columns and types, required
-  fields, quantity > 0, total = quantity x unit_price exactly, unique
+  fields (one check over all of them), quantity > 0, total = quantity x unit_price exactly, unique
   invoice_id, one invoice per source record, ISO currency code);
 * ``shipments``: required ids, unique shipment_id, one shipment per source
   record, quantity > 0;
@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
+
+from .collect import INVOICE_REQUIRED, SHIPMENT_REQUIRED
 
 CRITICAL = "critical"
 CURRENCY_REGEX = r"^[A-Z]{3}$"
@@ -186,19 +188,24 @@ def _columns(columns) -> list[Check]:
     return checks
 
 
-def _not_null(noun: str, columns) -> list[Check]:
+def _required(noun: str, columns) -> list[Check]:
+    """Every one of ``columns`` is set: one expectation on the frame's ``missing_required``
+    column (see :func:`eos_etl.quality.collect.with_missing_required`); its unexpected values
+    name the missing fields."""
     import great_expectations.expectations as gxe
 
-    return [Check(f"{c}_not_null", gxe.ExpectColumnValuesToNotBeNull(column=c), rows(noun, f"with null {c}",
-                                                                                   examples=False))
-            for c in columns]
+    return [Check("required_fields_present",
+                  gxe.ExpectColumnValuesToBeNull(
+                      column="missing_required",
+                      description=f"{', '.join(columns)} are set; unexpected values name the missing fields"),
+                  rows(noun, "missing required field(s)"))]
 
 
 def invoices_suite() -> SuiteSpec:
     import great_expectations.expectations as gxe
 
     checks = _columns(INVOICE_COLUMNS)
-    checks += _not_null("invoice", ("invoice_id", "purchase_id", "quantity", "unit_price", "total", "currency"))
+    checks += _required("invoice", INVOICE_REQUIRED)
     checks += [
         Check("quantity_positive",
               gxe.ExpectColumnValuesToBeBetween(column="quantity", min_value=0, strict_min=True,
@@ -226,7 +233,7 @@ def shipments_suite() -> SuiteSpec:
     import great_expectations.expectations as gxe
 
     checks = _columns(SHIPMENT_COLUMNS)
-    checks += _not_null("shipment", ("shipment_id", "invoice_id", "purchase_id", "quantity"))
+    checks += _required("shipment", SHIPMENT_REQUIRED)
     checks += [
         Check("shipment_id_unique", gxe.ExpectColumnValuesToBeUnique(column="shipment_id"),
               rows("shipment", "share a shipment_id with another shipment")),

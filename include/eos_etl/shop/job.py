@@ -13,7 +13,7 @@ from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
 from .schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
-from .transform import purchases_to_outputs
+from .transform import purchases_to_outputs, with_reject_reason
 
 DEFAULT_GROUP = "shop-invoicing"
 DEFAULT_TRANSACTIONAL_ID_PREFIX = "shop-invoicing"
@@ -39,6 +39,10 @@ class ShopSettings:
 
     def transform(self):
         return functools.partial(purchases_to_outputs, topics=self.topics, max_payload_bytes=self.max_payload_bytes)
+
+    def reject_reasons(self):
+        """Kafka source rows -> the same rows with ``_reason`` (null: a valid purchase)."""
+        return functools.partial(with_reject_reason, max_payload_bytes=self.max_payload_bytes)
 
     def plan(self, **kwargs) -> Window:
         pipeline = self.pipeline()

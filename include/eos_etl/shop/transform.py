@@ -52,21 +52,28 @@ def _first_failure(checks: list[tuple[Column, str, str]]) -> tuple[Column, Colum
     return reason, field
 
 
-def purchases_to_outputs(
-    df: DataFrame, topics: ShopTopics = ShopTopics(), max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-) -> DataFrame:
-    """Engine transform: Kafka source rows -> (partition, offset, outputs)."""
+def _field(name: str) -> Column:
+    """A field of the parsed purchase (``_raw``)."""
+    return F.col("_raw").getItem(name)
+
+
+def _address_field(name: str) -> Column:
+    """A field of the parsed shipping address (``_addr``)."""
+    return F.col("_addr").getItem(name)
+
+
+def with_reject_reason(df: DataFrame, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> DataFrame:
+    """Kafka source rows with the purchase contract applied: ``_reason`` and ``_bad_field`` are
+    null for a valid purchase, else the first failing check's reason code and field. ``_raw``
+    and ``_addr`` are the parsed value and shipping address.
+
+    The one definition of a valid purchase: the transform routes on it, and validation counts
+    the window's valid inputs with it (without rendering any output).
+    """
     raw = F.from_json(F.col("value").cast("string"), "map<string,string>")
     df = df.withColumn("_raw", raw)
-
-    def field(name: str) -> Column:
-        return F.col("_raw").getItem(name)
-
-    address = F.from_json(field("shipping_address"), "map<string,string>")
-    df = df.withColumn("_addr", address)
-
-    def addr(name: str) -> Column:
-        return F.col("_addr").getItem(name)
+    df = df.withColumn("_addr", F.from_json(_field("shipping_address"), "map<string,string>"))
+    field, addr = _field, _address_field
 
     def blank(c: Column) -> Column:
         return c.isNull() | (F.trim(c) == "")
@@ -92,7 +99,15 @@ def purchases_to_outputs(
         (~field("currency").rlike(_CURRENCY_PATTERN), "invalid_currency", "currency"),
     ]
     reason, bad_field = _first_failure(checks)
-    df = df.withColumn("_reason", reason).withColumn("_bad_field", bad_field)
+    return df.withColumn("_reason", reason).withColumn("_bad_field", bad_field)
+
+
+def purchases_to_outputs(
+    df: DataFrame, topics: ShopTopics = ShopTopics(), max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+) -> DataFrame:
+    """Engine transform: Kafka source rows -> (partition, offset, outputs)."""
+    df = with_reject_reason(df, max_payload_bytes)
+    field, addr = _field, _address_field
 
     # Valid rows only below this point are meaningful; invalid rows compute
     # nulls that are never used (the dead-letter branch is taken instead).
