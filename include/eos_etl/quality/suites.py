@@ -188,24 +188,24 @@ def _columns(columns) -> list[Check]:
     return checks
 
 
-def _required(noun: str, columns) -> list[Check]:
+def _required(noun: str, columns) -> Check:
     """Every one of ``columns`` is set: one expectation on the frame's ``missing_required``
     column (see :func:`eos_etl.quality.collect.with_missing_required`); its unexpected values
     name the missing fields."""
     import great_expectations.expectations as gxe
 
-    return [Check("required_fields_present",
-                  gxe.ExpectColumnValuesToBeNull(
-                      column="missing_required",
-                      description=f"{', '.join(columns)} are set; unexpected values name the missing fields"),
-                  rows(noun, "missing required field(s)"))]
+    return Check("required_fields_present",
+                 gxe.ExpectColumnValuesToBeNull(
+                     column="missing_required",
+                     description=f"{', '.join(columns)} are set; unexpected values name the missing fields"),
+                 rows(noun, "missing required field(s)"))
 
 
 def invoices_suite() -> SuiteSpec:
     import great_expectations.expectations as gxe
 
     checks = _columns(INVOICE_COLUMNS)
-    checks += _required("invoice", INVOICE_REQUIRED)
+    checks.append(_required("invoice", INVOICE_REQUIRED))
     checks += [
         Check("quantity_positive",
               gxe.ExpectColumnValuesToBeBetween(column="quantity", min_value=0, strict_min=True,
@@ -233,7 +233,7 @@ def shipments_suite() -> SuiteSpec:
     import great_expectations.expectations as gxe
 
     checks = _columns(SHIPMENT_COLUMNS)
-    checks += _required("shipment", SHIPMENT_REQUIRED)
+    checks.append(_required("shipment", SHIPMENT_REQUIRED))
     checks += [
         Check("shipment_id_unique", gxe.ExpectColumnValuesToBeUnique(column="shipment_id"),
               rows("shipment", "share a shipment_id with another shipment")),
