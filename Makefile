@@ -1,5 +1,7 @@
 # The two commands a newcomer needs:  make demo   and   make test
 PY := .venv/bin/python
+# pytest-xdist workers for `make test` (CI has 2 cores; each worker starts its own broker and Spark session)
+TEST_WORKERS ?= 2
 
 .PHONY: setup demo test test-fast soak soak-cluster bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster
 
@@ -12,7 +14,7 @@ demo: setup
 
 ## The whole test suite against a real Kafka broker, Spark and Airflow.
 test: setup
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"

@@ -136,6 +136,21 @@ def read_all(
 
 
 
+# -- scheduling over pytest-xdist workers (`make test` runs two) ----------------------------------
+# Session fixtures are per worker: tests on the three-node Kafka cluster or the Spark
+# standalone cluster share one xdist group, so only one worker ever starts those clusters.
+SHARED_CLUSTER_FIXTURES = {"kafka_cluster", "healthy_cluster", "spark_cluster"}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if SHARED_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("shared-clusters"))
+    # Long tests first, so the last minutes are not one worker finishing a long test alone.
+    # A stable sort: every worker collects the same order, as xdist requires.
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _logging() -> None:
     logging_setup.configure("INFO")
