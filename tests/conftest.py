@@ -9,6 +9,7 @@ never see each other's data.
 from __future__ import annotations
 
 import os
+import secrets
 import time
 import uuid
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from eos_etl import logging_setup
+from eos_etl.kafka.acls import grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import KafkaSetupError
@@ -28,7 +30,10 @@ from eos_etl.stack.spark_cluster import SparkStandalone
 from eos_etl.stack.tools import free_port
 
 SASL_USER = "etl"
-SASL_PASSWORD = "etl-test-secret"
+SASL_PASSWORD = secrets.token_urlsafe(18)  # per test process; never written down
+# A second SCRAM user with no ACLs of its own: what another tenant of the cluster can do.
+OTHER_USER = "intruder"
+OTHER_PASSWORD = secrets.token_urlsafe(18)
 
 
 # -- shared helpers (import them from here: `from .conftest import unique, read_all`) ------------
@@ -161,7 +166,7 @@ def kafka_broker(tmp_path_factory) -> Iterator[KafkaCluster]:
     broker = KafkaCluster(
         home=tmp_path_factory.mktemp("kafka"),
         port=free_port(),
-        sasl_users={SASL_USER: SASL_PASSWORD},
+        sasl_users={SASL_USER: SASL_PASSWORD, OTHER_USER: OTHER_PASSWORD},
     )
     broker.start()
     yield broker
@@ -215,13 +220,15 @@ def connection(kafka_broker: KafkaCluster) -> KafkaConnection:
 
 @pytest.fixture(scope="session")
 def sasl_connection(kafka_broker: KafkaCluster) -> KafkaConnection:
-    return KafkaConnection(
-        kafka_broker.sasl_bootstrap_servers,
-        security_protocol="SASL_PLAINTEXT",
-        sasl_mechanism="PLAIN",
-        sasl_username=SASL_USER,
-        sasl_password=SASL_PASSWORD,
-    )
+    """The pipeline's principal over SASL_SSL (SCRAM-SHA-512, the broker verified against its CA).
+    It has no ACLs until a test grants them (``shop_factory(conn=...)`` grants the shop's)."""
+    return scram_connection(kafka_broker, SASL_USER, SASL_PASSWORD)
+
+
+def scram_connection(broker: KafkaCluster, user: str, password: str) -> KafkaConnection:
+    return KafkaConnection(broker.sasl_bootstrap_servers, security_protocol="SASL_SSL",
+                           sasl_mechanism="SCRAM-SHA-512", sasl_username=user, sasl_password=password,
+                           ssl_ca_location=str(broker.ca_file))
 
 
 @pytest.fixture(scope="session")
@@ -243,9 +250,13 @@ def topic_factory(admin: ClusterAdmin):
 
 @pytest.fixture
 def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
-    """make_shop(partitions=3) -> ShopSettings with fresh topics, group and transactional-id prefix."""
+    """make_shop(partitions=3) -> ShopSettings with fresh topics, group and transactional-id prefix.
 
-    def make_shop(partitions: int = 3, *, conn: KafkaConnection | None = None, **kwargs) -> ShopSettings:
+    With a SASL ``conn``, its principal is granted the ``roles``' ACLs on the new shop (through
+    the super-user's loopback connection, as ``python -m eos_etl acl grant`` does)."""
+
+    def make_shop(partitions: int = 3, *, conn: KafkaConnection | None = None,
+                  roles: tuple[str, ...] = ("pipeline", "validator"), **kwargs) -> ShopSettings:
         tag = uuid.uuid4().hex[:10]
         topics = ShopTopics(
             purchases=f"purchases-{tag}",
@@ -254,13 +265,17 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
             dead_letters=f"purchases-{tag}.dlq",
         )
         ensure_topics(admin, topics.specs(partitions))
-        return ShopSettings(
+        shop = ShopSettings(
             connection=conn or connection,
             topics=topics,
             group=f"shop-{tag}",
             transactional_id_prefix=f"shop-{tag}",
             **kwargs,
         )
+        if shop.connection.sasl_username:
+            resources = shop.pipeline().resources()
+            grant(connection, shop.connection.sasl_username, [g for r in roles for g in resources.grants(r)])
+        return shop
 
     return make_shop
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,7 +14,7 @@ from eos_etl.checker import check_shop, read_topic
 from eos_etl.shop.generator import generate
 from eos_etl.stack.tools import free_port
 
-from .conftest import SASL_PASSWORD, SASL_USER
+from .conftest import SASL_PASSWORD
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -79,22 +80,28 @@ def test_a_malformed_spark_conf_is_one_clear_error_and_moves_nothing(shop_factor
     assert_untouched(shop, admin)
 
 
-def test_wrong_credentials_fail_fast(shop_factory, admin, kafka_broker):
+def sasl_args(conn) -> list[str]:
+    """The connection flags of a SASL_SSL connection (the password goes through the environment)."""
+    return ["--bootstrap-servers", conn.bootstrap_servers, "--security-protocol", conn.security_protocol,
+            "--sasl-mechanism", conn.sasl_mechanism, "--sasl-username", conn.sasl_username,
+            "--ssl-ca-location", conn.ssl_ca_location]
+
+
+def test_wrong_credentials_fail_fast(shop_factory, admin, sasl_connection):
     shop = shop_factory(partitions=1)
-    res = cli("plan-window", "--bootstrap-servers", kafka_broker.sasl_bootstrap_servers,
-              "--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN", "--sasl-username", SASL_USER,
-              *shop_args(shop), env={"EOS_ETL_KAFKA_PASSWORD": "wrong-password"}, timeout=120)
+    res = cli("plan-window", *sasl_args(sasl_connection), *shop_args(shop),
+              env={"EOS_ETL_KAFKA_PASSWORD": "wrong-password"}, timeout=120)
     assert res.returncode == 2
     assert "rejected the credentials" in res.stderr and "wrong-password" not in res.stderr + res.stdout
     assert_untouched(shop, admin)
 
 
 @pytest.mark.spark
-def test_plan_then_run_window_over_sasl_prints_json_summary(shop_factory, sasl_connection, tmp_path):
-    shop = shop_factory(partitions=2, conn=sasl_connection)
-    stats = generate(sasl_connection, shop.topics.purchases, 500, invalid_share=0.1, seed=21)
-    sasl = ["--bootstrap-servers", sasl_connection.bootstrap_servers, "--security-protocol", "SASL_PLAINTEXT",
-            "--sasl-mechanism", "PLAIN", "--sasl-username", SASL_USER]
+def test_plan_then_run_window_over_sasl_prints_json_summary(shop_factory, sasl_connection, connection, tmp_path):
+    """Over SASL_SSL with SCRAM, as a principal holding only the pipeline role's ACLs: that is enough."""
+    shop = shop_factory(partitions=2, conn=sasl_connection, roles=("pipeline",))
+    stats = generate(connection, shop.topics.purchases, 500, invalid_share=0.1, seed=21)  # the shop's own writer
+    sasl = sasl_args(sasl_connection)
     env = {"EOS_ETL_KAFKA_PASSWORD": SASL_PASSWORD}
     plan = cli("plan-window", *sasl, *shop_args(shop), "--compact", env=env)
     assert plan.returncode == 0, plan.stderr
@@ -112,7 +119,7 @@ def test_plan_then_run_window_over_sasl_prints_json_summary(shop_factory, sasl_c
         500, stats.valid, stats.valid, invalid)
     assert summary["transactions"] >= 5 and summary["window"] == window and summary["run_id"] == "cli-run-1"
     assert SASL_PASSWORD not in run.stderr + run.stdout  # never logged
-    report = check_shop(shop, expected_ends={int(p): se[1] for p, se in window["partitions"].items()})
+    report = check_shop(dataclasses.replace(shop, connection=connection), expected_ends={int(p): se[1] for p, se in window["partitions"].items()})
     assert report.ok, report.to_dict()
 
     again = cli("run-window", *sasl, *shop_args(shop), "--compact", env=env)

@@ -18,6 +18,7 @@ import pytest
 from confluent_kafka import Producer
 
 from eos_etl.checker import check_shop, read_topic
+from eos_etl.kafka.acls import grant
 from eos_etl.shop.generator import generate
 from eos_etl.stack.airflow import AirflowStandalone
 from eos_etl.stack.tools import free_port
@@ -36,7 +37,18 @@ def shop_variable(shop) -> str:
                        "chunk_records": 200})
 
 
+def grant_roles(shop, replay_version: str | None = None) -> None:
+    """Give the Airflow connection's principal the pipeline and validator ACLs on ``shop`` (or on
+    its replay under ``replay_version``), through the shop's super-user connection."""
+    settings = shop.replay(replay_version) if replay_version else shop
+    resources = settings.pipeline().resources()
+    grant(shop.connection, SASL_USER, [*resources.grants("pipeline"), *resources.grants("validator")])
+
+
 def airflow_for(shop, home: Path, kafka_broker, **kw) -> AirflowStandalone:
+    """Airflow whose Kafka connection is SASL_SSL/SCRAM as a principal holding only the
+    pipeline and validator ACLs on ``shop``."""
+    grant_roles(shop)
     return AirflowStandalone(
         home=home,
         port=free_port(),
@@ -46,7 +58,8 @@ def airflow_for(shop, home: Path, kafka_broker, **kw) -> AirflowStandalone:
             "spark_default": {"conn_type": "spark", "host": "local[2,4]"},
             "kafka_purchases": {"conn_type": "generic", "host": kafka_broker.sasl_bootstrap_servers,
                                 "login": SASL_USER, "password": SASL_PASSWORD,
-                                "extra": {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN"}},
+                                "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+                                          "ssl_ca_location": str(kafka_broker.ca_file)}},
         },
         variables={"eos_etl_shop": shop_variable(shop)},
         overrides={"EOS_ETL_VAR": str(home / "var"), "EOS_ETL_SPARK_DRIVER_MEMORY": "1g"},
@@ -167,6 +180,7 @@ def test_replay_writes_a_new_version_exactly_once(shop_factory, kafka_broker, sp
     run_shop_window(spark, shop, shop.plan())  # the live pipeline already published everything
     live = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
     af = airflow_for(shop, tmp_path / "af", kafka_broker)
+    grant_roles(shop, replay_version="v2")
     assert af.airflow_cmd("db", "migrate", timeout=300).returncode == 0
 
     state, _, out = dag_test(af, "shop_invoicing_replay", {"version": "v2"})

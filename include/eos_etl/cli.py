@@ -36,6 +36,8 @@ def _add_connection(p: argparse.ArgumentParser) -> None:
     g.add_argument("--sasl-username", default=os.environ.get("EOS_ETL_KAFKA_USERNAME"))
     g.add_argument("--sasl-password-file", type=Path,
                    help="file holding the SASL password (default: $EOS_ETL_KAFKA_PASSWORD)")
+    g.add_argument("--ssl-ca-location", default=os.environ.get("EOS_ETL_KAFKA_SSL_CA_LOCATION"),
+                   help="PEM file of the CA the brokers' certificates are verified against (SSL, SASL_SSL)")
     g.add_argument("--connection-json-env", metavar="VAR",
                    help="read the whole connection as JSON from this environment variable (used by the DAG)")
 
@@ -59,6 +61,7 @@ def connection_from_args(args):
         sasl_mechanism=args.sasl_mechanism,
         sasl_username=args.sasl_username,
         sasl_password=password,
+        ssl_ca_location=args.ssl_ca_location,
     )
 
 
@@ -296,6 +299,19 @@ def _spark_conf_from_args(args) -> dict[str, str]:
         raise ConfigurationError(str(exc)) from exc
 
 
+def cmd_acl(args) -> int:
+    from .kafka.acls import grant, principal_name
+
+    settings = shop_settings_from_args(args)
+    if args.replay_version:
+        settings = settings.replay(args.replay_version)
+    grants = list(dict.fromkeys(g for role in args.role for g in settings.pipeline().resources().grants(role)))
+    grant(connection_from_args(args), args.principal, grants)
+    for g in grants:
+        print(f"granted {principal_name(args.principal)}: {g}")
+    return 0
+
+
 def cmd_transactions(args) -> int:
     from .kafka.transactions import inspect_pipeline
 
@@ -467,6 +483,18 @@ def build_parser() -> argparse.ArgumentParser:
     _add_shop(p)
     p.add_argument("--expected-ends", help='JSON {"partition": end_offset} the committed offsets must equal')
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("acl", help="grant a principal exactly the ACLs a pipeline role needs, and print them")
+    p.add_argument("action", choices=["grant"])
+    p.add_argument("--principal", required=True, help="the SASL user (or User:<name>) to grant to")
+    p.add_argument("--role", action="append", choices=["pipeline", "validator"], required=True,
+                   help="pipeline: plan and run windows; validator: data-quality validation (repeatable)")
+    p.add_argument("--replay-version", metavar="VERSION",
+                   help="grant on the resources of a replay under this output version instead (its topics "
+                        "<topic>.VERSION, group and transactional ids)")
+    _add_connection(p)
+    _add_shop(p)
+    p.set_defaults(func=cmd_acl)
 
     p = sub.add_parser("transactions", help="the pipeline's transactional ids, their state, stuck output partitions")
     _add_connection(p)

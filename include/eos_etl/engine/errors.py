@@ -22,6 +22,10 @@ class ProducerFencedError(PublishError):
     """Another attempt with the same transactional.id took over; this attempt must stop."""
 
 
+class TransactionalIdNotAuthorizedError(PublishError):
+    """The principal has no Write ACL on the pipeline's transactional id."""
+
+
 class TransformContractError(EngineError):
     """The transform's output does not have the columns the engine publishes."""
 

@@ -77,8 +77,20 @@ class PipelineConfig:
             return self.transaction_timeout_ms / 1000 + 30
         return self.stall_timeout_s
 
+    @property
+    def transactional_id_stem(self) -> str:
+        """What every transactional id of this pipeline starts with (its prefixed ACL's name)."""
+        return f"{self.transactional_id_prefix}-{self.input_topic}-"
+
     def transactional_id(self, partition: int) -> str:
-        return f"{self.transactional_id_prefix}-{self.input_topic}-{partition}"
+        return f"{self.transactional_id_stem}{partition}"
+
+    def resources(self):
+        """The Kafka resources this pipeline uses, for its ACLs (:mod:`eos_etl.kafka.acls`)."""
+        from ..kafka.acls import PipelineResources
+
+        return PipelineResources(self.input_topic, tuple(self.output_topics), self.group,
+                                 self.transactional_id_stem)
 
     def producer_settings(self, partition: int) -> dict:
         conf = dict(DEFAULT_PRODUCER_CONFIG)

@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, nullcontext
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..kafka.produce import produce_waiting
-from .errors import ProducerFencedError, PublishError
+from .errors import ProducerFencedError, PublishError, TransactionalIdNotAuthorizedError
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +33,6 @@ _FENCED_CODES = {
     KafkaError._FENCED,
     KafkaError.PRODUCER_FENCED,
     KafkaError.INVALID_PRODUCER_EPOCH,
-    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
 }
 
 # The leader has fewer in-sync replicas than the topic's min.insync.replicas: an
@@ -96,6 +95,11 @@ class TransactionalProducer:
                     return fn(*args)
             except KafkaException as exc:
                 err: KafkaError = exc.args[0]
+                if err.code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+                    self.close()
+                    raise TransactionalIdNotAuthorizedError(
+                        f"{what}: the principal may not use transactional.id {self.transactional_id} (no Write "
+                        "ACL on it); grant the pipeline's ACLs with `python -m eos_etl acl grant`") from exc
                 if err.code() in _FENCED_CODES or err.fatal():
                     self.close()
                     cls = ProducerFencedError if err.code() in _FENCED_CODES else PublishError

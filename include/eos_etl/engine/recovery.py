@@ -13,7 +13,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from ..kafka.retry import START_PHASE_DEADLINE_S
-from .errors import ProducerFencedError, PublishError
+from .errors import ProducerFencedError, PublishError, TransactionalIdNotAuthorizedError
 from .pipeline import PipelineConfig
 from .producer import TransactionalProducer
 
@@ -39,7 +39,7 @@ def fence_transactional_ids(config: PipelineConfig, partitions: list[int]) -> No
         try:
             producer.init_transactions()
             log.info("fenced %s (open transaction aborted, zombies fenced)", tid)
-        except ProducerFencedError:
+        except (ProducerFencedError, TransactionalIdNotAuthorizedError):
             raise
         except PublishError as exc:
             raise PublishError(f"cannot take over {tid} before planning (no transaction coordinator completed "
@@ -49,3 +49,24 @@ def fence_transactional_ids(config: PipelineConfig, partitions: list[int]) -> No
 
     with ThreadPoolExecutor(max_workers=min(8, max(1, len(partitions)))) as pool:
         list(pool.map(fence, partitions))
+
+
+#: The transactional id (under the pipeline's stem, never a partition's) that proves the ACL.
+PROBE_SUFFIX = "acl-probe"
+
+
+def prove_transactional_id_access(config: PipelineConfig) -> None:
+    """init_transactions once with ``<stem>acl-probe``: raises
+    :class:`TransactionalIdNotAuthorizedError` when the principal has no Write on the
+    pipeline's transactional ids, before anything is read or published.
+
+    The probe never uses a partition's id, so it fences no running attempt (a dry run
+    or a second run planning alongside a live one must not abort its transactions).
+    """
+    settings = {**config.producer_settings(0), "transactional.id": config.transactional_id_stem + PROBE_SUFFIX}
+    producer = TransactionalProducer(settings, retry_deadline_s=min(config.retry_deadline_s, START_PHASE_DEADLINE_S),
+                                     op_timeout_s=_INIT_ATTEMPT_S)
+    try:
+        producer.init_transactions()
+    finally:
+        producer.close()

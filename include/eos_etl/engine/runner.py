@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..kafka.admin import ClusterAdmin
-from ..kafka.errors import AuthenticationError, BrokerUnreachableError
+from ..kafka.errors import AuthenticationError, AuthorizationError, BrokerUnreachableError
 from .errors import ProducerFencedError, TransformContractError
 from .pipeline import PipelineConfig
 from .publisher import PartitionPublisher, PartitionResult
@@ -88,6 +88,30 @@ class RunSummary:
         }
 
 
+def require_grants(config: PipelineConfig) -> None:
+    """Fail, naming every missing permission, when the principal lacks an ACL the run needs on
+    its topics or group (the transactional ids are proven by planning's init_transactions)."""
+    from confluent_kafka import KafkaException
+
+    from ..kafka.acls import missing_grants
+
+    try:
+        missing = missing_grants(config.connection, config.resources().needed_to_run())
+    except KafkaException as exc:
+        # Only the check failed (a leader moving, say); the run's own requests still fail clearly.
+        log.warning("could not check the principal's ACLs up front: %s", exc.args[0].str())
+        return
+    if missing:
+        user = config.connection.sasl_username or "ANONYMOUS"
+        raise AuthorizationError(
+            f"user {user!r} lacks {'; '.join(map(str, missing))}: nothing was read or published; grant the "
+            f"pipeline's ACLs with `python -m eos_etl acl grant --principal {user} --role pipeline`")
+    if config.connection.sasl_username:  # the PLAINTEXT principal is the super-user: nothing to prove
+        from .recovery import prove_transactional_id_access
+
+        prove_transactional_id_access(config)
+
+
 def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None) -> None:
     """Fail fast, before anything is read or published, if the run cannot work.
 
@@ -98,6 +122,7 @@ def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None) -> None
     """
     admin = admin or ClusterAdmin(config.connection)
     admin.check_reachable()
+    require_grants(config)  # first: without Read or Write a topic looks missing, and the error should say why
     admin.require_topics(config.input_topic, *config.output_topics)
     # Two of three brokers gone would otherwise surface as a misleading timeout, minutes later.
     require_writable(config.connection, config.output_topics)
@@ -111,7 +136,7 @@ def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None) -> None
         log.warning("could not check the output topics' durability: %s", exc)
     try:
         max_timeout = admin.broker_config("transaction.max.timeout.ms")
-    except AuthenticationError:
+    except (AuthenticationError, AuthorizationError):
         log.warning("not allowed to read broker configs; cannot check transaction.max.timeout.ms up front")
         return
     if max_timeout is not None and int(max_timeout) < config.transaction_timeout_ms:

@@ -1,6 +1,6 @@
 """Where fault scenarios run: a real broker, fresh topics per trial, the verdict.
 
-A :class:`Lab` wraps one broker (PLAINTEXT plus a SASL/PLAIN listener). The
+A :class:`Lab` wraps one broker (PLAINTEXT plus a SASL_SSL/SCRAM listener). The
 soak command starts a private broker for it, so it can hard-kill and restart
 the broker without touching anyone else's; the test suite builds one around
 the session broker. Every trial gets its own topics, group and transactional
@@ -73,6 +73,7 @@ class Lab:
     sasl_bootstrap_servers: str | None = None
     sasl_user: str | None = None
     sasl_password: str | None = None
+    sasl_ca_file: object | None = None  # the CA certificate of the SASL_SSL listener
     # Where the logs of jobs that failed or hung are kept (None: not kept).
     log_dir: object | None = None
     # stack.spark_cluster.SparkStandalone for the Spark-side scenarios (None: jobs run Spark in local mode).

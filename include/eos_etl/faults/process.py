@@ -39,6 +39,8 @@ def run_window_args(settings, extra: list[str] = ()) -> list[str]:
     if c.security_protocol != "PLAINTEXT":
         args += ["--security-protocol", c.security_protocol, "--sasl-mechanism", c.sasl_mechanism,
                  "--sasl-username", c.sasl_username]
+    if c.ssl_ca_location:
+        args += ["--ssl-ca-location", c.ssl_ca_location]
     return args + list(extra)
 
 

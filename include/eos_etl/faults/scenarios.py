@@ -317,8 +317,8 @@ def misconfiguration(lab: Lab) -> list[TrialResult]:
                 if not lab.sasl_bootstrap_servers:
                     raise RuntimeError("the lab's broker has no SASL listener")
                 args = _replace(args, "--bootstrap-servers", lab.sasl_bootstrap_servers)
-                args += ["--security-protocol", "SASL_PLAINTEXT", "--sasl-mechanism", "PLAIN",
-                         "--sasl-username", lab.sasl_user]
+                args += ["--security-protocol", "SASL_SSL", "--sasl-mechanism", "SCRAM-SHA-512",
+                         "--sasl-username", lab.sasl_user, "--ssl-ca-location", str(lab.sasl_ca_file)]
                 env = {"EOS_ETL_KAFKA_PASSWORD": "not-the-password"}
             else:
                 args = mutate(shop, args)

@@ -1,7 +1,7 @@
 """The soak: every fault scenario at full counts against a private broker.
 
 ``python -m eos_etl soak`` (or ``make soak``) starts its own Kafka broker
-(PLAINTEXT + SASL/PLAIN) under ``var/soak/kafka``, so it can SIGKILL and
+(PLAINTEXT + SASL_SSL/SCRAM) under ``var/soak/kafka``, so it can SIGKILL and
 restart it freely, runs the scenarios, and writes the results table to
 ``docs/reliability.md`` and every trial to ``var/soak/results.json``. With
 ``--duration`` the scenario list repeats, with new seeds, until that many
@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import platform
+import secrets
 import shutil
 import time
 from collections.abc import Callable
@@ -29,7 +30,7 @@ from .lab import Lab, TrialResult
 log = logging.getLogger(__name__)
 
 SOAK_USER = "soak"
-SOAK_PASSWORD = "soak-secret"
+SOAK_PASSWORD = secrets.token_urlsafe(18)  # one per soak process: no password is written down anywhere
 
 SCENARIOS = ("kill_at_step", "random_kills", "broker_restart", "zombie", "concurrent_runs",
              "transaction_timeout", "hostile_input", "misconfiguration", "start_phase_broker_kill")
@@ -90,6 +91,7 @@ def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
     broker.start()
     lab = Lab(KafkaConnection(broker.bootstrap_servers), broker=broker,
               sasl_bootstrap_servers=broker.sasl_bootstrap_servers, sasl_user=SOAK_USER, sasl_password=SOAK_PASSWORD,
+              sasl_ca_file=broker.ca_file,
               log_dir=paths.var_dir() / "soak" / "logs")
     results: list[TrialResult] = []
     t0 = time.monotonic()

@@ -21,20 +21,27 @@ from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPar
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from .connection import KafkaConnection
-from .errors import AuthenticationError, BrokerUnreachableError, KafkaSetupError, MissingTopicError, UnstableOffsetsError
+from .errors import (
+    AuthenticationError,
+    AuthorizationError,
+    BrokerUnreachableError,
+    KafkaSetupError,
+    MissingTopicError,
+    UnstableOffsetsError,
+)
 from .group_offsets import GroupOffsetsReader
 from .retry import START_PHASE_DEADLINE_S, Deadline, describe, is_retriable, retry_until
 
 log = logging.getLogger(__name__)
 
-_AUTH_CODES = {
-    KafkaError._AUTHENTICATION,
-    KafkaError.SASL_AUTHENTICATION_FAILED,
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.GROUP_AUTHORIZATION_FAILED,
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+#: Denials by the brokers' authorizer -> the kind of resource the missing ACL is on.
+AUTHORIZATION_CODES = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED: "topic",
+    KafkaError.GROUP_AUTHORIZATION_FAILED: "consumer group",
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED: "cluster",
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "transactional id",
 }
+_AUTH_CODES = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, *AUTHORIZATION_CODES}
 
 #: One stable offset fetch: short, because a read held back by an incomplete
 #: transaction only ends at its timeout (see :mod:`.group_offsets`).
@@ -94,6 +101,13 @@ class ClusterAdmin:
         kafka_error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
         if isinstance(kafka_error, KafkaError):
             codes.add(kafka_error.code())
+        denied = sorted(AUTHORIZATION_CODES[c] for c in codes if c in AUTHORIZATION_CODES)
+        if denied:
+            return AuthorizationError(
+                f"Kafka at {self.connection.bootstrap_servers} denied user {self.connection.sasl_username!r} "
+                f"{what}: no ACL on the {' and '.join(denied)}; grant the pipeline's with "
+                "`python -m eos_etl acl grant`"
+            )
         if codes & _AUTH_CODES:
             return AuthenticationError(
                 f"Kafka at {self.connection.bootstrap_servers} rejected the credentials "
@@ -163,7 +177,9 @@ class ClusterAdmin:
             raise MissingTopicError(f"topic {topic!r} does not exist on {self.connection.bootstrap_servers}")
         if tmd.error is not None:
             if tmd.error.code() in _AUTH_CODES:
-                raise AuthenticationError(f"not authorised to read topic {topic!r}: {tmd.error.str()}")
+                raise AuthorizationError(f"user {self.connection.sasl_username!r} may not use topic {topic!r} "
+                                         f"(no ACL for it: {tmd.error.str()}); grant the pipeline's with "
+                                         "`python -m eos_etl acl grant`")
             raise KafkaSetupError(f"topic {topic!r} is not usable: {tmd.error.str()}")
         return sorted(tmd.partitions)
 

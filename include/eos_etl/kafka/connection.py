@@ -10,6 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field, asdict
 
+from ..errors import ConfigurationError
+
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
 
 @dataclass(frozen=True)
 class KafkaConnection:
@@ -19,6 +24,22 @@ class KafkaConnection:
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
     ssl_ca_location: str | None = None
+
+    def __post_init__(self) -> None:
+        # Incomplete security settings fail here, never fall back to something weaker.
+        if self.security_protocol not in PROTOCOLS:
+            raise ConfigurationError(f"unknown Kafka security protocol {self.security_protocol!r}: "
+                                     f"one of {', '.join(PROTOCOLS)}")
+        if self.security_protocol.startswith("SASL_"):
+            if self.sasl_mechanism not in SASL_MECHANISMS:
+                raise ConfigurationError(f"{self.security_protocol} needs a SASL mechanism, one of "
+                                         f"{', '.join(SASL_MECHANISMS)} (got {self.sasl_mechanism!r})")
+            if not self.sasl_username or not self.sasl_password:
+                raise ConfigurationError(f"{self.security_protocol} needs a SASL user name and a password "
+                                         f"({'no password' if self.sasl_username else 'no user name'} given)")
+        elif self.sasl_mechanism or self.sasl_username or self.sasl_password:
+            raise ConfigurationError(f"a SASL login is set but the security protocol is {self.security_protocol}, "
+                                     "which sends no credentials: set SASL_SSL (or SASL_PLAINTEXT)")
 
     def __repr__(self) -> str:  # never leak the password into logs
         auth = f", sasl={self.sasl_mechanism}:{self.sasl_username}:***" if self.sasl_mechanism else ""

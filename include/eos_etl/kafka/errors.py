@@ -17,6 +17,10 @@ class AuthenticationError(KafkaSetupError):
     pass
 
 
+class AuthorizationError(KafkaSetupError):
+    """The principal logged in but lacks an ACL; the message names the resource kind."""
+
+
 class UnstableOffsetsError(KafkaSetupError):
     """The group's committed offsets belong to a transaction that has not completed."""
 

@@ -19,7 +19,9 @@ two apart: if it answers, the coordinator is there and the offsets are unstable.
 
 from __future__ import annotations
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+_DENIALS = (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED)
 
 
 class GroupOffsetsReader:
@@ -36,14 +38,24 @@ class GroupOffsetsReader:
         }
         self._stable: Consumer | None = None
         self._plain: Consumer | None = None
+        # A denied coordinator lookup (no ACL on the group) only reaches the error callback;
+        # committed() itself just times out. Kept here to name the cause (a list, never ``self``:
+        # see ClusterAdmin._new_client on reference cycles through client callbacks).
+        self._denials: list[KafkaError] = []
 
     def _consumer(self, isolation: str) -> Consumer:
+        denials = self._denials
+
+        def on_error(err: KafkaError) -> None:
+            if err.code() in _DENIALS:
+                denials.append(err)
+
         if isolation == "read_committed":
             if self._stable is None:
-                self._stable = Consumer({**self._config, "isolation.level": isolation})
+                self._stable = Consumer({**self._config, "isolation.level": isolation, "error_cb": on_error})
             return self._stable
         if self._plain is None:
-            self._plain = Consumer({**self._config, "isolation.level": isolation})
+            self._plain = Consumer({**self._config, "isolation.level": isolation, "error_cb": on_error})
         return self._plain
 
     def stable(self, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int | None]:
@@ -63,7 +75,16 @@ class GroupOffsetsReader:
             return False
 
     def _read(self, isolation: str, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int | None]:
-        tps = self._consumer(isolation).committed([TopicPartition(topic, p) for p in partitions], timeout=timeout_s)
+        consumer = self._consumer(isolation)
+        try:
+            tps = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout_s)
+        except KafkaException:
+            msg = consumer.poll(0)  # serves the error callback; consumer errors may come as an event instead
+            if msg is not None and msg.error() is not None and msg.error().code() in _DENIALS:
+                self._denials.append(msg.error())
+            if self._denials:
+                raise KafkaException(self._denials[-1]) from None
+            raise
         out: dict[int, int | None] = {}
         for tp in tps:
             if tp.error is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
 from ..shop.job import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX, ShopSettings
 from ..shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
@@ -36,19 +37,21 @@ def kafka_connection_from_airflow(conn) -> KafkaConnection:
     if conn.port and "," not in hosts and ":" not in hosts:
         hosts = f"{hosts}:{conn.port}"
     if not hosts:
-        from ..errors import ConfigurationError
-
         raise ConfigurationError(f"Airflow connection {conn.conn_id!r} has no host (bootstrap servers)")
-    mechanism = extra.get("sasl_mechanism") or (("PLAIN") if conn.login else None)
-    protocol = extra.get("security_protocol") or ("SASL_PLAINTEXT" if mechanism else "PLAINTEXT")
-    return KafkaConnection(
-        bootstrap_servers=hosts,
-        security_protocol=protocol,
-        sasl_mechanism=mechanism,
-        sasl_username=conn.login or None,
-        sasl_password=conn.password or None,
-        ssl_ca_location=extra.get("ssl_ca_location"),
-    )
+    # No defaults for the security settings: a login without them is an error, not a
+    # silent downgrade to an unencrypted protocol or a weaker mechanism.
+    try:
+        return KafkaConnection(
+            bootstrap_servers=hosts,
+            security_protocol=extra.get("security_protocol") or "PLAINTEXT",
+            sasl_mechanism=extra.get("sasl_mechanism"),
+            sasl_username=conn.login or None,
+            sasl_password=conn.password or None,
+            ssl_ca_location=extra.get("ssl_ca_location"),
+        )
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"Airflow connection {conn.conn_id!r}: {exc} (set security_protocol and "
+                                 "sasl_mechanism in its extra)") from exc
 
 
 def get_kafka_connection(conn_id: str = KAFKA_CONN_ID) -> KafkaConnection:
@@ -95,17 +98,10 @@ class ShopDagConfig:
 
     def settings(self, connection: KafkaConnection, *, version: str | None = None) -> ShopSettings:
         """Settings for the main pipeline, or for a replay under output version ``version``."""
-        topics, group, prefix = self.topics, self.group, self.transactional_id_prefix
-        if version:
-            topics = ShopTopics(
-                purchases=topics.purchases,
-                invoices=f"{topics.invoices}.{version}",
-                shipments=f"{topics.shipments}.{version}",
-                dead_letters=f"{topics.dead_letters}.{version}",
-            )
-            group, prefix = f"{group}-replay-{version}", f"{prefix}-replay-{version}"
-        return ShopSettings(connection=connection, topics=topics, group=group,
-                            transactional_id_prefix=prefix, max_payload_bytes=self.max_payload_bytes)
+        settings = ShopSettings(connection=connection, topics=self.topics, group=self.group,
+                                transactional_id_prefix=self.transactional_id_prefix,
+                                max_payload_bytes=self.max_payload_bytes)
+        return settings.replay(version) if version else settings
 
     def cli_args(self, settings: ShopSettings) -> list[str]:
         t = settings.topics

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -36,6 +37,15 @@ class ShopSettings:
             transactional_id_prefix=self.transactional_id_prefix,
             **overrides,
         )
+
+    def replay(self, version: str) -> "ShopSettings":
+        """The settings of a replay under output version ``version``: its own output topics
+        (``<topic>.<version>``), group and transactional ids; the same input."""
+        t = self.topics
+        topics = ShopTopics(purchases=t.purchases, invoices=f"{t.invoices}.{version}",
+                            shipments=f"{t.shipments}.{version}", dead_letters=f"{t.dead_letters}.{version}")
+        return dataclasses.replace(self, topics=topics, group=f"{self.group}-replay-{version}",
+                                   transactional_id_prefix=f"{self.transactional_id_prefix}-replay-{version}")
 
     def transform(self):
         return functools.partial(purchases_to_outputs, topics=self.topics, max_payload_bytes=self.max_payload_bytes)

@@ -28,6 +28,7 @@ coordinator, active controller) so it can kill exactly that node.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -74,7 +75,19 @@ _BASE_PROPERTIES: dict[str, str] = {
     # Abort transactions that outlive their timeout within a second, not a minute.
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     "transaction.max.timeout.ms": "900000",
+    # Authorization is always on. The PLAINTEXT listener, the controller listener and
+    # inter-broker traffic carry the ANONYMOUS principal, which is the super-user: whoever can
+    # reach them administers the broker, so every listener binds loopback only (KafkaCluster
+    # refuses any other host). Principals on the SASL_SSL listener get exactly the ACLs
+    # granted to them (``python -m eos_etl acl grant``); no ACL, no access.
+    "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "super.users": "User:ANONYMOUS",
+    "allow.everyone.if.no.acl.found": "false",
 }
+
+#: The SASL mechanism of the brokers' SASL_SSL listener.
+SASL_MECHANISM = "SCRAM-SHA-512"
+SCRAM_ITERATIONS = 8192
 
 _LOG4J2 = """\
 status = warn
@@ -160,6 +173,7 @@ class ClusterStatus:
     sasl_bootstrap_servers: str | None
     home: str
     active_controller: int | None = None
+    ca_file: str | None = None
 
     @property
     def running(self) -> bool:
@@ -174,7 +188,8 @@ class ClusterStatus:
         lines = [f"Kafka ({len(self.nodes)} node{'s' if len(self.nodes) > 1 else ''}, {up} running): "
                  f"bootstrap servers {self.bootstrap_servers}"]
         if self.sasl_bootstrap_servers:
-            lines.append(f"  SASL_PLAINTEXT (PLAIN) bootstrap servers: {self.sasl_bootstrap_servers}")
+            lines.append(f"  SASL_SSL ({SASL_MECHANISM}) bootstrap servers: {self.sasl_bootstrap_servers}, "
+                         f"CA certificate {self.ca_file}")
         if self.active_controller is not None:
             lines.append(f"  active controller: node {self.active_controller}")
         lines += [n.describe() for n in self.nodes]
@@ -237,14 +252,17 @@ class KafkaNode:
         advertised = [f"PLAINTEXT://{host}:{self.port}"]
         props = {**_BASE_PROPERTIES, **replication_defaults(c.size)}
         if self.sasl_port:
-            listeners.append(f"SASL_PLAINTEXT://{host}:{self.sasl_port}")
-            advertised.append(f"SASL_PLAINTEXT://{host}:{self.sasl_port}")
-            protocol_map.append("SASL_PLAINTEXT:SASL_PLAINTEXT")
-            users = " ".join(f'user_{u}="{p}"' for u, p in c.sasl_users.items())
-            props["sasl.enabled.mechanisms"] = "PLAIN"
-            props["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = (
-                "org.apache.kafka.common.security.plain.PlainLoginModule required " + users + ";"
+            listeners.append(f"SASL_SSL://{host}:{self.sasl_port}")
+            advertised.append(f"SASL_SSL://{host}:{self.sasl_port}")
+            protocol_map.append("SASL_SSL:SASL_SSL")
+            # SCRAM: the broker stores salted hashes in the cluster metadata (see
+            # KafkaCluster.ensure_scram_users); no password is in this file or on a command line.
+            props["sasl.enabled.mechanisms"] = SASL_MECHANISM
+            props[f"listener.name.sasl_ssl.{SASL_MECHANISM.lower()}.sasl.jaas.config"] = (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required;"
             )
+            props["listener.name.sasl_ssl.ssl.keystore.type"] = "PEM"
+            props["listener.name.sasl_ssl.ssl.keystore.location"] = str(c.tls().keystore_file)
         props.update(
             {
                 "node.id": str(self.node_id),
@@ -445,7 +463,8 @@ class KafkaCluster:
     # Client ports, one per node (None: the first node at ``port`` when given, else free ports).
     ports: list[int] | None = None
     port: int | None = None
-    # Optional SASL_PLAINTEXT listener with the PLAIN mechanism on every node: {user: password}.
+    # Optional SASL_SSL listener (SCRAM-SHA-512, certificate from the home's own CA) on every
+    # node, with these SCRAM users: {user: password}. They get no ACLs by themselves.
     sasl_users: dict[str, str] = field(default_factory=dict)
     overrides: dict[str, str] = field(default_factory=dict)
     heap: str | None = None
@@ -458,6 +477,9 @@ class KafkaCluster:
         self.home = Path(self.home)
         if self.size < 1:
             raise StackError("a Kafka cluster needs at least one node")
+        if not ipaddress.ip_address(self.host).is_loopback:
+            raise StackError(f"the project's own Kafka listens on loopback only (its PLAINTEXT listener is "
+                             f"the super-user's), not on {self.host}; use a managed cluster beyond this machine")
         if self.heap is None:
             self.heap = "768m" if self.size == 1 else "512m"
         self.nodes = self._layout()
@@ -522,6 +544,51 @@ class KafkaCluster:
     def log_file(self) -> Path:
         return self.nodes[0].log_file
 
+    def tls(self):
+        """The home's CA and broker certificate (:mod:`eos_etl.stack.tls`), made on first use."""
+        from .tls import ensure_broker_tls
+
+        return ensure_broker_tls(self.home / "tls", (self.host, "localhost"))
+
+    @property
+    def ca_file(self) -> Path:
+        """The CA certificate SASL_SSL clients verify the brokers with."""
+        return self.tls().ca_file
+
+    def add_scram_user(self, user: str, password: str) -> None:
+        """Another SCRAM user on the running cluster (kept for later restarts of this object)."""
+        self.sasl_users[user] = password
+        self.ensure_scram_users()
+
+    def ensure_scram_users(self) -> None:
+        """Create or update the SCRAM credentials of ``sasl_users`` (through the loopback
+        PLAINTEXT listener, as the super-user; the passwords travel in the request only)."""
+        from confluent_kafka.admin import (
+            AdminClient,
+            ScramCredentialInfo,
+            ScramMechanism,
+            UserScramCredentialUpsertion,
+        )
+
+        if not self.sasl_users:
+            return
+        live = ",".join(n.address for n in self.running_nodes()) or self.bootstrap_servers
+        admin = AdminClient({"bootstrap.servers": live, "log_level": 0})
+        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
+        upserts = [UserScramCredentialUpsertion(user, info, password.encode()) for user, password
+                   in sorted(self.sasl_users.items())]
+        deadline = time.monotonic() + READY_TIMEOUT_S
+        while True:
+            try:
+                for fut in admin.alter_user_scram_credentials(upserts, request_timeout=10).values():
+                    fut.result(timeout=15)
+                return
+            except Exception as exc:  # noqa: BLE001 - a fresh quorum may not take it yet; bounded
+                if time.monotonic() > deadline:
+                    raise BrokerStartError(f"could not store the SCRAM credentials of "
+                                           f"{sorted(self.sasl_users)}: {exc}") from exc
+                time.sleep(0.5)
+
     # -- processes --------------------------------------------------------------------
     def jvm_args(self, log4j_file: Path) -> list[str]:
         java = require_tool("java", install_hint="apt-get install openjdk-17-jre-headless")
@@ -553,6 +620,7 @@ class KafkaCluster:
                 n.resume()
         for n in self.nodes:
             n.wait_ready(timeout)
+        self.ensure_scram_users()
         return self
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
@@ -593,7 +661,8 @@ class KafkaCluster:
         controller = self.active_controller() if self.running_nodes() else None
         return ClusterStatus(nodes=[n.status() for n in self.nodes], bootstrap_servers=self.bootstrap_servers,
                              sasl_bootstrap_servers=self.sasl_bootstrap_servers, home=str(self.home),
-                             active_controller=controller)
+                             active_controller=controller,
+                             ca_file=str(self.tls().ca_file) if self.sasl_users else None)
 
     def tail_log(self, lines: int = 25) -> str:
         return "\n".join(f"--- node {n.node_id} ---\n{n.tail_log(lines)}" for n in self.nodes)
