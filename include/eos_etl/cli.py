@@ -13,16 +13,40 @@ rendered templates): they come from ``$EOS_ETL_KAFKA_PASSWORD`` or a file.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 import time
 from pathlib import Path
 
-from . import logging_setup
+from . import arguments, logging_setup
 from .errors import EosEtlError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a bad argument reported like every other error: one ``error:`` line, exit 2."""
+
+    def error(self, message: str):
+        print(f"error: {self.prog}: {' '.join(message.split())}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _checked(check, what: str):
+    """An argparse type from a checker of :mod:`eos_etl.arguments`."""
+    def parse(text: str):
+        try:
+            return check(text, what)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+_ID = functools.partial(_checked, arguments.identifier)
+_POSITIVE = functools.partial(_checked, arguments.positive_int)
 
 
 # -- shared option groups ---------------------------------------------------------------
@@ -71,14 +95,15 @@ def _add_shop(p: argparse.ArgumentParser) -> None:
 
     t = ShopTopics()
     g = p.add_argument_group("pipeline")
-    g.add_argument("--input-topic", default=t.purchases)
-    g.add_argument("--invoices-topic", default=t.invoices)
-    g.add_argument("--shipments-topic", default=t.shipments)
-    g.add_argument("--dlq-topic", default=t.dead_letters)
-    g.add_argument("--group", default=DEFAULT_GROUP)
+    g.add_argument("--input-topic", default=t.purchases, type=_ID("input topic"))
+    g.add_argument("--invoices-topic", default=t.invoices, type=_ID("invoices topic"))
+    g.add_argument("--shipments-topic", default=t.shipments, type=_ID("shipments topic"))
+    g.add_argument("--dlq-topic", default=t.dead_letters, type=_ID("dead-letter topic"))
+    g.add_argument("--group", default=DEFAULT_GROUP, type=_ID("group"))
     g.add_argument("--transactional-id-prefix", default=DEFAULT_TRANSACTIONAL_ID_PREFIX,
+                   type=_ID("transactional-id prefix"),
                    help="ownership claim: ids are <prefix>-<topic>-<partition>; never share between pipelines")
-    g.add_argument("--max-payload-bytes", type=int, default=DEFAULT_MAX_PAYLOAD_BYTES)
+    g.add_argument("--max-payload-bytes", type=_POSITIVE("--max-payload-bytes"), default=DEFAULT_MAX_PAYLOAD_BYTES)
 
 
 def shop_settings_from_args(args):
@@ -96,34 +121,44 @@ def shop_settings_from_args(args):
 
 def _add_planning(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("window")
-    g.add_argument("--max-records-per-partition", type=int)
-    g.add_argument("--until", help="ISO-8601 time or epoch millis: only records before it")
+    g.add_argument("--max-records-per-partition", type=_POSITIVE("--max-records-per-partition"))
+    g.add_argument("--until", type=_checked(arguments.timestamp_ms, "--until"),
+                   help="ISO-8601 time with a timezone, or epoch millis: only records before it")
     g.add_argument("--start-policy", default="earliest", choices=["earliest", "latest", "fail"],
                    help="where a partition starts when the group never committed")
     g.add_argument("--window-json", help="run exactly this window (from plan-window) instead of planning")
 
 
-def _until_ms(value: str | None) -> int | None:
-    if value is None:
-        return None
-    if value.isdigit():
-        return int(value)
-    from datetime import datetime
-
-    return int(datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() * 1000)
-
-
 def plan_from_args(settings, args):
-    from .engine.window import Window
-
-    if args.window_json:
-        return Window.from_json(Path(args.window_json[1:]).read_text() if args.window_json.startswith("@")
-                                else args.window_json)
+    if args.window_json is not None:  # an empty --window-json is a bad window, never "plan one instead"
+        return _given_window(settings, args.window_json)
     return settings.plan(
         start_policy=args.start_policy,
         max_records_per_partition=args.max_records_per_partition,
-        until_timestamp_ms=_until_ms(args.until),
+        until_timestamp_ms=args.until,
     )
+
+
+def _given_window(settings, text: str):
+    """A window from ``--window-json`` (``@file`` reads a file), checked against the pipeline's
+    topic and group and against what the input holds now (ends at most the last stable offsets)."""
+    from .engine.window import Window
+    from .errors import ConfigurationError
+    from .kafka.admin import ClusterAdmin
+
+    try:
+        raw = Path(text[1:]).read_text() if text.startswith("@") else text
+        window = Window.from_json(raw)
+    except OSError as exc:
+        raise ConfigurationError(f"--window-json: cannot read {text[1:]!r}: {exc.strerror}") from None
+    except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise ConfigurationError(f"--window-json is not a window from plan-window ({type(exc).__name__}: "
+                                 f"{str(exc)[:80]})") from None
+    admin = ClusterAdmin(settings.connection)
+    partitions = admin.partitions(settings.topics.purchases) if window.topic == settings.topics.purchases else []
+    window.check_against(settings.topics.purchases, settings.group,
+                         {p: o.last_stable for p, o in admin.offsets(window.topic, partitions).items()})
+    return window
 
 
 # -- commands ---------------------------------------------------------------------------
@@ -399,7 +434,7 @@ def cmd_demo(args) -> int:
 
 # -- parser -----------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="eos-etl", description="Exactly-once batch ETL from Kafka to Kafka")
+    parser = _Parser(prog="eos-etl", description="Exactly-once batch ETL from Kafka to Kafka")
     parser.add_argument("--log-level", default=os.environ.get("EOS_ETL_LOG_LEVEL", "INFO"))
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -430,10 +465,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("create-topics", help="create the shop's input and output topics")
     _add_connection(p)
     _add_shop(p)
-    p.add_argument("--partitions", type=int, default=4)
-    p.add_argument("--replication-factor", type=int,
+    p.add_argument("--partitions", type=_POSITIVE("--partitions"), default=4)
+    p.add_argument("--replication-factor", type=_POSITIVE("--replication-factor"),
                    help="copies of every partition (default: min(3, live brokers))")
-    p.add_argument("--min-insync-replicas", type=int,
+    p.add_argument("--min-insync-replicas", type=_POSITIVE("--min-insync-replicas"),
                    help="replicas an acks=all write needs (default: replication factor - 1, at least 1)")
     p.add_argument("--allow-existing", action="store_true",
                    help="keep existing topics that have fewer partitions, replicas or in-sync replicas than asked")
@@ -463,10 +498,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_shop(p)
     _add_planning(p)
     g = p.add_argument_group("transactions")
-    g.add_argument("--chunk-records", type=int, help="input records per transaction (default 50000)")
-    g.add_argument("--chunk-seconds", type=float, help="max seconds a transaction stays open (default 20)")
-    g.add_argument("--transaction-timeout-ms", type=int, help="producer transaction.timeout.ms (default 120000)")
-    p.add_argument("--run-id", help="run identifier written to every output's run_id header")
+    g.add_argument("--chunk-records", type=_POSITIVE("--chunk-records"),
+                   help="input records per transaction (default 50000)")
+    g.add_argument("--chunk-seconds", type=_checked(arguments.positive_float, "--chunk-seconds"),
+                   help="max seconds a transaction stays open (default 20)")
+    g.add_argument("--transaction-timeout-ms", type=_POSITIVE("--transaction-timeout-ms"),
+                   help="producer transaction.timeout.ms (default 120000)")
+    p.add_argument("--run-id", type=_ID("run id"), help="run identifier written to every output's run_id header")
     p.add_argument("--summary-file", help="also write the JSON summary here")
     p.add_argument("--compact", action="store_true")
     # No default here: spark_session picks spark-submit's --master, then $EOS_ETL_SPARK_MASTER, then local[*,4].

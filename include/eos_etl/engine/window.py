@@ -57,6 +57,23 @@ class Window:
         parts = ", ".join(f"{p}:[{r.start},{r.end})" for p, r in sorted(self.ranges.items()))
         return f"{self.topic} group={self.group} {{{parts}}} span={self.span}"
 
+    def check_against(self, topic: str, group: str, last_stable: dict[int, int]) -> None:
+        """Raise :class:`ConfigurationError` unless this window is over ``topic`` for ``group``
+        and every range lies within what the partition holds now (``last_stable``: partition ->
+        last stable offset; a partition missing there does not exist)."""
+        from ..errors import ConfigurationError
+
+        if self.topic != topic:
+            raise ConfigurationError(f"the window is over topic {self.topic!r}, the pipeline reads {topic!r}")
+        if self.group != group:
+            raise ConfigurationError(f"the window was planned for group {self.group!r}, the pipeline's is {group!r}")
+        for p, r in sorted(self.ranges.items()):
+            if p not in last_stable:
+                raise ConfigurationError(f"the window names partition {p}, which {topic!r} does not have")
+            if r.end > last_stable[p]:
+                raise ConfigurationError(f"the window's partition {p} ends at {r.end}, past its last stable "
+                                         f"offset {last_stable[p]}: not a window planned on this topic")
+
     # -- JSON (CLI output, spark-submit argument, XCom) -------------------------
     def to_dict(self) -> dict:
         return {
@@ -70,11 +87,15 @@ class Window:
 
     @classmethod
     def from_dict(cls, data: dict) -> "Window":
-        return cls(
-            topic=data["topic"],
-            group=data["group"],
-            ranges={int(p): OffsetRange(int(se[0]), int(se[1])) for p, se in data["partitions"].items()},
-        )
+        """Raises ``ValueError`` (or ``KeyError``/``TypeError``) on anything but plan-window's shape."""
+        if not isinstance(data, dict) or not isinstance(data.get("topic"), str) or not isinstance(data.get("group"), str):
+            raise ValueError("topic and group must be strings")
+        ranges = {}
+        for p, se in dict(data["partitions"]).items():
+            if not isinstance(se, list) or len(se) != 2 or not all(type(o) is int for o in se):
+                raise ValueError(f"partition {p!r}: expected [start, end] offsets")
+            ranges[int(p)] = OffsetRange(se[0], se[1])
+        return cls(topic=data["topic"], group=data["group"], ranges=ranges)
 
     @classmethod
     def from_json(cls, text: str) -> "Window":
