@@ -23,6 +23,9 @@ log = logging.getLogger(__name__)
 
 RUN_WINDOW_JOB = paths.project_root() / "jobs" / "run_window.py"
 SCHEDULED_RUN_TYPES = {"scheduled", "backfill"}
+#: What the ``until`` Param accepts (the form checks it before a run is created); the task parses
+#: it with the CLI's own checker, which also rejects dates that do not exist.
+ISO_TIME_WITH_ZONE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})$"
 
 
 def _common_params(default_chunk: int | None) -> dict:
@@ -36,9 +39,10 @@ def _common_params(default_chunk: int | None) -> dict:
             description="Input records per Kafka transaction (empty: the pipeline default).",
         ),
         "until": Param(
-            None, type=["null", "string"], title="Upper time bound",
-            description="ISO-8601 time: only purchases before it. Scheduled runs and backfills use the end "
-                        "of their data interval; manual runs default to no bound.",
+            None, type=["null", "string"], title="Upper time bound", pattern=ISO_TIME_WITH_ZONE,
+            description="ISO-8601 time with a timezone (e.g. 2026-11-23T10:00:00Z): only purchases before it. "
+                        "Scheduled runs and backfills use the end of their data interval; manual runs default "
+                        "to no bound.",
         ),
         "dry_run": Param(False, type="boolean", title="Plan only",
                          description="Plan and show the window, publish nothing."),
@@ -66,7 +70,13 @@ def _plan(version: str | None) -> dict:
 
     until_ms = None
     if params.get("until"):
-        until_ms = int(datetime.fromisoformat(params["until"].replace("Z", "+00:00")).timestamp() * 1000)
+        from ..arguments import timestamp_ms
+        from ..errors import ConfigurationError
+
+        try:
+            until_ms = timestamp_ms(params["until"], "the until Param")
+        except ValueError as exc:
+            raise ConfigurationError(str(exc)) from None
     elif str(ctx["dag_run"].run_type).lower().split(".")[-1] in SCHEDULED_RUN_TYPES and ctx.get("data_interval_end"):
         until_ms = int(ctx["data_interval_end"].timestamp() * 1000)
     window = settings.plan(max_records_per_partition=params.get("max_records_per_partition"),
