@@ -3,9 +3,6 @@ broker's certificate verified, StandardAuthorizer with least-privilege ACLs per 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 
 import pytest
@@ -21,18 +18,7 @@ from eos_etl.shop.generator import generate
 from eos_etl.stack.tls import ensure_broker_tls
 
 from .conftest import OTHER_PASSWORD, OTHER_USER, SASL_PASSWORD, scram_connection, unique
-
-
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "eos_etl", *args], capture_output=True, text=True, timeout=180,
-                          env={**os.environ, **(env or {})})
-
-
-def shop_args(shop) -> list[str]:
-    t = shop.topics
-    return ["--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
-            "--dlq-topic", t.dead_letters, "--group", shop.group, "--transactional-id-prefix",
-            shop.transactional_id_prefix]
+from .test_cli import cli, shop_args
 
 
 def acls_of(connection: KafkaConnection, principal: str) -> set[tuple]:
