@@ -140,6 +140,20 @@ def test_password_not_in_repr(tmp_path):
     assert "s3cret-pw" in af.describe()  # shown only when asked for
 
 
+def test_no_default_password(tmp_path, monkeypatch):
+    """Without EOS_ETL_AIRFLOW_PASSWORD the login gets a random password, kept (0600) for later starts."""
+    monkeypatch.delenv("EOS_ETL_AIRFLOW_PASSWORD", raising=False)
+    first = AirflowStandalone(home=tmp_path)
+    other_home = AirflowStandalone(home=tmp_path / "other")
+    assert first.password != other_home.password and len(first.password) >= 20
+    assert first.password not in ("admin", "airflow", "")
+    first._write_passwords_file()
+    assert oct(first.passwords_file.stat().st_mode & 0o777) == "0o600"
+    assert AirflowStandalone(home=tmp_path).password == first.password  # a restart keeps the login
+    monkeypatch.setenv("EOS_ETL_AIRFLOW_PASSWORD", "chosen-by-operator")
+    assert AirflowStandalone(home=tmp_path).password == "chosen-by-operator"
+
+
 def _free_ports_standalone(home: Path, **kwargs) -> AirflowStandalone:
     """A standalone that collides with nothing else on this machine (dev Airflow, other tests)."""
     return AirflowStandalone(

@@ -16,8 +16,10 @@ Login uses Airflow 3's default Simple auth manager: ``[core]
 simple_auth_manager_users`` declares the user (``admin`` with role ``admin``)
 and ``[core] simple_auth_manager_passwords_file`` points to a JSON file
 ``{"admin": "<password>"}`` that we write before the start, so Airflow never
-generates (and prints) a random password. The password is ``admin`` unless
-``EOS_ETL_AIRFLOW_PASSWORD`` says otherwise.
+generates (and prints) a random password. There is no default password:
+``EOS_ETL_AIRFLOW_PASSWORD`` when set, else the one already in that file, else
+a random one made on the first start and kept there (``make demo`` and
+``python -m eos_etl status`` print it).
 
 The API server listens on loopback only (``host``). The scheduler and the
 triggerer also serve task logs on ``worker_log_server_port`` (8793) and
@@ -39,6 +41,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -57,7 +60,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8080
 DEFAULT_USER = "admin"
-DEFAULT_PASSWORD = "admin"
 # `airflow standalone` initialises the DB and then starts four Python processes.
 # Measured on 2 cores with warm bytecode caches: 10-15 s until every component
 # heartbeats. The margin covers cold caches, slow disks and busy CI machines.
@@ -140,9 +142,8 @@ class AirflowStandalone:
     # Interface the API server binds; loopback keeps the dev login off the network.
     host: str = "127.0.0.1"
     username: str = DEFAULT_USER
-    password: str = field(
-        default_factory=lambda: os.environ.get("EOS_ETL_AIRFLOW_PASSWORD", DEFAULT_PASSWORD), repr=False
-    )
+    # None: $EOS_ETL_AIRFLOW_PASSWORD, else the home's passwords file, else a new random one.
+    password: str | None = field(default=None, repr=False)
     dags_folder: Path = field(default_factory=lambda: paths.project_root() / "dags")
     plugins_folder: Path = field(default_factory=lambda: paths.project_root() / "plugins")
     # New DAGs run on their schedule without being unpaused first.
@@ -167,6 +168,15 @@ class AirflowStandalone:
         self.home = Path(self.home).absolute()
         self.dags_folder = Path(self.dags_folder).absolute()
         self.plugins_folder = Path(self.plugins_folder).absolute()
+        if self.password is None:
+            self.password = os.environ.get("EOS_ETL_AIRFLOW_PASSWORD") or self._stored_password() \
+                or secrets.token_urlsafe(18)
+
+    def _stored_password(self) -> str | None:
+        try:
+            return json.loads(self.passwords_file.read_text()).get(self.username) or None
+        except (OSError, ValueError, AttributeError):
+            return None
 
     @classmethod
     def local(cls, *, bootstrap_servers: str | None = None, spark_master: str | None = None) -> "AirflowStandalone":
