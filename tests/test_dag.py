@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
+from eos_etl.arguments import attempt_run_id
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.kafka.acls import grant
 from eos_etl.shop.generator import generate
@@ -133,6 +134,7 @@ def test_full_dag_run_over_sasl_then_no_op_then_seeded_defect_fails(shop_factory
     assert (summary["records_read"], summary["invoices"], summary["shipments"], summary["dead_letters"]) == (
         stats.produced, stats.valid, stats.valid, invalid)
     assert summary["transactions"] >= 8  # chunk_records=200 from the Variable
+    assert summary["run_id"] == attempt_run_id(run_id, 1)  # what the outputs' run_id header says: run and attempt
     assert quality["success"] is True and Path(quality["data_docs_path"]).is_file()
     assert report["verdict"] == "passed" and (run_dir / "report.html").is_file()
     assert (dag_home / "var" / "reports" / "shop_invoicing" / "index.html").is_file()

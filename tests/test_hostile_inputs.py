@@ -75,6 +75,13 @@ def test_window_json_of_any_shape_is_a_window_or_a_value_error(value):
         pass
 
 
+@settings(max_examples=300)
+@given(st.one_of(st.text(max_size=300), HOSTILE_TEXT), st.integers(min_value=1, max_value=99))
+def test_attempt_run_ids_are_acceptable_and_unique_per_attempt(run_id, attempt):
+    ids = {arguments.attempt_run_id(run_id, a) for a in (attempt, attempt + 1)}
+    assert len(ids) == 2 and all(arguments.identifier(i) == i for i in ids)
+
+
 # -- the CLI against the real broker ---------------------------------------------------------------
 def run_cli(argv: list[str], capsys) -> tuple[int, str]:
     try:

@@ -58,3 +58,12 @@ def timestamp_ms(text: str, what: str = "time") -> int:
         return int(parsed.timestamp() * 1000)
     except (OverflowError, OSError, ValueError):
         raise ValueError(f"{what} {raw[:40]!r} is out of range") from None
+
+
+def attempt_run_id(run_id: str, attempt: int) -> str:
+    """An acceptable run id (see :func:`identifier`) that is unique per attempt: an orchestrator's
+    run id (Airflow's hold ``:`` and ``+``) as a safe name, plus the attempt number."""
+    from .paths import safe_name
+
+    base = re.sub(r"\.{2,}", ".", safe_name(run_id))[:200]
+    return identifier(f"{base}.try{int(attempt)}", "run id")

@@ -8,6 +8,7 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from .. import paths
+from ..arguments import attempt_run_id
 from .settings import CONNECTION_ENV, KAFKA_CONN_ID
 
 
@@ -50,8 +51,10 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
         summary_file = out / "summary.json"
         summary_file.unlink(missing_ok=True)
         plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
+        # Unique per attempt: the outputs' run_id header then tells which attempt of which run wrote them.
+        run_id = attempt_run_id(context["run_id"], context["ti"].try_number)
         self.application_args = [
-            "run-window", *plan["cli_args"], "--window-json", plan["window_json"], "--run-id", context["run_id"],
+            "run-window", *plan["cli_args"], "--window-json", plan["window_json"], "--run-id", run_id,
             "--chunk-records", str(plan["chunk_records"]), "--connection-json-env", CONNECTION_ENV,
             "--summary-file", str(summary_file), "--compact",
         ]
