@@ -49,6 +49,20 @@ def _common_params(default_chunk: int | None) -> dict:
     }
 
 
+def _count_param(params, name: str) -> int | None:
+    """A count Param as an int: JSON schema's "integer" also admits 5.0 (the form checked >= 1)."""
+    from ..arguments import positive_int
+    from ..errors import ConfigurationError
+
+    value = params.get(name)
+    if value is None:
+        return None
+    try:
+        return positive_int(str(int(value)) if float(value).is_integer() else str(value), f"the {name} Param")
+    except (ValueError, OverflowError) as exc:
+        raise ConfigurationError(str(exc)) from None
+
+
 def _plan(version: str | None) -> dict:
     from ..engine.runner import preflight
     from ..kafka.admin import ClusterAdmin
@@ -79,13 +93,14 @@ def _plan(version: str | None) -> dict:
             raise ConfigurationError(str(exc)) from None
     elif str(ctx["dag_run"].run_type).lower().split(".")[-1] in SCHEDULED_RUN_TYPES and ctx.get("data_interval_end"):
         until_ms = int(ctx["data_interval_end"].timestamp() * 1000)
-    window = settings.plan(max_records_per_partition=params.get("max_records_per_partition"),
+    cap = _count_param(params, "max_records_per_partition")
+    window = settings.plan(max_records_per_partition=cap,
                            until_timestamp_ms=until_ms)
     partitions = [{"partition": p, "start": r.start, "end": r.end, "offsets": r.span}
                   for p, r in sorted(window.ranges.items())]
     for row in partitions:
         log.info("partition %(partition)d: offsets [%(start)d, %(end)d) = %(offsets)d offsets", row)
-    log.info("window %s (until=%s, cap=%s)", window, until_ms, params.get("max_records_per_partition"))
+    log.info("window %s (until=%s, cap=%s)", window, until_ms, cap)
     return {
         "window": window.to_dict(),
         "window_json": window.to_json(),
@@ -96,7 +111,7 @@ def _plan(version: str | None) -> dict:
         "until_ms": until_ms,
         "version": version,
         "cli_args": cfg.cli_args(settings),
-        "chunk_records": params.get("chunk_records") or cfg.chunk_records,
+        "chunk_records": _count_param(params, "chunk_records") or cfg.chunk_records,
         "seconds": round(time.monotonic() - started, 3),  # the plan phase, for the report's timings
     }
 
@@ -151,12 +166,14 @@ def _report(plan: dict | None) -> str:
     return str(page)
 
 
+def _replay_params() -> dict:
+    return {"version": Param("v2", type="string", pattern=r"^v[0-9]{1,4}$", title="Output version",
+                             description="Replay output version: outputs go to <topic>.<version> under "
+                                         "group/prefix <name>-replay-<version>.")}
+
+
 def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, tags: list[str]):
-    params = _common_params(None)
-    if version_param:
-        params["version"] = Param("v2", type="string", pattern=r"^v[0-9]{1,4}$", title="Output version",
-                                  description="Replay output version: outputs go to <topic>.<version> under "
-                                              "group/prefix <name>-replay-<version>.")
+    params = {**_common_params(None), **(_replay_params() if version_param else {})}
 
     @dag(
         dag_id=dag_id,
