@@ -441,13 +441,25 @@ class AirflowStandalone:
         """One REST API call (``path`` like ``/api/v2/dags``); returns the decoded JSON.
 
         HTTP errors propagate as ``urllib.error.HTTPError`` so callers can act on the status.
+        An idempotent call (not POST) that gets a 500 or 503 is asked again, for up to
+        ``timeout`` seconds: with SQLite, a write that meets the scheduler's open write
+        transaction fails with "database is locked" and the API answers 500.
         """
-        req = urllib.request.Request(
-            self.url + path, method=method, data=json.dumps(body).encode() if body is not None else None,
-            headers={"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})},
-        )
-        with _local_http.open(req, timeout=timeout) as resp:
-            return json.loads(resp.read() or b"null")
+        deadline = time.monotonic() + timeout
+        while True:
+            req = urllib.request.Request(
+                self.url + path, method=method, data=json.dumps(body).encode() if body is not None else None,
+                headers={"Content-Type": "application/json",
+                         **({"Authorization": f"Bearer {token}"} if token else {})},
+            )
+            try:
+                with _local_http.open(req, timeout=timeout) as resp:
+                    return json.loads(resp.read() or b"null")
+            except urllib.error.HTTPError as exc:
+                if method == "POST" or exc.code not in (500, 503) or time.monotonic() > deadline:
+                    raise
+                log.info("Airflow answered %s %s with HTTP %d; asking again", method, path, exc.code)
+                time.sleep(1.0)
 
     def wait_for_runs_to_settle(self, dag_id: str, token: str, appear_s: float = 30.0,
                                 finish_s: float = 180.0) -> None:
