@@ -107,6 +107,7 @@ FLAG_VALUES = {
     "--chunk-seconds": st.one_of(st.floats(max_value=0).map(repr), st.just("nan"), st.just("inf"),
                                  st.text(max_size=10).filter(lambda t: not re.fullmatch(r"\s*[0-9.eE+-]+\s*", t))),
     "--until": bad_times(),
+    "--sasl-password-file": st.text(ID_CHARS, min_size=1, max_size=20).map(lambda t: f"/nonexistent/{t}"),
 }
 
 

@@ -76,7 +76,11 @@ def connection_from_args(args):
         return KafkaConnection.from_json(text)
     password = None
     if args.sasl_password_file:
-        password = args.sasl_password_file.read_text().strip()
+        try:
+            password = args.sasl_password_file.read_text().strip()
+        except OSError as exc:
+            raise EosEtlError(f"--sasl-password-file: cannot read {str(args.sasl_password_file)!r}: "
+                              f"{exc.strerror}") from None
     elif args.sasl_mechanism:
         password = os.environ.get("EOS_ETL_KAFKA_PASSWORD")
     return KafkaConnection(

@@ -89,17 +89,20 @@ class RunSummary:
 
 
 def require_grants(config: PipelineConfig) -> None:
-    """Fail, naming every missing permission, when the principal lacks an ACL the run needs on
-    its topics or group (the transactional ids are proven by planning's init_transactions)."""
+    """Fail, naming every missing permission, when the principal lacks an ACL the run needs:
+    on its topics and group (the brokers' authorized operations), and on its transactional
+    ids (an ``init_transactions`` under their stem, see :func:`prove_transactional_id_access`)."""
     from confluent_kafka import KafkaException
 
     from ..kafka.acls import missing_grants
 
     try:
         missing = missing_grants(config.connection, config.resources().needed_to_run())
-    except KafkaException as exc:
-        # Only the check failed (a leader moving, say); the run's own requests still fail clearly.
-        log.warning("could not check the principal's ACLs up front: %s", exc.args[0].str())
+    except (KafkaException, TimeoutError) as exc:
+        # Only the check failed (a leader moving, a broker lost); the run's own requests,
+        # retried within their bounds, still fail with one clear error if it lacks an ACL.
+        log.warning("could not check the principal's ACLs up front: %s",
+                    exc.args[0].str() if isinstance(exc, KafkaException) else "no answer in time")
         return
     if missing:
         user = config.connection.sasl_username or "ANONYMOUS"

@@ -6,8 +6,9 @@ found. Two roles cover everything the product does with a principal:
 * **pipeline** (plan and run windows): Read on the input topic (fetch, list
   offsets); Write on each output topic, DescribeConfigs on them (the run
   checks their ``min.insync.replicas``) and Create (a replay creates its
-  versioned output topics; on a topic that exists it allows nothing); Read on the consumer group (the
-  committed offsets, and the offsets sent in each transaction); Write on the
+  versioned output topics; on a topic that exists it allows nothing); Read on
+  the consumer group (the committed offsets, and the offsets sent in each
+  transaction); Write on the
   transactional ids, as one PREFIXED ACL on ``<prefix>-<input topic>-``.
   IdempotentWrite on the cluster is *not* granted: since Kafka 3.0 (KIP-679) a
   transactional producer's InitProducerId is authorised by Write on its
@@ -65,9 +66,9 @@ class PipelineResources:
         raise ConfigurationError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
 
     def needed_to_run(self) -> list[Grant]:
-        """What a run checks up front (:func:`missing_grants`): the pipeline role without
-        Create (replays only) and the transactional ids (their Write is proven by
-        ``init_transactions`` while planning, before anything is read)."""
+        """What a run checks with :func:`missing_grants`: the pipeline role without Create
+        (replays only) and the transactional ids (no API describes them: the run proves
+        their Write with an ``init_transactions`` instead)."""
         return [g for g in self.grants("pipeline") if g.operation != "CREATE" and g.resource != "transactional-id"]
 
 
