@@ -18,7 +18,7 @@ from eos_etl.shop.generator import generate
 from eos_etl.stack.tls import ensure_broker_tls
 
 from .conftest import OTHER_PASSWORD, OTHER_USER, SASL_PASSWORD, scram_connection, unique
-from .test_cli import cli, shop_args
+from .test_cli import assert_untouched, cli, shop_args
 
 
 def acls_of(connection: KafkaConnection, principal: str) -> set[tuple]:
@@ -120,8 +120,7 @@ def test_a_principal_without_acls_fails_in_one_line_naming_what_is_missing(shop_
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and f"lacks READ on topic {shop.topics.purchases!r}" in errors[0], res.stderr[-2000:]
     assert "acl grant" in errors[0] and "Traceback" not in res.stderr and OTHER_PASSWORD not in res.stderr
-    assert admin.committed_offsets(shop.group, shop.topics.purchases, [0]) == {0: None}
-    assert all(admin.offsets(t, admin.partitions(t))[0].high_watermark == 0 for t in shop.topics.outputs)
+    assert_untouched(shop, admin)
 
 
 def test_an_authorization_failure_is_not_reported_as_bad_credentials(shop_factory, kafka_broker):
@@ -209,5 +208,4 @@ def test_a_run_missing_one_acl_fails_fast_naming_it(resource, name, operation, s
         assert str(lacking) in errors[0]  # the exact permission: operation, resource kind and name
     else:  # proven by an init_transactions under the stem, which the broker refuses
         assert "no Write ACL" in errors[0] and "transactional.id" in errors[0]
-    assert admin.committed_offsets(shop.group, shop.topics.purchases, [0]) == {0: None}
-    assert all(admin.offsets(t, admin.partitions(t))[0].high_watermark == 0 for t in shop.topics.outputs)
+    assert_untouched(shop, admin)

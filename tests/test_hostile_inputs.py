@@ -18,6 +18,8 @@ from eos_etl import arguments, cli
 from eos_etl.engine.window import Window
 from eos_etl.shop.generator import generate
 
+from .test_cli import assert_untouched, shop_args
+
 ID_CHARS = string.ascii_letters + string.digits + "._-"
 HOSTILE_TEXT = st.sampled_from(["", "..", "../../etc/passwd", "a/b", "a b", "x\x00y", "<script>", "'; --",
                                 "\u202etxt", "é", "${HOME}", "$(id)", "\n", "a" * 250, "-1", "0", "nan", "inf",
@@ -119,16 +121,7 @@ def quiet_shop(shop_factory):
 
 
 def shop_argv(shop) -> list[str]:
-    t = shop.topics
-    return ["--bootstrap-servers", shop.connection.bootstrap_servers, "--input-topic", t.purchases,
-            "--invoices-topic", t.invoices, "--shipments-topic", t.shipments, "--dlq-topic", t.dead_letters,
-            "--group", shop.group, "--transactional-id-prefix", shop.transactional_id_prefix]
-
-
-def assert_untouched(shop, admin) -> None:
-    assert admin.committed_offsets(shop.group, shop.topics.purchases, [0, 1]) == {0: None, 1: None}
-    for t in shop.topics.outputs:
-        assert all(o.high_watermark == 0 for o in admin.offsets(t, admin.partitions(t)).values())
+    return ["--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop)]
 
 
 def test_hostile_flags_fail_in_one_line_and_touch_nothing(quiet_shop, admin, capsys):
