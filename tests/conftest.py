@@ -21,7 +21,6 @@ from eos_etl import logging_setup
 from eos_etl.kafka.acls import grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
-from eos_etl.kafka.errors import KafkaSetupError
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.job import ShopSettings
 from eos_etl.shop.schema import ShopTopics
@@ -59,19 +58,9 @@ def wait_settled(connection: KafkaConnection, topic: str, timeout: float = 15.0)
     writes the markers right after, so for a few milliseconds the LSO (what
     read_committed consumers may read up to) still lags behind.
     """
-    admin = ClusterAdmin(connection)
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            offsets = admin.offsets(topic, admin.partitions(topic))
-        except KafkaSetupError:  # a broker that just restarted may not lead the partition yet
-            assert time.monotonic() < deadline, f"cannot list offsets of {topic} for {timeout}s"
-            time.sleep(0.2)
-            continue
-        if all(o.last_stable == o.high_watermark for o in offsets.values()):
-            return
-        assert time.monotonic() < deadline, f"{topic} still has undecided transactions after {timeout}s: {offsets}"
-        time.sleep(0.05)
+    offsets = ClusterAdmin(connection).settled_offsets(topic, timeout_s=timeout)
+    assert all(o.settled for o in offsets.values()), \
+        f"{topic} still has undecided transactions after {timeout}s: {offsets}"
 
 
 def read_all(

@@ -144,7 +144,7 @@ def test_hostile_flags_fail_in_one_line_and_touch_nothing(quiet_shop, admin, cap
 
 def test_hostile_window_json_fails_in_one_line_and_touches_nothing(quiet_shop, admin, capsys):
     t = quiet_shop.topics
-    ends = {p: o.last_stable for p, o in admin.offsets(t.purchases, [0, 1]).items()}
+    ends = {p: o.last_stable for p, o in admin.settled_offsets(t.purchases, [0, 1]).items()}
     good = {"topic": t.purchases, "group": quiet_shop.group, "partitions": {str(p): [0, e] for p, e in ends.items()}}
     wrong = st.one_of(
         st.text(max_size=50),

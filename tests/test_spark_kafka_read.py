@@ -11,7 +11,6 @@ records.
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 from confluent_kafka import (
@@ -74,14 +73,9 @@ def interleaved(connection, admin, topic_factory):
             producer.abort_transaction(TXN_TIMEOUT_S)
     # commit_transaction returns once the coordinator decided; the markers follow within
     # milliseconds. Wait until the last stable offset caught up with the log end.
-    deadline = time.monotonic() + 15
-    while True:
-        offsets = admin.offsets(topic, [0, 1])
-        ends = {p: o.last_stable for p, o in offsets.items()}
-        if ends == {p: o.high_watermark for p, o in offsets.items()}:
-            break
-        assert time.monotonic() < deadline, f"last stable offsets never reached the log end: {offsets}"
-        time.sleep(0.05)
+    offsets = admin.settled_offsets(topic, [0, 1])
+    assert all(o.settled for o in offsets.values()), f"last stable offsets never reached the log end: {offsets}"
+    ends = {p: o.last_stable for p, o in offsets.items()}
     return topic, committed, aborted, ends
 
 

@@ -109,14 +109,8 @@ class Lab:
         transaction is decided by the time this is called, so wait for LSO = high
         watermark rather than take a stale end.
         """
-        topic = shop.topics.purchases
-        deadline = time.monotonic() + timeout_s
-        while True:
-            admin = self.admin
-            offsets = admin.offsets(topic, admin.partitions(topic))
-            if all(o.last_stable == o.high_watermark for o in offsets.values()) or time.monotonic() > deadline:
-                return {p: o.last_stable for p, o in offsets.items()}
-            time.sleep(0.2)
+        offsets = self.admin.settled_offsets(shop.topics.purchases, timeout_s=timeout_s, poll_s=0.2)
+        return {p: o.last_stable for p, o in offsets.items()}
 
     def job(self, shop: ShopSettings, extra: list[str] = (), *, failpoints: str = "", env: dict | None = None
             ) -> JobProcess:
@@ -145,16 +139,13 @@ class Lab:
     def outputs_settled(self, shop: ShopSettings, timeout_s: float = 60) -> bool:
         """No transaction left hanging: every output partition's LSO reaches its high watermark."""
         deadline = time.monotonic() + timeout_s
-        while True:
-            admin = self.admin
-            lagging = [(t, p) for t in shop.topics.outputs
-                       for p, o in admin.offsets(t, admin.partitions(t)).items() if o.last_stable < o.high_watermark]
-            if not lagging:
-                return True
-            if time.monotonic() > deadline:
-                log.error("output partitions with a hanging transaction: %s", lagging)
-                return False
-            time.sleep(0.5)
+        admin = self.admin
+        lagging = [(t, p) for t in shop.topics.outputs
+                   for p, o in admin.settled_offsets(t, timeout_s=max(0.0, deadline - time.monotonic()),
+                                                     poll_s=0.5).items() if not o.settled]
+        if lagging:
+            log.error("output partitions with a hanging transaction: %s", lagging)
+        return not lagging
 
     def judge(self, result: TrialResult, shop: ShopSettings, expected_ends: dict[int, int] | None = None
               ) -> TrialResult:

@@ -54,6 +54,11 @@ class PartitionOffsets:
     last_stable: int  # read_committed end: nothing at or past it is decided yet
     high_watermark: int
 
+    @property
+    def settled(self) -> bool:
+        """No transaction on the partition is undecided: read_committed sees up to the log end."""
+        return self.last_stable == self.high_watermark
+
 
 class ClusterAdmin:
     """A thin, typed wrapper over confluent-kafka's AdminClient."""
@@ -216,6 +221,29 @@ class ClusterAdmin:
         stable = self._list_offsets(topic, partitions, OffsetSpec.latest(), IsolationLevel.READ_COMMITTED)
         high = self._list_offsets(topic, partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
         return {p: PartitionOffsets(earliest[p][0], stable[p][0], high[p][0]) for p in partitions}
+
+    def settled_offsets(self, topic: str, partitions: list[int] | None = None, *, timeout_s: float = 15.0,
+                        poll_s: float = 0.05) -> dict[int, PartitionOffsets]:
+        """The offsets once every partition is settled, or the last ones read when ``timeout_s`` ran out.
+
+        commit/abort_transaction return once the coordinator has *decided*; it writes
+        the markers right after (later with replicas to wait for), and until they land
+        the LSO lags behind the log end. Whoever needs a window's true end right after
+        writing asks here rather than take a stale one; callers check ``settled``.
+        A broker that just restarted may not lead the partition yet: asked again.
+        """
+        deadline = time.monotonic() + timeout_s
+        offsets: dict[int, PartitionOffsets] = {}
+        while True:
+            try:
+                offsets = self.offsets(topic, partitions if partitions is not None else self.partitions(topic))
+            except KafkaSetupError:
+                if time.monotonic() >= deadline:
+                    raise
+            else:
+                if all(o.settled for o in offsets.values()) or time.monotonic() >= deadline:
+                    return offsets
+            time.sleep(poll_s)
 
     def offsets_for_time(self, topic: str, partitions: list[int], timestamp_ms: int) -> dict[int, int | None]:
         """First offset whose timestamp is >= timestamp_ms; None when there is none yet."""
