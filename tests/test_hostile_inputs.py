@@ -110,6 +110,7 @@ FLAG_VALUES = {
                                  st.text(max_size=10).filter(lambda t: not re.fullmatch(r"\s*[0-9.eE+-]+\s*", t))),
     "--until": bad_times(),
     "--sasl-password-file": st.text(ID_CHARS, min_size=1, max_size=20).map(lambda t: f"/nonexistent/{t}"),
+    "--connection-json-file": st.text(ID_CHARS, min_size=1, max_size=20).map(lambda t: f"/nonexistent/{t}"),
 }
 
 
@@ -172,6 +173,41 @@ def test_hostile_window_json_fails_in_one_line_and_touches_nothing(quiet_shop, a
 
     one()
     assert len(tried) >= 100
+    assert_untouched(quiet_shop, admin)
+
+
+SECRET = "hunter2-do-not-echo"
+
+
+def test_hostile_connection_files_fail_in_one_line_never_echoing_them(quiet_shop, admin, capsys, tmp_path):
+    """A connection file (a mounted secret) that is no connection: refused without its content in the error."""
+    complete = {"bootstrap_servers": quiet_shop.connection.bootstrap_servers}
+    wrong = st.one_of(
+        st.text(max_size=60).map(lambda t: t + SECRET),
+        st.lists(st.text(max_size=5), max_size=3).map(lambda v: json.dumps([SECRET, *v])),
+        st.dictionaries(st.text(max_size=8).filter(lambda k: k not in complete), st.just(SECRET), min_size=1,
+                        max_size=3).map(lambda d: json.dumps({**complete, **d})),
+        st.sampled_from(["SASL_SSL", "SASL_PLAINTEXT"]).map(lambda p: json.dumps(
+            {**complete, "security_protocol": p, "sasl_password": SECRET})),  # no user, no mechanism
+        st.one_of(st.integers(), st.lists(st.none(), max_size=2)).map(lambda v: json.dumps(
+            {**complete, "sasl_username": v, "sasl_password": SECRET})),
+        st.just(json.dumps({"sasl_password": SECRET})),
+    )
+    secret_file = tmp_path / "connection.json"
+    tried = []
+
+    @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(wrong)
+    def one(text):
+        tried.append(text)
+        secret_file.write_text(text)
+        code, err = run_cli(["run-window", *shop_args(quiet_shop), "--connection-json-file", str(secret_file)],
+                            capsys)
+        assert_one_error(code, err)
+        assert SECRET not in err
+
+    one()
+    assert len(tried) >= 80
     assert_untouched(quiet_shop, admin)
 
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from . import arguments, logging_setup
-from .errors import EosEtlError
+from .errors import ConfigurationError, EosEtlError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -62,25 +62,28 @@ def _add_connection(p: argparse.ArgumentParser) -> None:
                    help="file holding the SASL password (default: $EOS_ETL_KAFKA_PASSWORD)")
     g.add_argument("--ssl-ca-location", default=os.environ.get("EOS_ETL_KAFKA_SSL_CA_LOCATION"),
                    help="PEM file of the CA the brokers' certificates are verified against (SSL, SASL_SSL)")
-    g.add_argument("--connection-json-env", metavar="VAR",
-                   help="read the whole connection as JSON from this environment variable (used by the DAG)")
+    g.add_argument("--connection-json-file", metavar="PATH", type=Path,
+                   help="read the whole connection, password included, as JSON from this file: a private file "
+                        "written by the DAG's task, or a mounted secret (see docs/security.md)")
+
+
+def _read_file(option: str, path: Path) -> str:
+    """A file named by ``option``; one error line that names the path, never the content."""
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigurationError(f"{option}: cannot read {str(path)!r}: {reason}") from None
 
 
 def connection_from_args(args):
     from .kafka.connection import KafkaConnection
 
-    if args.connection_json_env:
-        text = os.environ.get(args.connection_json_env)
-        if not text:
-            raise EosEtlError(f"environment variable {args.connection_json_env} with the Kafka connection is not set")
-        return KafkaConnection.from_json(text)
+    if args.connection_json_file:
+        return KafkaConnection.from_json(_read_file("--connection-json-file", args.connection_json_file))
     password = None
     if args.sasl_password_file:
-        try:
-            password = args.sasl_password_file.read_text().strip()
-        except OSError as exc:
-            raise EosEtlError(f"--sasl-password-file: cannot read {str(args.sasl_password_file)!r}: "
-                              f"{exc.strerror}") from None
+        password = _read_file("--sasl-password-file", args.sasl_password_file).strip()
     elif args.sasl_mechanism:
         password = os.environ.get("EOS_ETL_KAFKA_PASSWORD")
     return KafkaConnection(
@@ -147,14 +150,11 @@ def _given_window(settings, text: str):
     """A window from ``--window-json`` (``@file`` reads a file), checked against the pipeline's
     topic and group and against what the input holds now (ends at most the last stable offsets)."""
     from .engine.window import Window
-    from .errors import ConfigurationError
     from .kafka.admin import ClusterAdmin
 
+    raw = _read_file("--window-json", Path(text[1:])) if text.startswith("@") else text
     try:
-        raw = Path(text[1:]).read_text() if text.startswith("@") else text
         window = Window.from_json(raw)
-    except OSError as exc:
-        raise ConfigurationError(f"--window-json: cannot read {text[1:]!r}: {exc.strerror}") from None
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ConfigurationError(f"--window-json is not a window from plan-window ({type(exc).__name__}: "
                                  f"{str(exc)[:80]})") from None
@@ -329,7 +329,6 @@ def cmd_run_window(args) -> int:
 
 
 def _spark_conf_from_args(args) -> dict[str, str]:
-    from .errors import ConfigurationError
     from .stack.spark import parse_conf_pairs
 
     try:

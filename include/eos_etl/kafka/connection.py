@@ -8,7 +8,7 @@ so it can be logged.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, asdict
+from dataclasses import asdict, dataclass, field, fields
 
 from ..errors import ConfigurationError
 
@@ -85,4 +85,20 @@ class KafkaConnection:
 
     @classmethod
     def from_json(cls, text: str) -> "KafkaConnection":
-        return cls(**json.loads(text))
+        # The message names what is wrong, never the text: it holds the password.
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ConfigurationError(f"the Kafka connection is not JSON (line {exc.lineno}, column {exc.colno})"
+                                     ) from None
+        if not isinstance(data, dict):
+            raise ConfigurationError("the Kafka connection JSON is not an object")
+        unknown = sorted(set(data) - {f.name for f in fields(cls)})
+        if unknown:
+            raise ConfigurationError(f"the Kafka connection JSON has unknown keys: {', '.join(map(repr, unknown))}")
+        not_text = sorted(k for k, v in data.items() if v is not None and not isinstance(v, str))
+        if not_text:
+            raise ConfigurationError(f"the Kafka connection JSON has values that are not text: {', '.join(not_text)}")
+        if not data.get("bootstrap_servers"):
+            raise ConfigurationError("the Kafka connection JSON has no bootstrap_servers")
+        return cls(**data)

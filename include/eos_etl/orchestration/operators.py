@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import tempfile
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 from .. import paths
 from ..arguments import attempt_run_id
-from .settings import CONNECTION_ENV, KAFKA_CONN_ID
+from ..errors import ConfigurationError
+from .settings import KAFKA_CONN_ID, SPARK_CONN_ID
 
 
 def run_dir(dag_id: str, run_id: str) -> Path:
@@ -18,30 +22,44 @@ def run_dir(dag_id: str, run_id: str) -> Path:
 
 
 class WindowSparkSubmitOperator(SparkSubmitOperator):
-    """spark-submit of ``jobs/run_window.py`` with the Kafka connection injected.
+    """spark-submit of ``jobs/run_window.py`` with the Kafka connection handed over as a private file.
 
     The Kafka connection (with its password) is read from the Airflow
-    connection at execute time and handed to spark-submit as an environment
-    variable of the child process only: it never appears in the command line,
-    the rendered templates or the task log. The connector jars (``--jars``)
-    and the ``eos_etl`` code zip (``--py-files``, rebuilt when a source
-    changed) are resolved here, not at DAG parse time, so executors on a
-    cluster run exactly the code of this submission. Returns the run summary
-    (pushed to XCom).
+    connection at execute time and written to a file only this user can read,
+    in a fresh private directory, removed when the submission ends. The driver
+    gets the file's *path* (``--connection-json-file``): the password is never
+    on a command line, in the environment, the rendered templates or the task
+    log. Not the provider's ``env_vars``: on YARN and Kubernetes it turns them
+    into ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*``
+    on spark-submit's command line (readable by every local user) and in the
+    driver's container or pod spec.
+
+    The driver must therefore run here (deploy mode ``client``, the default),
+    on any master: executors on YARN or Kubernetes then receive the connection
+    inside their tasks, never in a spec. Deploy mode ``cluster`` is refused
+    before anything is submitted (:func:`check_deploy_mode`).
+
+    The connector jars (``--jars``) and the ``eos_etl`` code zip
+    (``--py-files``, rebuilt when a source changed) are resolved here, not at
+    DAG parse time, so executors on a cluster run exactly the code of this
+    submission. Returns the run summary (pushed to XCom).
     """
 
     def __init__(self, *, kafka_conn_id: str = KAFKA_CONN_ID, plan_task_id: str = "plan_window", **kwargs):
         super().__init__(**kwargs)
         self.kafka_conn_id = kafka_conn_id
         self.plan_task_id = plan_task_id
+        # Kept from the public constructor arguments: the deploy mode is checked before submitting.
+        self.spark_conn_id = kwargs.get("conn_id", SPARK_CONN_ID)
+        self.deploy_mode_override = kwargs.get("deploy_mode")
 
     def execute(self, context):
         from ..stack.package_zip import package_zip
         from ..stack.spark import connector_jars, spark_submit_conf
         from .settings import get_kafka_connection
 
+        check_deploy_mode(self.spark_conn_id, self.deploy_mode_override)  # before the password is read
         connection = get_kafka_connection(self.kafka_conn_id)
-        self.env_vars = {**(self.env_vars or {}), CONNECTION_ENV: connection.to_json()}
         self.jars = ",".join(connector_jars())
         code_zip = str(package_zip())
         self.py_files = ",".join([code_zip, *(f for f in (self.py_files or "").split(",") if f and f != code_zip)])
@@ -53,13 +71,14 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
         plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
         # Unique per attempt: the outputs' run_id header then tells which attempt of which run wrote them.
         run_id = attempt_run_id(context["run_id"], context["ti"].try_number)
-        self.application_args = [
-            "run-window", *plan["cli_args"], "--window-json", plan["window_json"], "--run-id", run_id,
-            "--chunk-records", str(plan["chunk_records"]), "--connection-json-env", CONNECTION_ENV,
-            "--summary-file", str(summary_file), "--compact",
-        ]
-        self._hook = None  # rebuild the hook with the values set above
-        super().execute(context)
+        with private_connection_file(connection.to_json()) as connection_file:
+            self.application_args = [
+                "run-window", *plan["cli_args"], "--window-json", plan["window_json"], "--run-id", run_id,
+                "--chunk-records", str(plan["chunk_records"]), "--connection-json-file", str(connection_file),
+                "--summary-file", str(summary_file), "--compact",
+            ]
+            self._hook = None  # rebuild the hook with the values set above
+            super().execute(context)
         summary = json.loads(summary_file.read_text())
         self.log.info(
             "window run %s: read=%d invoices=%d shipments=%d dead_letters=%d transactions=%d in %.1fs",
@@ -69,3 +88,29 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
         return summary
 
 
+def check_deploy_mode(spark_conn_id: str, override: str | None = None) -> None:
+    """Refuse deploy mode ``cluster``: a driver started elsewhere could only get the Kafka password
+    through spark-submit's command line, its conf or environment, which end up in the YARN
+    container's launch context or the driver's pod spec. The mode is the operator's
+    ``deploy_mode`` or the Spark connection's ``deploy-mode`` extra, as the provider resolves it."""
+    from airflow.sdk import BaseHook
+
+    conn = BaseHook.get_connection(spark_conn_id)
+    mode = override or (conn.extra_dejson or {}).get("deploy-mode")
+    if mode == "cluster":
+        raise ConfigurationError(
+            f"Spark connection {spark_conn_id!r}: deploy mode 'cluster' would hand the Kafka password to a "
+            "remote driver through its command line or pod/container spec; use deploy mode 'client' "
+            "(executors on YARN or Kubernetes get the connection inside their tasks), or submit "
+            "jobs/run_window.py yourself with --connection-json-file naming a mounted secret (docs/security.md)")
+
+
+@contextlib.contextmanager
+def private_connection_file(text: str):
+    """A file readable by this user only, in a fresh 0700 directory, removed on the way out."""
+    with tempfile.TemporaryDirectory(prefix="eos-etl-connection-") as folder:
+        path = Path(folder) / "kafka-connection.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        yield path

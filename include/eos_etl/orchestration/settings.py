@@ -27,7 +27,6 @@ from ..shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
 KAFKA_CONN_ID = "kafka_purchases"
 SPARK_CONN_ID = "spark_default"
 SHOP_VARIABLE = "eos_etl_shop"
-CONNECTION_ENV = "EOS_ETL_KAFKA_CONNECTION"
 
 
 def kafka_connection_from_airflow(conn) -> KafkaConnection:
