@@ -141,6 +141,23 @@ def test_clients_verify_the_broker_certificate(kafka_broker, tmp_path):
     ClusterAdmin(scram_connection(kafka_broker, "etl", SASL_PASSWORD)).check_reachable()
 
 
+def test_scram_user_command_creates_a_login_from_an_environment_variable(kafka_broker, connection):
+    """`scram-user` as the super-user: the new login works over SASL_SSL, the password is never printed,
+    and setting it again replaces the old password."""
+    from eos_etl.kafka.errors import AuthenticationError
+
+    user, first, second = unique("user"), f"pw-{unique('a')}", f"pw-{unique('b')}"
+    for password in (first, second):
+        res = cli("scram-user", "--bootstrap-servers", connection.bootstrap_servers, "--username", user,
+                  "--password-env", "NEW_KAFKA_PASSWORD", env={"NEW_KAFKA_PASSWORD": password})
+        assert res.returncode == 0, res.stderr[-2000:]
+        assert res.stdout.strip() == f"SCRAM-SHA-512 credentials stored for User:{user}"
+        assert password not in res.stdout + res.stderr
+    ClusterAdmin(scram_connection(kafka_broker, user, second)).check_reachable()
+    with pytest.raises(AuthenticationError):
+        ClusterAdmin(scram_connection(kafka_broker, user, first), timeout=5, retry_deadline_s=5).check_reachable()
+
+
 # -- broker-free: incomplete security settings fail, never downgrade ---------------------------------
 @pytest.mark.parametrize("kwargs, says", [
     ({"security_protocol": "SASL_SSL", "sasl_username": "etl", "sasl_password": "pw-9f2k"}, "needs a SASL mechanism"),

@@ -350,6 +350,21 @@ def cmd_acl(args) -> int:
     return 0
 
 
+def cmd_scram_user(args) -> int:
+    from .kafka.users import MECHANISM, set_scram_users
+
+    if args.password_file:
+        password = _read_file("--password-file", args.password_file).strip()
+    else:
+        password = os.environ.get(args.password_env, "")
+    if len(password) < 12:
+        raise ConfigurationError(f"the password for {args.username!r} is empty or shorter than 12 characters "
+                                 f"({'--password-file' if args.password_file else '$' + args.password_env})")
+    set_scram_users(connection_from_args(args), {args.username: password})
+    print(f"{MECHANISM} credentials stored for User:{args.username}")
+    return 0
+
+
 def cmd_transactions(args) -> int:
     from .kafka.transactions import inspect_pipeline
 
@@ -536,6 +551,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_connection(p)
     _add_shop(p)
     p.set_defaults(func=cmd_acl)
+
+    p = sub.add_parser("scram-user", help="create or update a SCRAM-SHA-512 user (as the super-user); the "
+                                          "password comes from a file or an environment variable, never a flag")
+    p.add_argument("--username", required=True, type=_ID("--username"))
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--password-file", type=Path, help="file holding the new user's password")
+    source.add_argument("--password-env", metavar="VAR", help="environment variable holding the new user's password")
+    _add_connection(p)
+    p.set_defaults(func=cmd_scram_user)
 
     p = sub.add_parser("transactions", help="the pipeline's transactional ids, their state, stuck output partitions")
     _add_connection(p)

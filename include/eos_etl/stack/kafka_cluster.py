@@ -43,6 +43,7 @@ from pathlib import Path
 from .. import paths
 from . import maven
 from .errors import BrokerStartError, StackError
+from ..kafka.users import MECHANISM as SASL_MECHANISM
 from .tools import (
     free_port,
     port_accepts,
@@ -86,8 +87,6 @@ _BASE_PROPERTIES: dict[str, str] = {
 }
 
 #: The SASL mechanism of the brokers' SASL_SSL listener.
-SASL_MECHANISM = "SCRAM-SHA-512"
-SCRAM_ITERATIONS = 8192
 
 _LOG4J2 = """\
 status = warn
@@ -563,31 +562,15 @@ class KafkaCluster:
     def ensure_scram_users(self) -> None:
         """Create or update the SCRAM credentials of ``sasl_users`` (through the loopback
         PLAINTEXT listener, as the super-user; the passwords travel in the request only)."""
-        from confluent_kafka.admin import (
-            AdminClient,
-            ScramCredentialInfo,
-            ScramMechanism,
-            UserScramCredentialUpsertion,
-        )
+        from ..kafka.connection import KafkaConnection
+        from ..kafka.errors import KafkaSetupError
+        from ..kafka.users import set_scram_users
 
-        if not self.sasl_users:
-            return
         live = ",".join(n.address for n in self.running_nodes()) or self.bootstrap_servers
-        admin = AdminClient({"bootstrap.servers": live, "log_level": 0})
-        info = ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, SCRAM_ITERATIONS)
-        upserts = [UserScramCredentialUpsertion(user, info, password.encode()) for user, password
-                   in sorted(self.sasl_users.items())]
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while True:
-            try:
-                for fut in admin.alter_user_scram_credentials(upserts, request_timeout=10).values():
-                    fut.result(timeout=15)
-                return
-            except Exception as exc:  # noqa: BLE001 - a fresh quorum may not take it yet; bounded
-                if time.monotonic() > deadline:
-                    raise BrokerStartError(f"could not store the SCRAM credentials of "
-                                           f"{sorted(self.sasl_users)}: {exc}") from exc
-                time.sleep(0.5)
+        try:
+            set_scram_users(KafkaConnection(live), self.sasl_users, timeout_s=READY_TIMEOUT_S)
+        except KafkaSetupError as exc:
+            raise BrokerStartError(str(exc)) from exc
 
     # -- processes --------------------------------------------------------------------
     def jvm_args(self, log4j_file: Path) -> list[str]:
