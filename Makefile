@@ -3,7 +3,7 @@ PY := .venv/bin/python
 # pytest-xdist workers for `make test` (CI has 2 cores; each worker starts its own broker and Spark session)
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test test-fast soak soak-cluster bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster
+.PHONY: setup demo test test-fast soak soak-cluster bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env
 
 setup:
 	@bash scripts/setup.sh
@@ -53,6 +53,10 @@ cluster-status:
 ## The demo on the clusters: Airflow -> spark-submit to the standalone master -> 3-broker Kafka -> GE -> report.
 demo-cluster: setup
 	$(PY) -m eos_etl demo --cluster
+
+## .env for docker-compose.yaml with random secrets (0600; never overwrites an existing one).
+compose-env:
+	python3 scripts/compose_env.py
 
 ## Re-resolve and pin every transitive dependency (after changing requirements.txt).
 lock:

@@ -3,8 +3,10 @@
 CI has no Docker engine (and this machine's docker client has no compose
 plugin), so the stack is never started here. These tests are the check
 instead: they load the compose file with PyYAML, resolve `${VAR:-default}`
-the way Compose does (with the defaults, as a fresh checkout would run it),
-and verify what would otherwise only fail at `docker compose up`:
+and `${VAR:?}` the way Compose does (with the defaults and a `.env` as
+`make compose-env` writes it), and verify what would otherwise only fail at
+`docker compose up`, plus what must never be there (a 0.0.0.0 bind, a
+literal secret, a secret with a default):
 services and their dependencies, build contexts and COPY sources, mounts,
 the Kafka settings as the apache/kafka image turns them into
 server.properties, and both Airflow connections parsed by Airflow's own code
@@ -38,8 +40,9 @@ AIRFLOW_SERVICES = (
     "airflow-dag-processor",
     "airflow-triggerer",
 )
-REQUIRED_SERVICES = {"kafka", "topics-init", "postgres", *AIRFLOW_SERVICES, "spark-master", "spark-worker"}
-ONE_SHOT = {"airflow-init", "topics-init"}
+REQUIRED_SERVICES = {"kafka-tls-init", "kafka", "kafka-init", "postgres", *AIRFLOW_SERVICES, "spark-master",
+                     "spark-worker"}
+ONE_SHOT = {"airflow-init", "kafka-tls-init", "kafka-init"}
 DEPENDS_ON_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 # The compose env names the DAG code reads (eos_etl.orchestration.settings).
 SPARK_CONN_ENV = "AIRFLOW_CONN_SPARK_DEFAULT"
@@ -62,10 +65,11 @@ class MissingVariable(KeyError):
 
 
 def interpolate(text: str, env: dict[str, str] | None = None, *, strict: bool = False) -> str:
-    """Resolve `$$`, `${VAR}`, `${VAR:-default}`, `${VAR-default}` as Compose does; env defaults to empty.
+    """Resolve `$$`, `${VAR}`, `${VAR:-default}`, `${VAR-default}`, `${VAR:?err}`, `${VAR?err}` as Compose does.
 
     An unset variable without a default becomes "" (Compose warns and does
-    the same), or raises MissingVariable when ``strict``.
+    the same), or raises MissingVariable when ``strict``. A required one
+    (`:?`: unset or empty, `?`: unset) always raises: Compose stops there.
     """
     env = env or {}
 
@@ -79,6 +83,8 @@ def interpolate(text: str, env: dict[str, str] | None = None, *, strict: bool = 
             return value if value else arg
         if op == "-":
             return arg if value is None else value
+        if (op == ":?" and not value) or (op == "?" and value is None):
+            raise MissingVariable(name)
         if value is None:
             if strict:
                 raise MissingVariable(name)
@@ -109,6 +115,26 @@ def strings(node):
             yield from strings(v)
 
 
+def compose_env_module():
+    """scripts/compose_env.py, which `make compose-env` runs (not a package: loaded from its path)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("compose_env", ROOT / "scripts" / "compose_env.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def parse_dotenv(text: str) -> dict[str, str]:
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            out[name.strip()] = value.strip()
+    return out
+
+
 # -- fixtures ---------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def raw() -> dict:
@@ -116,9 +142,15 @@ def raw() -> dict:
 
 
 @pytest.fixture(scope="module")
-def compose(raw) -> dict:
-    """The compose model as `docker compose config` would see it with no .env file."""
-    return resolve(raw)
+def dotenv() -> dict[str, str]:
+    """A `.env` as `make compose-env` writes it: random secrets."""
+    return parse_dotenv(compose_env_module().render())
+
+
+@pytest.fixture(scope="module")
+def compose(raw, dotenv) -> dict:
+    """The compose model as `docker compose config` would see it after `make compose-env`."""
+    return resolve(raw, dotenv)
 
 
 @pytest.fixture(scope="module")
@@ -138,6 +170,23 @@ def depends_on(service: dict) -> dict[str, str]:
     if isinstance(deps, list):
         return {d: "service_started" for d in deps}
     return {name: (spec or {}).get("condition", "service_started") for name, spec in deps.items()}
+
+
+def published(service: dict) -> list[tuple[str, str, str]]:
+    """(host address, host port, container port) of every published port; "" for an address not given
+    (Compose then binds every interface)."""
+    out = []
+    for port in service.get("ports") or []:
+        if isinstance(port, dict):  # long syntax
+            out.append((str(port.get("host_ip", "")), str(port.get("published", "")), str(port.get("target"))))
+            continue
+        parts = str(port).split(":")
+        if len(parts) == 1:
+            parts = ["", "", parts[0]]  # a random host port, on every interface
+        elif len(parts) == 2:
+            parts = ["", *parts]
+        out.append((":".join(parts[:-2]), parts[-2], parts[-1]))
+    return out
 
 
 def bind_mounts(service: dict) -> list[tuple[str, str, str]]:
@@ -259,15 +308,91 @@ def build_of(service: dict) -> tuple[Path, Path]:
 
 
 # -- the compose model ------------------------------------------------------------------
-def test_every_variable_has_a_default(raw):
-    """`docker compose up` on a fresh checkout needs no .env: every ${VAR} carries a default."""
+SECRET_NAME = re.compile(r"PASSWORD|SECRET|FERNET|TOKEN|_KEY$")
+REQUIRED_REF = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*):\?[^}]*\}")
+
+
+def secret_values(raw: dict):
+    """(where, raw text) of every place a secret sits in the compose file: environment values with a
+    secret-like name (not *_FILE paths), passwords inside connection JSON, and passwords in URLs."""
+    def walk(node, where):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                here = f"{where}.{key}"
+                if isinstance(value, str) and SECRET_NAME.search(str(key)) and not str(key).endswith(
+                        ("_FILE", "_FILENAME", "_CREDENTIALS", "_DIR")) and not value.lstrip().startswith("{"):
+                    yield here, value
+                yield from walk(value, here)
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                yield from walk(value, f"{where}[{i}]")
+        elif isinstance(node, str):
+            for m in re.finditer(r'"password"\s*:\s*"((?:[^"\\]|\\.)*)"', node):
+                yield f"{where} (JSON password)", m.group(1)
+            for m in re.finditer(r"://[^/\s:@]+:(\$\{[^}]*\}|[^@\s]+)@", node):
+                yield f"{where} (URL password)", m.group(1)
+    yield from walk(raw, "")
+
+
+def secret_problems(raw: dict) -> list[str]:
+    """Every secret must be exactly one `${VAR:?}`: no literal, no default, no empty value."""
+    return [f"{where}: {text!r}" for where, text in secret_values(raw) if not REQUIRED_REF.fullmatch(text)]
+
+
+def exposed_ports(compose: dict) -> list[str]:
+    return [f"{name}: {addr or '(every interface)'}:{host}:{target}" for name, service in compose["services"].items()
+            for addr, host, target in published(service) if addr not in ("127.0.0.1", "localhost")]
+
+
+def test_secrets_are_required_variables_without_defaults(raw, dotenv):
+    """Every secret is `${VAR:?}` (compose stops when it is missing), never a literal or a default;
+    the required ones are exactly what `make compose-env` writes and `.env.example` lists."""
+    assert not secret_problems(raw), secret_problems(raw)
+    required = {m.group("name") for text in strings(raw) for m in REQUIRED_REF.finditer(text)}
+    assert required == set(compose_env_module().SECRETS) == set(dotenv)
+    assert set(parse_dotenv((ROOT / ".env.example").read_text())) == required
+    assert all(v == "" for v in parse_dotenv((ROOT / ".env.example").read_text()).values()), "a value in the example"
+    with pytest.raises(MissingVariable):
+        resolve(raw, {})  # no .env: compose refuses to start
+    # Everything that is not a secret has a default: nothing else needs setting.
     missing = set()
     for text in strings(raw):
         try:
-            interpolate(text, strict=True)
+            interpolate(text, dotenv, strict=True)
         except MissingVariable as e:
             missing.add(e.args[0])
     assert not missing, f"variables without a default: {sorted(missing)}"
+    ignored = [line.strip() for line in (ROOT / ".gitignore").read_text().splitlines()]
+    assert ".env" in ignored
+
+
+@pytest.mark.parametrize("doctor, says", [
+    (lambda t: t.replace("${POSTGRES_PASSWORD:?", "${POSTGRES_PASSWORD:-airflow", 1), "POSTGRES_PASSWORD"),
+    (lambda t: t.replace("${AIRFLOW_FERNET_KEY:?set AIRFLOW_FERNET_KEY in .env (make compose-env)}",
+                         "g0qxtO5jMglIMFThGVtc2TU5de_GA3bJD2c5mXfiCBU=", 1), "FERNET_KEY"),
+    (lambda t: t.replace('"password": "${EOS_ETL_KAFKA_PASSWORD:?set EOS_ETL_KAFKA_PASSWORD in .env '
+                         '(make compose-env)}"', '"password": "etl-secret"', 1), "JSON password"),
+])
+def test_the_secret_check_catches_a_literal_or_a_default(doctor, says):
+    """The check above is not vacuous: a default, a literal key, a literal password in JSON are caught."""
+    text = COMPOSE_FILE.read_text()
+    doctored = doctor(text)
+    assert doctored != text
+    problems = secret_problems(yaml.safe_load(doctored))
+    assert problems and any(says in p for p in problems), problems
+
+
+def test_published_ports_bind_to_loopback_only(compose, raw, dotenv):
+    assert not exposed_ports(compose), exposed_ports(compose)
+    assert all(service.get("network_mode", "") in ("", "service:kafka") for service in compose["services"].values())
+    # Spark's UIs and RPC, Postgres: not published at all.
+    for name in ("spark-master", "spark-worker", "postgres"):
+        assert not compose["services"][name].get("ports"), f"{name} publishes ports"
+    # The check is not vacuous: a short "8080:8080" would bind every interface.
+    doctored = yaml.safe_load(COMPOSE_FILE.read_text().replace(
+        '"${EOS_ETL_PUBLISH_ADDRESS:-127.0.0.1}:${AIRFLOW_API_PORT:-8080}:8080"', '"8080:8080"', 1))
+    assert exposed_ports(resolve(doctored, dotenv)) == ["airflow-apiserver: (every interface):8080:8080"]
+    assert exposed_ports(resolve(raw, {**dotenv, "EOS_ETL_PUBLISH_ADDRESS": "0.0.0.0"}))  # a deliberate opt-in
 
 
 def test_required_services_exist(services):
@@ -327,15 +452,14 @@ def test_bind_mounts_exist_and_named_volumes_are_declared(compose, services):
 def test_host_ports_are_unique(services):
     seen = {}
     for name, service in services.items():
-        for port in service.get("ports") or []:
-            host = str(port).rsplit(":", 1)[0]
+        for _, host, _ in published(service):
             assert host not in seen, f"host port {host} used by {seen.get(host)} and {name}"
             seen[host] = name
-    assert {"8080", "9094"} <= set(seen), "Airflow UI (8080) and Kafka's external listener (9094) must be published"
+    assert set(seen) == {"8080", "9094"}, "only the Airflow UI (8080) and Kafka's external listener (9094)"
 
 
 # -- Airflow ----------------------------------------------------------------------------
-def test_airflow_services_share_one_image_and_environment(raw, services):
+def test_airflow_services_share_one_image_and_environment(raw, services, dotenv):
     text = COMPOSE_FILE.read_text()
     common = raw["x-airflow-common"]
     for name in AIRFLOW_SERVICES:
@@ -348,7 +472,7 @@ def test_airflow_services_share_one_image_and_environment(raw, services):
         assert ("airflow-logs", "/opt/airflow/logs", "rw") in bind_mounts(service)
         assert ("eos-etl-var", "/opt/airflow/var", "rw") in bind_mounts(service)
         env = env_of(service)
-        common_env = env_of(resolve(common))
+        common_env = env_of(resolve(common, dotenv))
         assert {k: env.get(k) for k in common_env} == common_env, f"{name} does not carry the common environment"
         block = re.search(rf"^  {re.escape(name)}:\n((?:    .*\n|\n)*)", text, re.M)
         assert block and "<<: *airflow-common\n" in block.group(1), f"{name} does not use the x-airflow-common anchor"
@@ -363,7 +487,7 @@ def test_airflow_components_and_commands(services):
     # api-server and init run scripts baked into the image (docker/airflow/*.sh).
     assert commands["airflow-apiserver"][-1] == "/usr/local/bin/eos-etl-airflow-api-server"
     assert commands["airflow-init"][-1] == "/usr/local/bin/eos-etl-airflow-init"
-    assert services["airflow-apiserver"]["ports"] == ["8080:8080"]
+    assert published(services["airflow-apiserver"]) == [("127.0.0.1", "8080", "8080")]
     for name in AIRFLOW_SERVICES:
         if name != "airflow-init":
             assert depends_on(services[name]).get("airflow-init") == "service_completed_successfully", name
@@ -383,7 +507,7 @@ def test_airflow_database_is_the_postgres_service(services):
         assert depends_on(services[name]).get("postgres") == "service_healthy", name
 
 
-def test_airflow_core_settings(services):
+def test_airflow_core_settings(services, dotenv):
     env = env_of(services["airflow-scheduler"])
     assert env["AIRFLOW__CORE__LOAD_EXAMPLES"].lower() == "false"
     api = urlsplit(env["AIRFLOW__CORE__EXECUTION_API_SERVER_URL"])
@@ -397,7 +521,7 @@ def test_airflow_core_settings(services):
     from cryptography.fernet import Fernet
 
     Fernet(env["AIRFLOW__CORE__FERNET_KEY"])  # a valid key, or Airflow refuses to encrypt connections
-    assert env_of(services["airflow-apiserver"])["AIRFLOW_ADMIN_PASSWORD"] == "admin"
+    assert env_of(services["airflow-apiserver"])["AIRFLOW_ADMIN_PASSWORD"] == dotenv["AIRFLOW_ADMIN_PASSWORD"]
 
 
 def test_executor_matches_the_lock(services):
@@ -412,18 +536,22 @@ def test_executor_matches_the_lock(services):
         # The scheduler runs the tasks, so it is the Spark driver and the Kafka client.
         deps = depends_on(services["airflow-scheduler"])
         assert deps.get("spark-master") == "service_healthy"
-        assert deps.get("topics-init") == "service_completed_successfully"
+        assert deps.get("kafka-init") == "service_completed_successfully"
         assert deps.get("airflow-apiserver") == "service_healthy"
 
 
-def test_connection_env_values_are_json(services):
+CA_FILE = "/opt/eos-etl/kafka-ca/ca.pem"
+KAFKA_EXTRA = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "ssl_ca_location": CA_FILE}
+
+
+def test_connection_env_values_are_json(services, dotenv):
     env = env_of(services["airflow-scheduler"])
     spark = json.loads(env[SPARK_CONN_ENV])
     kafka = json.loads(env[KAFKA_CONN_ENV])
     assert spark["conn_type"] == "spark" and spark["extra"]["deploy-mode"] == "client"
     assert kafka["host"] == "kafka" and kafka["port"] == 9093 and kafka["login"] == "etl"
-    assert kafka["password"] == "etl-secret"
-    assert kafka["extra"] == {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN"}
+    assert kafka["password"] == dotenv["EOS_ETL_KAFKA_PASSWORD"]
+    assert kafka["extra"] == KAFKA_EXTRA
 
 
 def _airflow_env(tmp_path: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -441,7 +569,7 @@ def _airflow_env(tmp_path: Path, extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def test_airflow_parses_both_connections(services, tmp_path):
+def test_airflow_parses_both_connections(services, dotenv, tmp_path):
     """Airflow's own deserializer (env backend -> Connection.from_json) and the Spark provider's master resolution."""
     compose_env = env_of(services["airflow-scheduler"])
     script = textwrap.dedent(
@@ -475,14 +603,15 @@ def test_airflow_parses_both_connections(services, tmp_path):
     out = json.loads(result_file.read_text())
     # The env names in the compose file are the ones the DAG code looks up.
     assert [f"AIRFLOW_CONN_{c.upper()}" for c in out["conn_ids"]] == [SPARK_CONN_ENV, KAFKA_CONN_ENV]
+    password = dotenv["EOS_ETL_KAFKA_PASSWORD"]
     assert out["kafka"] == {
-        "conn_type": "generic", "host": "kafka", "port": 9093, "login": "etl", "password": "etl-secret",
-        "extra": {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN"},
+        "conn_type": "generic", "host": "kafka", "port": 9093, "login": "etl", "password": password,
+        "extra": KAFKA_EXTRA,
     }
     assert out["spark"] == {"master": "spark://spark-master:7077", "deploy_mode": "client", "binary": "spark-submit"}
     assert out["client"] == {
-        "bootstrap.servers": "kafka:9093", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-        "sasl.username": "etl", "sasl.password": "etl-secret",
+        "bootstrap.servers": "kafka:9093", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "etl", "sasl.password": password, "ssl.ca.location": CA_FILE,
     }
 
 
@@ -492,7 +621,7 @@ def _heredoc_python(script: Path) -> str:
     return match.group(1)
 
 
-def test_airflow_init_check_runs_with_the_compose_connections(services, tmp_path):
+def test_airflow_init_check_runs_with_the_compose_connections(services, dotenv, tmp_path):
     """The connection check airflow-init runs (docker/airflow/init.sh), executed as is."""
     compose_env = env_of(services["airflow-init"])
     env = _airflow_env(
@@ -502,8 +631,8 @@ def test_airflow_init_check_runs_with_the_compose_connections(services, tmp_path
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "master=spark://spark-master:7077 deploy-mode=client" in proc.stdout
-    assert "KafkaConnection(kafka:9093, SASL_PLAINTEXT, sasl=PLAIN:etl:***)" in proc.stdout
-    assert "etl-secret" not in proc.stdout + proc.stderr
+    assert "KafkaConnection(kafka:9093, SASL_SSL, sasl=SCRAM-SHA-512:etl:***)" in proc.stdout
+    assert dotenv["EOS_ETL_KAFKA_PASSWORD"] not in proc.stdout + proc.stderr
 
 
 def test_api_server_script_writes_the_login(services, tmp_path):
@@ -518,7 +647,7 @@ def test_api_server_script_writes_the_login(services, tmp_path):
     code = _heredoc_python(ROOT / "docker" / "airflow" / "api-server.sh")
     proc = subprocess.run([sys.executable, "-c", code], env=run_env, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(passwords.read_text()) == {"admin": "admin"}
+    assert json.loads(passwords.read_text()) == {"admin": env["AIRFLOW_ADMIN_PASSWORD"]}
     assert passwords.stat().st_mode & 0o777 == 0o600
 
 
@@ -559,8 +688,12 @@ def test_kafka_env_renders_the_broker_settings(services):
         "node.id": "1",
         "process.roles": "broker,controller",
         "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
+        "inter.broker.listener.name": "INTERNAL",
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",
+        "allow.everyone.if.no.acl.found": "false",
+        "ssl.keystore.type": "PKCS12",
         "offsets.topic.replication.factor": "1",
         "transaction.state.log.replication.factor": "1",
         "transaction.state.log.min.isr": "1",
@@ -575,68 +708,167 @@ def test_kafka_env_renders_the_broker_settings(services):
 
 
 def test_kafka_listeners(services):
+    """Clients only over SASL_SSL; PLAINTEXT (the super-user's) only on the container's own loopback."""
     env = env_of(services["kafka"])
     bound = listeners(env["KAFKA_LISTENERS"])
     advertised = listeners(env["KAFKA_ADVERTISED_LISTENERS"])
     protocol = dict(item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
     assert set(bound) <= set(protocol) and set(advertised) <= set(bound)
     assert "CONTROLLER" in bound and "CONTROLLER" not in advertised
-    assert advertised["PLAINTEXT"] == ("kafka", 9092) and protocol["PLAINTEXT"] == "PLAINTEXT"
-    sasl = [name for name, proto in protocol.items() if proto == "SASL_PLAINTEXT"]
-    assert len(sasl) == 1 and advertised[sasl[0]] == ("kafka", 9093)
+    for name, (host, _) in bound.items():
+        if protocol[name] != "SASL_SSL":
+            assert host == "127.0.0.1", f"{name} ({protocol[name]}) is reachable beyond the container's loopback"
+    assert advertised["INTERNAL"] == ("127.0.0.1", 9092) and protocol["INTERNAL"] == "PLAINTEXT"
+    assert env["KAFKA_INTER_BROKER_LISTENER_NAME"] == "INTERNAL"
+    assert advertised["SASL_SSL"] == ("kafka", 9093) and protocol["SASL_SSL"] == "SASL_SSL"
     external = [name for name, (host, _) in advertised.items() if host == "localhost"]
-    assert len(external) == 1 and advertised[external[0]][1] == 9094
-    assert "9094:9094" in services["kafka"]["ports"], "the external listener's port must be published as advertised"
+    assert len(external) == 1 and advertised[external[0]][1] == 9094 and protocol[external[0]] == "SASL_SSL"
+    assert published(services["kafka"]) == [("127.0.0.1", "9094", "9094")], "published as advertised, on loopback"
     voter_id, _, voter = env["KAFKA_CONTROLLER_QUORUM_VOTERS"].partition("@")
-    assert voter_id == env["KAFKA_NODE_ID"] and voter == f"kafka:{bound['CONTROLLER'][1]}"
+    assert voter_id == env["KAFKA_NODE_ID"] and voter == f"127.0.0.1:{bound['CONTROLLER'][1]}"
     assert services["kafka"].get("hostname") == "kafka"
     # The data directory is the named volume.
     assert ("kafka-data", env["KAFKA_LOG_DIRS"], "rw") in bind_mounts(services["kafka"])
-    # The healthcheck talks to the internal PLAINTEXT listener.
-    assert "localhost:9092" in " ".join(services["kafka"]["healthcheck"]["test"])
+    # The healthcheck talks to the loopback PLAINTEXT listener.
+    assert "127.0.0.1:9092" in " ".join(services["kafka"]["healthcheck"]["test"])
 
 
-def test_kafka_sasl_login_matches_the_airflow_connection(services):
+def test_kafka_tls_files_reach_the_broker_and_the_ca_every_client(services):
+    """kafka-tls-init writes the keystore (broker only) and ca.pem (every Kafka client, read-only)."""
+    init, kafka = services["kafka-tls-init"], services["kafka"]
+    assert init["image"] == kafka["image"], "keytool comes from the broker image's JRE"
+    assert depends_on(kafka).get("kafka-tls-init") == "service_completed_successfully"
+    init_env, kafka_env = env_of(init), env_of(kafka)
+    init_mounts = {t: s for s, t, _ in bind_mounts(init)}
+    assert init_mounts[init_env["KAFKA_SECRETS_DIR"]] == "kafka-secrets"
+    assert init_mounts[init_env["KAFKA_CA_DIR"]] == "kafka-ca"
+    assert ("kafka-secrets", "/etc/kafka/secrets", "ro") in bind_mounts(kafka)  # the image's fixed location
+    assert {kafka_env[k] for k in ("KAFKA_SSL_KEYSTORE_FILENAME", "KAFKA_SSL_KEYSTORE_CREDENTIALS",
+                                   "KAFKA_SSL_KEY_CREDENTIALS")} == {"broker.p12", "keystore_creds", "key_creds"}
+    assert set(init_env["KAFKA_TLS_HOSTS"].split(",")) == {"kafka", "localhost"}  # the names clients dial
+    ca_dir = CA_FILE.rsplit("/", 1)[0]
+    for name, service in services.items():
+        mounts = bind_mounts(service)
+        if name.startswith(("airflow-", "spark-")):
+            assert ("kafka-ca", ca_dir, "ro") in mounts, f"{name} cannot verify the broker"
+        if name not in ("kafka-tls-init", "kafka"):
+            assert "kafka-secrets" not in {s for s, _, _ in mounts}, f"{name} can read the broker's keystore"
+    assert env_of(services["airflow-scheduler"])["EOS_ETL_KAFKA_SSL_CA_LOCATION"] == CA_FILE
+
+
+def test_kafka_scram_login_matches_the_airflow_connection(services):
     env = env_of(services["kafka"])
     opts = dict(re.findall(r"-D([^=\s]+)=(\S*)", env["KAFKA_OPTS"]))
-    jaas_target = opts["java.security.auth.login.config"]
+    assert set(opts) == {"java.security.auth.login.config"}, "nothing but the JAAS file's path in KAFKA_OPTS"
     sources = {target: source for source, target, _ in bind_mounts(services["kafka"])}
+    jaas_target = opts["java.security.auth.login.config"]
     assert jaas_target in sources, "the JAAS file named in KAFKA_OPTS is not mounted"
-    jaas = (ROOT / sources[jaas_target]).read_text()
-    users = dict(re.findall(r'user_(\w+)="([^"]*)"', jaas))
-    assert "KafkaServer {" in jaas and "PlainLoginModule required" in jaas
+    entries = re.sub(r"//.*", "", (ROOT / sources[jaas_target]).read_text())
+    assert "KafkaServer {" in entries and "ScramLoginModule required;" in entries
+    assert "password" not in entries.lower() and "user_" not in entries, "the JAAS file must hold no credentials"
     conn = json.loads(env_of(services["airflow-scheduler"])[KAFKA_CONN_ENV])
-    assert conn["login"] in users
-    # The JAAS value is expanded by Java from the system property KAFKA_OPTS sets.
-    prop = re.fullmatch(r"\$\{([\w.]+)\}", users[conn["login"]])
-    assert prop, "the password must come from a system property, not be written in the JAAS file"
-    assert opts[prop.group(1)] == conn["password"], "broker and Airflow connection disagree on the password"
-    assert env_of(services["airflow-scheduler"])["EOS_ETL_KAFKA_PASSWORD"] == conn["password"]
     advertised = listeners(env["KAFKA_ADVERTISED_LISTENERS"])
-    protocol = dict(item.split(":") for item in env["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
-    sasl = [advertised[name] for name, proto in protocol.items() if proto == "SASL_PLAINTEXT" and name in advertised]
-    assert sasl == [(conn["host"], conn["port"])], "the connection must point at the SASL listener"
-    assert conn["extra"]["security_protocol"] == "SASL_PLAINTEXT"
+    assert advertised["SASL_SSL"] == (conn["host"], conn["port"]), "the connection must point at the SASL_SSL listener"
     assert conn["extra"]["sasl_mechanism"] == env["KAFKA_SASL_ENABLED_MECHANISMS"]
-    assert " " not in conn["password"], "KAFKA_OPTS is split on spaces"
+    # kafka-init creates exactly this login.
+    init = env_of(services["kafka-init"])
+    assert (init["EOS_ETL_PIPELINE_USER"], init["EOS_ETL_PIPELINE_PASSWORD"]) == (conn["login"], conn["password"])
+    assert env_of(services["airflow-scheduler"])["EOS_ETL_KAFKA_PASSWORD"] == conn["password"]
 
 
-def test_topics_init_creates_the_shop_topics(services):
+def test_kafka_init_runs_as_the_super_user_on_the_brokers_loopback(services):
+    init = services["kafka-init"]
+    assert init.get("network_mode") == "service:kafka", "127.0.0.1 must be the broker's own loopback"
+    assert init["image"] == services["airflow-init"]["image"], "eos-etl comes from the Airflow image"
+    assert depends_on(init) == {"kafka": "service_healthy"}
+    bound = listeners(env_of(services["kafka"])["KAFKA_LISTENERS"])
+    assert env_of(init)["EOS_ETL_BOOTSTRAP_SERVERS"] == "{}:{}".format(*bound["INTERNAL"])
+    assert env_of(services["kafka"])["KAFKA_SUPER_USERS"] == "User:ANONYMOUS"
+    sources = {target: source for source, target, _ in bind_mounts(init)}
+    assert sources[init["command"][-1]] == "./docker/kafka/init-kafka.sh"
+
+
+def test_kafka_init_script_sets_up_a_working_least_privilege_login(kafka_broker):
+    """docker/kafka/init-kafka.sh, run as is against a real broker's super-user listener: the user logs in
+    over SASL_SSL, the shop's topics exist, and the user holds exactly the pipeline + validator ACLs."""
+    from eos_etl.kafka.admin import ClusterAdmin
+    from eos_etl.kafka.connection import KafkaConnection
+    from eos_etl.shop.job import ShopSettings
     from eos_etl.shop.schema import ShopTopics
 
-    init = services["topics-init"]
-    assert init["image"] == services["kafka"]["image"], "topics-init uses the broker image's kafka-topics.sh"
-    assert depends_on(init) == {"kafka": "service_healthy"}
-    script_target = init["command"][-1]
-    sources = {target: source for source, target, _ in bind_mounts(init)}
-    script = (ROOT / sources[script_target]).read_text()
-    created = dict(re.findall(r"^create (\S+) (\S+)", script, re.M))
+    from .conftest import unique
+    from .test_acls import acls_of
+
+    user, password = unique("compose-etl"), f"pw-{unique('x')}"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+           "EOS_ETL_BOOTSTRAP_SERVERS": kafka_broker.bootstrap_servers, "EOS_ETL_PIPELINE_USER": user,
+           "EOS_ETL_PIPELINE_PASSWORD": password, "EOS_ETL_PARTITIONS": "2"}
+    for name in ("EOS_ETL_KAFKA_SECURITY_PROTOCOL", "EOS_ETL_KAFKA_SASL_MECHANISM", "EOS_ETL_KAFKA_USERNAME",
+                 "EOS_ETL_KAFKA_PASSWORD", "EOS_ETL_KAFKA_SSL_CA_LOCATION"):
+        env.pop(name, None)
+    for _ in range(2):  # idempotent: it runs on every `docker compose up`
+        proc = subprocess.run(["bash", str(ROOT / "docker" / "kafka" / "init-kafka.sh")], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+        assert password not in proc.stdout + proc.stderr
+    login = KafkaConnection(kafka_broker.sasl_bootstrap_servers, "SASL_SSL", "SCRAM-SHA-512", user, password,
+                            str(kafka_broker.ca_file))
+    ClusterAdmin(login).check_reachable()
     topics = ShopTopics()
-    assert set(created) == {topics.purchases, topics.invoices, topics.shipments, topics.dead_letters}
-    # Outputs are partitioned like the input (lineage contract); dead letters: one partition, large records.
-    assert created[topics.invoices] == created[topics.shipments] == created[topics.purchases] == '"$partitions"'
-    assert created[topics.dead_letters] == "1" and "max.message.bytes=10485760" in script
-    assert "--if-not-exists" in script and env_of(init)["KAFKA_BOOTSTRAP_SERVERS"] == "kafka:9092"
+    admin = ClusterAdmin(KafkaConnection(kafka_broker.bootstrap_servers))
+    assert {t: len(admin.partitions(t)) for t in (topics.purchases, topics.invoices, topics.shipments,
+                                                 topics.dead_letters)} == {
+        topics.purchases: 2, topics.invoices: 2, topics.shipments: 2, topics.dead_letters: 1}
+    resources = ShopSettings(connection=login).pipeline().resources()
+    expected = {(g.resource.upper().replace("-", "_"), g.name, "PREFIXED" if g.prefixed else "LITERAL",
+                 g.operation, "ALLOW") for role in ("pipeline", "validator") for g in resources.grants(role)}
+    assert acls_of(KafkaConnection(kafka_broker.bootstrap_servers), f"User:{user}") == expected
+
+
+def test_kafka_tls_script_makes_a_keystore_a_real_broker_serves(tmp_path):
+    """docker/kafka/make-tls.sh (keytool), run as is; a Kafka broker then serves SASL_SSL with its PKCS12
+    keystore, and a client verifying against its ca.pem (host name included) logs in."""
+    from eos_etl.kafka.admin import ClusterAdmin
+    from eos_etl.kafka.connection import KafkaConnection
+    from eos_etl.kafka.errors import BrokerUnreachableError
+    from eos_etl.stack.kafka_cluster import KafkaCluster
+    from eos_etl.stack.tls import ensure_broker_tls
+    from eos_etl.stack.tools import free_port
+
+    secrets_dir, ca_dir = tmp_path / "secrets", tmp_path / "ca"
+    env = {**os.environ, "KAFKA_SECRETS_DIR": str(secrets_dir), "KAFKA_CA_DIR": str(ca_dir),
+           "KAFKA_TLS_HOSTS": "127.0.0.1,localhost"}
+    script = ROOT / "docker" / "kafka" / "make-tls.sh"
+    made = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
+    password = (secrets_dir / "keystore_creds").read_text()
+    assert len(password) >= 32 and (secrets_dir / "key_creds").read_text() == password
+    for name in ("broker.p12", "keystore_creds", "key_creds"):
+        assert (secrets_dir / name).stat().st_mode & 0o777 == 0o400, name
+    assert (ca_dir / "ca.pem").stat().st_mode & 0o777 == 0o444
+    assert password not in made.stdout + made.stderr
+    again = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "keeping" in again.stdout
+    assert (secrets_dir / "keystore_creds").read_text() == password
+
+    user, user_password = "etl", "compose-tls-check-password"
+    broker = KafkaCluster(home=tmp_path / "kafka", port=free_port(), sasl_users={user: user_password}, overrides={
+        "listener.name.sasl_ssl.ssl.keystore.type": "PKCS12",
+        "listener.name.sasl_ssl.ssl.keystore.location": str(secrets_dir / "broker.p12"),
+        "listener.name.sasl_ssl.ssl.keystore.password": password,
+        "listener.name.sasl_ssl.ssl.key.password": password,
+    })
+    broker.start()
+    try:
+        def login(ca: Path) -> ClusterAdmin:
+            return ClusterAdmin(KafkaConnection(broker.sasl_bootstrap_servers, "SASL_SSL", "SCRAM-SHA-512", user,
+                                                user_password, str(ca)), timeout=5, retry_deadline_s=10)
+
+        login(ca_dir / "ca.pem").check_reachable()
+        with pytest.raises(BrokerUnreachableError):  # another CA did not sign it: no handshake, no password sent
+            login(ensure_broker_tls(tmp_path / "other-ca").ca_file).check_reachable()
+    finally:
+        broker.stop()
 
 
 # -- Spark ------------------------------------------------------------------------------
@@ -656,6 +888,8 @@ def test_spark_cluster(services):
     assert depends_on(worker).get("spark-master") == "service_healthy"
     # Executors import the same eos_etl as the driver.
     assert ("./include", "/opt/eos-etl/include", "ro") in bind_mounts(worker)
+    # Neither the UIs nor the RPC port are published (the loopback check covers every service).
+    assert not master.get("ports") and not worker.get("ports")
 
 
 # -- Dockerfiles ------------------------------------------------------------------------
@@ -766,8 +1000,11 @@ def test_docker_compose_config():
             "no `docker compose` here (client without the compose plugin, no engine): "
             "the structural tests above are the check of docker-compose.yaml"
         )
+    env_file = ROOT / "var" / "compose-config-test.env"
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    env_file.write_text(compose_env_module().render())
     proc = subprocess.run(
-        ["docker", "compose", "-f", str(COMPOSE_FILE), "config", "--quiet"],
+        ["docker", "compose", "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "config", "--quiet"],
         cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
