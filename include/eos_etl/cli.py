@@ -62,6 +62,9 @@ def _add_connection(p: argparse.ArgumentParser) -> None:
                    help="file holding the SASL password (default: $EOS_ETL_KAFKA_PASSWORD)")
     g.add_argument("--ssl-ca-location", default=os.environ.get("EOS_ETL_KAFKA_SSL_CA_LOCATION"),
                    help="PEM file of the CA the brokers' certificates are verified against (SSL, SASL_SSL)")
+    g.add_argument("--ssl-client-pem", default=os.environ.get("EOS_ETL_KAFKA_SSL_CLIENT_PEM"),
+                   help="PEM file with this client's key and certificate (mutual TLS): the embedded broker's "
+                        "admin when its PLAINTEXT listener is off (<kafka home>/tls/eos-etl-admin.pem)")
     g.add_argument("--connection-json-file", metavar="PATH", type=Path,
                    help="read the whole connection, password included, as JSON from this file: a private file "
                         "written by the DAG's task, or a mounted secret (see docs/security.md)")
@@ -93,6 +96,7 @@ def connection_from_args(args):
         sasl_username=args.sasl_username,
         sasl_password=password,
         ssl_ca_location=args.ssl_ca_location,
+        ssl_client_pem=args.ssl_client_pem,
     )
 
 

@@ -18,6 +18,7 @@ import urllib.error
 import urllib.parse
 
 from . import paths
+from .errors import ConfigurationError
 from .kafka.admin import ClusterAdmin
 from .kafka.topics import ensure_topics
 from .kafka.connection import KafkaConnection
@@ -33,7 +34,11 @@ CLUSTER_SIZE = 3
 def run_demo(args) -> int:
     t0 = time.monotonic()
     cluster = getattr(args, "cluster", False)
-    broker = KafkaCluster.local(CLUSTER_SIZE if cluster else 1).start()
+    broker = KafkaCluster.local(CLUSTER_SIZE if cluster else 1)
+    if not broker.plaintext:
+        raise ConfigurationError("the demo administers the broker over its loopback PLAINTEXT listener, which "
+                                 "EOS_ETL_KAFKA_PLAINTEXT=off turns off: unset it for the demo (docs/security.md)")
+    broker.start()
     print(broker.status().describe(), flush=True)
     spark_master = None
     if cluster:

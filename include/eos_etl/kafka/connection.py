@@ -24,6 +24,9 @@ class KafkaConnection:
     sasl_username: str | None = None
     sasl_password: str | None = field(default=None, repr=False)
     ssl_ca_location: str | None = None
+    # PEM file with this client's key and certificate: mutual TLS (SSL, SASL_SSL), e.g. the
+    # embedded broker's admin when its PLAINTEXT listener is off.
+    ssl_client_pem: str | None = None
 
     def __post_init__(self) -> None:
         # Incomplete security settings fail here, never fall back to something weaker.
@@ -40,9 +43,13 @@ class KafkaConnection:
         elif self.sasl_mechanism or self.sasl_username or self.sasl_password:
             raise ConfigurationError(f"a SASL login is set but the security protocol is {self.security_protocol}, "
                                      "which sends no credentials: set SASL_SSL (or SASL_PLAINTEXT)")
+        if self.ssl_client_pem and not self.security_protocol.endswith("SSL"):
+            raise ConfigurationError(f"a client certificate is set but the security protocol is "
+                                     f"{self.security_protocol}, which has no TLS: set SSL (or SASL_SSL)")
 
     def __repr__(self) -> str:  # never leak the password into logs
         auth = f", sasl={self.sasl_mechanism}:{self.sasl_username}:***" if self.sasl_mechanism else ""
+        auth += ", client certificate" if self.ssl_client_pem else ""
         return f"KafkaConnection({self.bootstrap_servers}, {self.security_protocol}{auth})"
 
     __str__ = __repr__
@@ -56,6 +63,9 @@ class KafkaConnection:
             conf["sasl.password"] = self.sasl_password or ""
         if self.ssl_ca_location:
             conf["ssl.ca.location"] = self.ssl_ca_location
+        if self.ssl_client_pem:  # librdkafka reads the certificate and the key from the same PEM file
+            conf["ssl.certificate.location"] = self.ssl_client_pem
+            conf["ssl.key.location"] = self.ssl_client_pem
         return conf
 
     # -- Spark's Kafka source (Java client, options prefixed with "kafka.") ------
@@ -77,6 +87,9 @@ class KafkaConnection:
         if self.ssl_ca_location:
             opts["kafka.ssl.truststore.type"] = "PEM"
             opts["kafka.ssl.truststore.location"] = self.ssl_ca_location
+        if self.ssl_client_pem:
+            opts["kafka.ssl.keystore.type"] = "PEM"
+            opts["kafka.ssl.keystore.location"] = self.ssl_client_pem
         return opts
 
     # -- transport (JSON; contains the secret, so only for process boundaries) ---

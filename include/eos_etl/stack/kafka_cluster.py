@@ -86,7 +86,8 @@ _BASE_PROPERTIES: dict[str, str] = {
     "allow.everyone.if.no.acl.found": "false",
 }
 
-#: The SASL mechanism of the brokers' SASL_SSL listener.
+#: The common name of the admin's client certificate (the super-user when PLAINTEXT is off).
+ADMIN_CERT_NAME = "eos-etl-admin"
 
 _LOG4J2 = """\
 status = warn
@@ -173,6 +174,7 @@ class ClusterStatus:
     home: str
     active_controller: int | None = None
     ca_file: str | None = None
+    admin_pem: str | None = None  # PLAINTEXT off: the admin's client certificate
 
     @property
     def running(self) -> bool:
@@ -185,7 +187,11 @@ class ClusterStatus:
     def describe(self) -> str:
         up = sum(n.running for n in self.nodes)
         lines = [f"Kafka ({len(self.nodes)} node{'s' if len(self.nodes) > 1 else ''}, {up} running): "
-                 f"bootstrap servers {self.bootstrap_servers}"]
+                 f"bootstrap servers {self.bootstrap_servers}"
+                 + (" (PLAINTEXT, the super-user's)" if not self.admin_pem else "")]
+        if self.admin_pem:
+            lines.append(f"  PLAINTEXT off: those speak TLS with client certificates; the super-user is "
+                         f"--security-protocol SSL --ssl-ca-location {self.ca_file} --ssl-client-pem {self.admin_pem}")
         if self.sasl_bootstrap_servers:
             lines.append(f"  SASL_SSL ({SASL_MECHANISM}) bootstrap servers: {self.sasl_bootstrap_servers}, "
                          f"CA certificate {self.ca_file}")
@@ -246,10 +252,29 @@ class KafkaNode:
     def properties(self) -> dict[str, str]:
         c = self.cluster
         host = c.host
-        listeners = [f"PLAINTEXT://{host}:{self.port}", f"CONTROLLER://{host}:{self.controller_port}"]
-        protocol_map = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
-        advertised = [f"PLAINTEXT://{host}:{self.port}"]
         props = {**_BASE_PROPERTIES, **replication_defaults(c.size)}
+        if c.plaintext:
+            listeners = [f"PLAINTEXT://{host}:{self.port}", f"CONTROLLER://{host}:{self.controller_port}"]
+            protocol_map = ["PLAINTEXT:PLAINTEXT", "CONTROLLER:PLAINTEXT"]
+            advertised = [f"PLAINTEXT://{host}:{self.port}"]
+        else:
+            # PLAINTEXT off: the admin and inter-broker listener (INTERNAL) and the controller
+            # listener speak TLS and require a client certificate from the home's CA. The
+            # super-users are the admin's and the brokers' certificates, nobody anonymous.
+            tls = c.tls()
+            listeners = [f"INTERNAL://{host}:{self.port}", f"CONTROLLER://{host}:{self.controller_port}"]
+            protocol_map = ["INTERNAL:SSL", "CONTROLLER:SSL"]
+            advertised = [f"INTERNAL://{host}:{self.port}"]
+            props["inter.broker.listener.name"] = "INTERNAL"
+            props["super.users"] = f"{c.admin_tls().principal};{tls.principal}"
+            for name in ("internal", "controller"):
+                props.update({
+                    f"listener.name.{name}.ssl.keystore.type": "PEM",
+                    f"listener.name.{name}.ssl.keystore.location": str(tls.keystore_file),
+                    f"listener.name.{name}.ssl.truststore.type": "PEM",
+                    f"listener.name.{name}.ssl.truststore.location": str(tls.ca_file),
+                    f"listener.name.{name}.ssl.client.auth": "required",
+                })
         if self.sasl_port:
             listeners.append(f"SASL_SSL://{host}:{self.sasl_port}")
             advertised.append(f"SASL_SSL://{host}:{self.sasl_port}")
@@ -367,7 +392,8 @@ class KafkaNode:
                 )
             if port_accepts(self.port, self.cluster.host):
                 try:
-                    admin = AdminClient({"bootstrap.servers": self.address, "log_level": 0})
+                    admin = AdminClient({**self.cluster.admin_connection(self.address).client_config(),
+                                         "log_level": 0})
                     # Ready once the quorum has registered this node as an unfenced broker.
                     if self.node_id in admin.list_topics(timeout=2).brokers:
                         return
@@ -465,6 +491,9 @@ class KafkaCluster:
     # Optional SASL_SSL listener (SCRAM-SHA-512, certificate from the home's own CA) on every
     # node, with these SCRAM users: {user: password}. They get no ACLs by themselves.
     sasl_users: dict[str, str] = field(default_factory=dict)
+    # False: no PLAINTEXT listener at all; the super-user is whoever holds the admin client
+    # certificate (<home>/tls/eos-etl-admin.pem, mutual TLS), see ``admin_connection``.
+    plaintext: bool = True
     overrides: dict[str, str] = field(default_factory=dict)
     heap: str | None = None
     # KRaft feature levels fixed at format time, e.g. {"transaction.version": "1"}.
@@ -489,12 +518,13 @@ class KafkaCluster:
         ``size`` > 1 nodes in var/kafka-cluster from $EOS_ETL_KAFKA_CLUSTER_PORT (19092) up."""
         sasl_password = os.environ.get("EOS_ETL_KAFKA_SASL_PASSWORD")
         users = {"etl": sasl_password} if os.environ.get("EOS_ETL_KAFKA_SASL_PORT") and sasl_password else {}
+        plaintext = os.environ.get("EOS_ETL_KAFKA_PLAINTEXT", "on").strip().lower() not in ("off", "0", "false", "no")
         if not size or size == 1:
             port = int(os.environ.get("EOS_ETL_KAFKA_PORT", DEFAULT_PORT))
-            return cls(home=paths.var_dir() / "kafka", size=1, ports=[port], sasl_users=users)
+            return cls(home=paths.var_dir() / "kafka", size=1, ports=[port], sasl_users=users, plaintext=plaintext)
         base = int(os.environ.get("EOS_ETL_KAFKA_CLUSTER_PORT", DEFAULT_CLUSTER_PORT))
         return cls(home=paths.var_dir() / "kafka-cluster", size=size, ports=[base + i for i in range(size)],
-                   sasl_users=users)
+                   sasl_users=users, plaintext=plaintext)
 
     # -- layout: ports fixed at the first start, reused by every restart ----------------
     @property
@@ -549,6 +579,23 @@ class KafkaCluster:
 
         return ensure_broker_tls(self.home / "tls", (self.host, "localhost"))
 
+    def admin_tls(self):
+        """The admin's client certificate from the home's CA (used when PLAINTEXT is off)."""
+        from .tls import ensure_client_tls
+
+        return ensure_client_tls(self.home / "tls", ADMIN_CERT_NAME)
+
+    def admin_connection(self, addresses: str | None = None):
+        """How the super-user reaches the nodes (``addresses``: default the running ones): the loopback
+        PLAINTEXT listener, or with PLAINTEXT off, TLS with the admin's client certificate."""
+        from ..kafka.connection import KafkaConnection
+
+        live = addresses or ",".join(n.address for n in self.running_nodes()) or self.bootstrap_servers
+        if self.plaintext:
+            return KafkaConnection(live)
+        return KafkaConnection(live, "SSL", ssl_ca_location=str(self.ca_file),
+                               ssl_client_pem=str(self.admin_tls().pem_file))
+
     @property
     def ca_file(self) -> Path:
         """The CA certificate SASL_SSL clients verify the brokers with."""
@@ -560,15 +607,13 @@ class KafkaCluster:
         self.ensure_scram_users()
 
     def ensure_scram_users(self) -> None:
-        """Create or update the SCRAM credentials of ``sasl_users`` (through the loopback
-        PLAINTEXT listener, as the super-user; the passwords travel in the request only)."""
-        from ..kafka.connection import KafkaConnection
+        """Create or update the SCRAM credentials of ``sasl_users`` (as the super-user, through
+        ``admin_connection``; the passwords travel in the request only)."""
         from ..kafka.errors import KafkaSetupError
         from ..kafka.users import set_scram_users
 
-        live = ",".join(n.address for n in self.running_nodes()) or self.bootstrap_servers
         try:
-            set_scram_users(KafkaConnection(live), self.sasl_users, timeout_s=READY_TIMEOUT_S)
+            set_scram_users(self.admin_connection(), self.sasl_users, timeout_s=READY_TIMEOUT_S)
         except KafkaSetupError as exc:
             raise BrokerStartError(str(exc)) from exc
 
@@ -645,7 +690,8 @@ class KafkaCluster:
         return ClusterStatus(nodes=[n.status() for n in self.nodes], bootstrap_servers=self.bootstrap_servers,
                              sasl_bootstrap_servers=self.sasl_bootstrap_servers, home=str(self.home),
                              active_controller=controller,
-                             ca_file=str(self.tls().ca_file) if self.sasl_users else None)
+                             ca_file=str(self.tls().ca_file) if self.sasl_users or not self.plaintext else None,
+                             admin_pem=None if self.plaintext else str(self.admin_tls().pem_file))
 
     def tail_log(self, lines: int = 25) -> str:
         return "\n".join(f"--- node {n.node_id} ---\n{n.tail_log(lines)}" for n in self.nodes)
@@ -660,8 +706,7 @@ class KafkaCluster:
     def _admin(self):
         from confluent_kafka.admin import AdminClient
 
-        live = ",".join(n.address for n in self.running_nodes()) or self.bootstrap_servers
-        return AdminClient({"bootstrap.servers": live, "log_level": 0})
+        return AdminClient({**self.admin_connection().client_config(), "log_level": 0})
 
     def _metadata(self, topic: str | None = None, timeout: float = 10.0):
         deadline = time.monotonic() + timeout

@@ -29,6 +29,13 @@ RENEW_BEFORE = dt.timedelta(days=30)
 class BrokerTls:
     ca_file: Path  # the CA certificate clients trust (public)
     keystore_file: Path  # the broker's key, certificate and the CA, PEM (0600): Kafka's PEM keystore
+    principal: str  # the Kafka principal of the broker's certificate (inter-broker mutual TLS)
+
+
+@dataclass(frozen=True)
+class ClientTls:
+    pem_file: Path  # the client's key and certificate, PEM (0600): librdkafka's and Java's keystore
+    principal: str  # what Kafka calls the client: User:<subject DN, RFC 2253>
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -109,42 +116,89 @@ def _sans(hosts: tuple[str, ...]):
     return out
 
 
-def _broker_cert_current(keystore: Path, ca_cert, hosts: tuple[str, ...]) -> bool:
+def _principal(cert) -> str:
+    # Kafka's default SSL principal: the subject as Java's X500Principal.getName() prints it (RFC 2253).
+    return f"User:{cert.subject.rfc4514_string()}"
+
+
+def _current_cert(pem_file: Path, ca_cert, usages) -> object | None:
+    """The first certificate in ``pem_file`` if this CA issued it, it is far from its end and it
+    allows every extended key usage in ``usages``; else None (to be issued anew)."""
     from cryptography import x509
 
-    if not keystore.is_file():
-        return False
-    cert = x509.load_pem_x509_certificate(keystore.read_bytes())  # the first certificate: the broker's own
+    if not pem_file.is_file():
+        return None
+    cert = x509.load_pem_x509_certificate(pem_file.read_bytes())
+    try:
+        eku = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+    except x509.ExtensionNotFound:
+        return None
+    if cert.issuer != ca_cert.subject or cert.not_valid_after_utc - RENEW_BEFORE <= _now() or not set(usages) <= eku:
+        return None
+    return cert
+
+
+def _issue(pem_file: Path, ca_cert, ca_key, common_name: str, usages, sans=None):
+    """A new key and a certificate for it signed by the CA, written with the CA's certificate (0600)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+
+    key = _key()
+    builder = (
+        x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(ca_cert.subject)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(_now() - dt.timedelta(minutes=5))
+        .not_valid_after(_now() + dt.timedelta(days=BROKER_DAYS))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage(list(usages)), critical=False)
+    )
+    if sans:
+        builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
+    cert = builder.sign(ca_key, hashes.SHA256())
+    pem = serialization.Encoding.PEM
+    _write_private(pem_file, cert.public_bytes(pem) + ca_cert.public_bytes(pem) + _pem_key(key))
+    return cert
+
+
+def _covers(cert, hosts: tuple[str, ...]) -> bool:
+    from cryptography import x509
+
     try:
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return False
-    return (cert.issuer == ca_cert.subject and cert.not_valid_after_utc - RENEW_BEFORE > _now()
-            and set(names) >= set(_sans(hosts)))
+    return set(names) >= set(_sans(hosts))
 
 
 def ensure_broker_tls(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "localhost")) -> BrokerTls:
-    """The CA and a broker certificate for ``hosts`` under ``directory`` (created or renewed when needed)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
+    """The CA and a broker certificate for ``hosts`` under ``directory`` (created or renewed when needed).
+
+    The broker certificate serves TLS and also authenticates the broker as a client to the other
+    nodes (mutual TLS on the inter-broker and controller listeners when PLAINTEXT is off).
+    """
     from cryptography.x509.oid import ExtendedKeyUsageOID
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     ca_cert, ca_key = _load_ca(directory)
     keystore = directory / "broker.pem"
-    if not _broker_cert_current(keystore, ca_cert, hosts):
-        key = _key()
-        cert = (
-            x509.CertificateBuilder().subject_name(_name(hosts[0])).issuer_name(ca_cert.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(_now() - dt.timedelta(minutes=5))
-            .not_valid_after(_now() + dt.timedelta(days=BROKER_DAYS))
-            .add_extension(x509.SubjectAlternativeName(_sans(hosts)), critical=False)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256())
-        )
-        pem = serialization.Encoding.PEM
-        _write_private(keystore, cert.public_bytes(pem) + ca_cert.public_bytes(pem) + _pem_key(key))
-    return BrokerTls(ca_file=directory / "ca.pem", keystore_file=keystore)
+    usages = (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH)
+    cert = _current_cert(keystore, ca_cert, usages)
+    if cert is None or not _covers(cert, hosts):
+        cert = _issue(keystore, ca_cert, ca_key, hosts[0], usages, _sans(hosts))
+    return BrokerTls(ca_file=directory / "ca.pem", keystore_file=keystore, principal=_principal(cert))
+
+
+def ensure_client_tls(directory: Path, common_name: str) -> ClientTls:
+    """A client certificate for ``common_name`` from the same CA (``<directory>/<common_name>.pem``, 0600)."""
+    from cryptography.x509.oid import ExtendedKeyUsageOID
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    ca_cert, ca_key = _load_ca(directory)
+    pem_file = directory / f"{common_name}.pem"
+    usages = (ExtendedKeyUsageOID.CLIENT_AUTH,)
+    cert = _current_cert(pem_file, ca_cert, usages)
+    if cert is None:
+        cert = _issue(pem_file, ca_cert, ca_key, common_name, usages)
+    return ClientTls(pem_file=pem_file, principal=_principal(cert))
