@@ -28,14 +28,19 @@ from .test_cli import cli, shop_args
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def tls_only_broker(tmp_path_factory):
+@pytest.fixture(params=[1, 3], ids=["one-node", "three-nodes"])
+def tls_only_broker(request, tmp_path_factory):
+    """One node, or three (replication factor 3, min.insync.replicas 2; inter-broker and controller
+    traffic then also over mutual TLS)."""
     password = f"pw-{uuid.uuid4().hex}"
-    broker = KafkaCluster(home=tmp_path_factory.mktemp("kafka-tls-only"), port=free_port(),
-                          sasl_users={"etl": password}, plaintext=False)
-    broker.start()
-    yield broker, password
-    broker.stop()
+    broker = KafkaCluster(home=tmp_path_factory.mktemp("kafka-tls-only"), size=request.param,
+                          port=free_port() if request.param == 1 else None, sasl_users={"etl": password},
+                          plaintext=False)
+    try:
+        broker.start()
+        yield broker, password
+    finally:
+        broker.stop()
 
 
 def test_a_window_runs_exactly_once_with_no_plaintext_listener(tls_only_broker):
@@ -65,6 +70,9 @@ def test_a_window_runs_exactly_once_with_no_plaintext_listener(tls_only_broker):
     shop = ShopSettings(connection=etl, topics=topics, group=f"shop-{tag}", transactional_id_prefix=f"shop-{tag}")
     made = cli("create-topics", *admin_args, *shop_args(shop), "--partitions", "2")
     assert made.returncode == 0, made.stderr[-2000:]
+    durability = (3, 2) if broker.size == 3 else (1, 1)
+    states = json.loads(made.stdout)
+    assert {(s["replication_factor"], s["min_insync_replicas"]) for s in states.values()} == {durability}, states
     granted = cli("acl", "grant", "--principal", "etl", "--role", "pipeline", *admin_args, *shop_args(shop))
     assert granted.returncode == 0, granted.stderr[-2000:]
     stats = generate(admin, topics.purchases, 400, invalid_share=0.1, seed=5, transaction_size=100,

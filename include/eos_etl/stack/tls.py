@@ -17,12 +17,17 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 CA_DAYS = 3650
 BROKER_DAYS = 825
 RENEW_BEFORE = dt.timedelta(days=30)
+
+# The nodes of a cluster write their configurations in parallel threads (storage format): one
+# CA per home, not one per thread racing to write ca.pem while another signs with its own key.
+_ISSUING = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,7 @@ def _current_cert(pem_file: Path, ca_cert, usages) -> object | None:
     """The first certificate in ``pem_file`` if this CA issued it, it is far from its end and it
     allows every extended key usage in ``usages``; else None (to be issued anew)."""
     from cryptography import x509
+    from cryptography.exceptions import InvalidSignature
 
     if not pem_file.is_file():
         return None
@@ -133,7 +139,11 @@ def _current_cert(pem_file: Path, ca_cert, usages) -> object | None:
         eku = set(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
     except x509.ExtensionNotFound:
         return None
-    if cert.issuer != ca_cert.subject or cert.not_valid_after_utc - RENEW_BEFORE <= _now() or not set(usages) <= eku:
+    if cert.not_valid_after_utc - RENEW_BEFORE <= _now() or not set(usages) <= eku:
+        return None
+    try:  # signed by this CA's key, not by an earlier CA of the same name
+        cert.verify_directly_issued_by(ca_cert)
+    except (ValueError, TypeError, InvalidSignature):
         return None
     return cert
 
@@ -180,12 +190,13 @@ def ensure_broker_tls(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "l
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ca_cert, ca_key = _load_ca(directory)
     keystore = directory / "broker.pem"
     usages = (ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH)
-    cert = _current_cert(keystore, ca_cert, usages)
-    if cert is None or not _covers(cert, hosts):
-        cert = _issue(keystore, ca_cert, ca_key, hosts[0], usages, _sans(hosts))
+    with _ISSUING:
+        ca_cert, ca_key = _load_ca(directory)
+        cert = _current_cert(keystore, ca_cert, usages)
+        if cert is None or not _covers(cert, hosts):
+            cert = _issue(keystore, ca_cert, ca_key, hosts[0], usages, _sans(hosts))
     return BrokerTls(ca_file=directory / "ca.pem", keystore_file=keystore, principal=_principal(cert))
 
 
@@ -195,10 +206,11 @@ def ensure_client_tls(directory: Path, common_name: str) -> ClientTls:
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ca_cert, ca_key = _load_ca(directory)
     pem_file = directory / f"{common_name}.pem"
     usages = (ExtendedKeyUsageOID.CLIENT_AUTH,)
-    cert = _current_cert(pem_file, ca_cert, usages)
-    if cert is None:
-        cert = _issue(pem_file, ca_cert, ca_key, common_name, usages)
+    with _ISSUING:
+        ca_cert, ca_key = _load_ca(directory)
+        cert = _current_cert(pem_file, ca_cert, usages)
+        if cert is None:
+            cert = _issue(pem_file, ca_cert, ca_key, common_name, usages)
     return ClientTls(pem_file=pem_file, principal=_principal(cert))
