@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -98,8 +99,10 @@ out = {"errors": {k: str(v)[:500] for k, v in bag.import_errors.items()}, "dags"
 for dag_id, dag in bag.dags.items():
     out["dags"][dag_id] = {"tags": sorted(dag.tags), "schedule": str(dag.schedule),
         "max_active_runs": dag.max_active_runs, "catchup": dag.catchup, "params": sorted(dag.params),
-        "doc": bool(dag.doc_md), "tasks": {t.task_id: {"retries": t.retries, "trigger_rule": getattr(t.trigger_rule, "value", str(t.trigger_rule))}
-                                           for t in dag.tasks}}
+        "doc": bool(dag.doc_md), "deadline": repr(dag.deadline),
+        "tasks": {t.task_id: {"retries": t.retries, "trigger_rule": getattr(t.trigger_rule, "value", str(t.trigger_rule)),
+                              "outlets": sorted(repr(o) for o in t.outlets),
+                              "failure_callback": bool(t.on_failure_callback)} for t in dag.tasks}}
 print("DAGBAG=" + json.dumps(out))
 """
     proc = subprocess.run([sys.executable, "-c", script, str(ROOT / "dags")], env=af.env(), capture_output=True,
@@ -113,8 +116,14 @@ print("DAGBAG=" + json.dumps(out))
     assert set(main["params"]) == {"max_records_per_partition", "chunk_records", "until", "dry_run"}
     assert set(main["tasks"]) == {"plan_window", "has_new_records", "run_window", "validate", "report"}
     assert main["tasks"]["run_window"]["retries"] == 2 and main["tasks"]["report"]["trigger_rule"] == "all_done"
+    assert main["tasks"]["run_window"]["outlets"] == sorted(
+        f"AssetAlias(name='shop_invoicing.{o}', group='asset')" for o in ("invoices", "shipments", "dead_letters"))
+    assert main["tasks"]["report"]["failure_callback"] and main["deadline"] == "None"  # EOS_ETL_RUN_DEADLINE_S unset
     replay = bag["dags"]["shop_invoicing_replay"]
     assert replay["schedule"] == "None" and "version" in replay["params"]
+    assert "shop_invoicing_replay.invoices" in replay["tasks"]["run_window"]["outlets"][1]
+    revenue = bag["dags"]["shop_revenue"]
+    assert "shop_invoicing.invoices" in revenue["schedule"] and set(revenue["tasks"]) == {"revenue_per_currency"}
 
 
 def test_full_dag_run_over_sasl_then_no_op_then_seeded_defect_fails(shop_factory, kafka_broker, dag_home):
@@ -242,3 +251,120 @@ def test_backfill_from_the_rest_api_publishes_nothing_new(shop_factory, kafka_br
     after = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
     assert after == before  # not even an aborted attempt: nothing was published at all
     assert check_shop(shop).ok
+
+
+def _wait_for_run(af: AirflowStandalone, token: str, dag_id: str, *, run_type: str | None = None,
+                  timeout_s: float = 600) -> dict:
+    """The first run of ``dag_id`` (of ``run_type``) to finish, through the REST API."""
+    query = f"?run_type={run_type}" if run_type else ""
+    deadline = time.monotonic() + timeout_s
+    runs: list = []
+    while time.monotonic() < deadline:
+        runs = _api(af, "GET", f"/api/v2/dags/{dag_id}/dagRuns{query}", None, token)["dag_runs"]
+        done = [r for r in runs if r["state"] in ("success", "failed")]
+        if done:
+            return done[0]
+        time.sleep(3)
+    raise AssertionError(f"no {run_type or ''} run of {dag_id} finished within {timeout_s}s: {runs}")
+
+
+def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(shop_factory, kafka_broker, spark,
+                                                                                tmp_path):
+    """Assets through the scheduler: the run_window task resolves the `shop_invoicing.invoices` alias to
+    the Kafka topic with the window's offset ranges; `shop_revenue`, scheduled on that alias, is triggered
+    and totals exactly that window's invoices (not the history before it) per currency."""
+    from decimal import Decimal
+
+    from eos_etl.shop.job import run_shop_window
+
+    shop = shop_factory(partitions=2)
+    # History: a first window processed outside Airflow; the downstream must not count it.
+    generate(shop.connection, shop.topics.purchases, 200, invalid_share=0.1, seed=61)
+    first = shop.plan()
+    run_shop_window(spark, shop, first)
+    stats = generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1, seed=62, transaction_size=50,
+                     abort_share=0.2)
+
+    af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4)
+    af.start()
+    try:
+        token = af.api_token()
+        for dag_id in ("shop_revenue", "shop_invoicing"):
+            deadline = time.monotonic() + 180
+            while True:  # the DAG processor parses dags/ shortly after the start
+                try:
+                    _api(af, "PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
+                    break
+                except Exception:
+                    assert time.monotonic() < deadline, f"{dag_id} never appeared"
+                    time.sleep(2)
+        af.wait_for_runs_to_settle("shop_invoicing", token)  # the schedule's run (bounded by its interval)
+        _api(af, "POST", "/api/v2/dags/shop_invoicing/dagRuns", {"logical_date": None, "conf": {}}, token)
+        published = _wait_for_run(af, token, "shop_invoicing", run_type="manual")
+        assert published["state"] == "success", published
+        revenue_run = _wait_for_run(af, token, "shop_revenue", run_type="asset_triggered", timeout_s=300)
+        assert revenue_run["state"] == "success", revenue_run
+        xcom = _api(af, "GET", f"/api/v2/dags/shop_revenue/dagRuns/{revenue_run['dag_run_id']}/taskInstances/"
+                               "revenue_per_currency/xcomEntries/return_value", None, token)
+        result = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+    finally:
+        af.stop()
+
+    # Independently: the invoices of purchases after the first window, summed per currency.
+    expected: dict[str, Decimal] = {}
+    for record in read_topic(shop.connection, shop.topics.invoices):
+        p, o = int(record.headers["source_partition"]), int(record.headers["source_offset"])
+        if o >= first.ranges[p].end:
+            invoice = json.loads(record.value)
+            expected[invoice["currency"]] = expected.get(invoice["currency"], Decimal(0)) + Decimal(invoice["total"])
+    assert [(w["invoices"], w["published"]) for w in result["windows"]] == [(stats.valid, stats.valid)], result
+    assert result["revenue"] == {c: str(v) for c, v in sorted(expected.items())}
+    assert result["windows"][0]["topic"] == shop.topics.invoices
+
+
+def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alerts(shop_factory, kafka_broker,
+                                                                                  tmp_path):
+    """Forced failure: the Variable names an input topic that does not exist. The run fails (plan_window,
+    after its retry); the report task's notifier writes one `run_failed` alert with the error and the
+    report link; the run outlives a 5 s deadline, so the triggerer writes a `run_late` alert too."""
+    shop = shop_factory(partitions=1)
+    broken = shop.__class__(connection=shop.connection, topics=shop.topics.__class__(
+        purchases=f"{shop.topics.purchases}-missing", invoices=shop.topics.invoices,
+        shipments=shop.topics.shipments, dead_letters=shop.topics.dead_letters),
+        group=shop.group, transactional_id_prefix=shop.transactional_id_prefix)
+    af = airflow_for(broken, tmp_path / "af", kafka_broker)
+    af.overrides["EOS_ETL_RUN_DEADLINE_S"] = "5"
+    alerts_file = tmp_path / "af" / "var" / "alerts" / "alerts.jsonl"
+    af.start()
+    try:
+        token = af.api_token()
+        deadline = time.monotonic() + 180
+        while True:  # the DAG processor parses dags/ shortly after the start
+            try:
+                _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": False}, token)
+                break
+            except Exception:
+                assert time.monotonic() < deadline, "shop_invoicing never appeared"
+                time.sleep(2)
+        run = _wait_for_run(af, token, "shop_invoicing", timeout_s=420)
+        assert run["state"] == "failed", run
+        deadline = time.monotonic() + 120
+        alerts: list = []
+        while time.monotonic() < deadline:
+            alerts = [json.loads(line) for line in alerts_file.read_text().splitlines()] if alerts_file.is_file() else []
+            if {"run_failed", "run_late"} <= {a["alert"] for a in alerts if a["run_id"] == run["dag_run_id"]}:
+                break
+            time.sleep(3)
+    finally:
+        af.stop()
+    mine = [a for a in alerts if a["run_id"] == run["dag_run_id"]]
+    failed = [a for a in mine if a["alert"] == "run_failed"]
+    late = [a for a in mine if a["alert"] == "run_late"]
+    assert len(failed) == 1 and len(late) >= 1, alerts
+    assert "plan_window failed" in failed[0]["error"] and failed[0]["dag_id"] == "shop_invoicing"
+    assert broken.topics.purchases in failed[0]["task_errors"]["plan_window"], failed[0]  # the cause, named
+    assert failed[0]["report"].endswith(f"/eos-etl/runs/shop_invoicing/{urllib.parse.quote(run['dag_run_id'], safe='')}")
+    assert failed[0]["window"] is None  # planning is what failed
+    assert late[0]["allowed_s"] == 5.0 and late[0]["dag_id"] == "shop_invoicing"
+    assert alerts_file.stat().st_mode & 0o777 == 0o600
+    assert SASL_PASSWORD not in alerts_file.read_text()

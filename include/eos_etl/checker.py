@@ -23,24 +23,12 @@ checked input topic are considered.
 
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
 from .kafka.admin import ClusterAdmin
 from .kafka.connection import KafkaConnection
-
-
-@dataclass
-class ConsumedRecord:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    headers: dict[str, bytes]
+from .kafka.reader import ConsumedRecord, read_ranges
 
 
 def read_topic(
@@ -48,34 +36,10 @@ def read_topic(
 ) -> list[ConsumedRecord]:
     """Every record of ``topic`` visible at the given isolation level, in partition/offset order."""
     admin = ClusterAdmin(connection)
-    parts = admin.partitions(topic)
-    offsets = admin.offsets(topic, parts)
-    ends = {p: (o.last_stable if isolation == "read_committed" else o.high_watermark) for p, o in offsets.items()}
-    conf = connection.client_config()
-    conf.update({"group.id": f"eos-etl-checker-{time.monotonic_ns()}", "isolation.level": isolation,
-                 "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3,
-                 "fetch.max.bytes": 52_428_800})
-    consumer = Consumer(conf)
-    todo = {p for p in parts if ends[p] > offsets[p].earliest}
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in todo])
-    out: list[ConsumedRecord] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while todo:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic} ({isolation}) did not reach {ends} within {timeout_s}s")
-            for msg in consumer.consume(10_000, 0.5):
-                if msg.error():
-                    continue
-                out.append(ConsumedRecord(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
-                                          dict(msg.headers() or [])))
-            for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
-                if tp.offset >= ends[tp.partition]:
-                    todo.discard(tp.partition)
-    finally:
-        consumer.close()
-    out.sort(key=lambda r: (r.partition, r.offset))
-    return out
+    offsets = admin.offsets(topic, admin.partitions(topic))
+    ranges = {p: (o.earliest, o.last_stable if isolation == "read_committed" else o.high_watermark)
+              for p, o in offsets.items()}
+    return read_ranges(connection, topic, ranges, isolation=isolation, timeout_s=timeout_s)
 
 
 @dataclass

@@ -13,16 +13,20 @@ import logging
 import time
 from datetime import datetime, timedelta, timezone
 
-from airflow.sdk import Param, dag, get_current_context, task
+from airflow.sdk import Param, dag, task
+from airflow.utils.types import DagRunType
 
 from .. import paths
+from .alerts import RunFailureNotifier, run_deadline
+from .assets import output_aliases
 from .operators import WindowSparkSubmitOperator, run_dir
 from .settings import KAFKA_CONN_ID, SPARK_CONN_ID
 
 log = logging.getLogger(__name__)
 
 RUN_WINDOW_JOB = paths.project_root() / "jobs" / "run_window.py"
-SCHEDULED_RUN_TYPES = {"scheduled", "backfill"}
+#: Runs whose upper time bound defaults to the end of their data interval.
+SCHEDULED_RUN_TYPES = frozenset({DagRunType.SCHEDULED, DagRunType.BACKFILL_JOB})
 #: What the ``until`` Param accepts (the form checks it before a run is created); the task parses
 #: it with the CLI's own checker, which also rejects dates that do not exist.
 ISO_TIME_WITH_ZONE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})$"
@@ -63,21 +67,21 @@ def _count_param(params, name: str) -> int | None:
         raise ConfigurationError(str(exc)) from None
 
 
-def _plan(version: str | None) -> dict:
+def _plan(ctx, version: str | None) -> dict:
     from ..engine.runner import preflight
     from ..kafka.admin import ClusterAdmin
     from ..kafka.topics import ensure_topics
+    from .assets import output_starts
     from .settings import ShopDagConfig, get_kafka_connection
 
     started = time.monotonic()
-    ctx = get_current_context()
     params = ctx["params"]
     cfg = ShopDagConfig.load()
     connection = get_kafka_connection()
     settings = cfg.settings(connection, version=version)
+    admin = ClusterAdmin(connection)
     if version:
         # A replay writes to its own versioned topics, created like the originals.
-        admin = ClusterAdmin(connection)
         ensure_topics(admin, settings.topics.specs(len(admin.partitions(cfg.topics.invoices)), outputs_only=True),
                       allow_existing=True)
     preflight(settings.pipeline())  # broker, topics, credentials, timeouts: fail fast and clearly
@@ -91,7 +95,7 @@ def _plan(version: str | None) -> dict:
             until_ms = timestamp_ms(params["until"], "the until Param")
         except ValueError as exc:
             raise ConfigurationError(str(exc)) from None
-    elif str(ctx["dag_run"].run_type).lower().split(".")[-1] in SCHEDULED_RUN_TYPES and ctx.get("data_interval_end"):
+    elif ctx["dag_run"].run_type in SCHEDULED_RUN_TYPES and ctx.get("data_interval_end"):
         until_ms = int(ctx["data_interval_end"].timestamp() * 1000)
     cap = _count_param(params, "max_records_per_partition")
     window = settings.plan(max_records_per_partition=cap,
@@ -112,17 +116,18 @@ def _plan(version: str | None) -> dict:
         "version": version,
         "cli_args": cfg.cli_args(settings),
         "chunk_records": _count_param(params, "chunk_records") or cfg.chunk_records,
+        # Where this window's outputs will start: the asset events name the exact ranges.
+        "outputs": output_starts(admin, settings.topics),
         "seconds": round(time.monotonic() - started, 3),  # the plan phase, for the report's timings
     }
 
 
-def _validate(plan: dict) -> dict:
+def _validate(ctx, plan: dict) -> dict:
     from ..engine.window import Window
     from ..quality.validation import validate_run
     from ..stack.spark import spark_session
     from .settings import ShopDagConfig, get_kafka_connection, validation_spark_master
 
-    ctx = get_current_context()
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
     (out / "quality.json").unlink(missing_ok=True)  # never let a previous attempt's verdict stand
     settings = ShopDagConfig.load().settings(get_kafka_connection(), version=plan["version"])
@@ -144,13 +149,12 @@ def _validate(plan: dict) -> dict:
     return {"success": True, "data_docs_path": data.get("data_docs_path")}
 
 
-def _report(plan: dict | None) -> str:
-    from airflow.exceptions import AirflowFailException
+def _report(ctx, plan: dict | None) -> str:
+    from airflow.sdk.exceptions import AirflowFailException
 
     from .reports import build_report, write_run_report
     from .verdict import judge_run
 
-    ctx = get_current_context()
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else None
     quality = json.loads((out / "quality.json").read_text()) if (out / "quality.json").is_file() else None
@@ -164,6 +168,17 @@ def _report(plan: dict | None) -> str:
     if verdict.failed:
         raise AirflowFailException(f"{'; '.join(verdict.reasons)}; report: {page}")
     return str(page)
+
+
+def _recording_errors(ctx, work, *args):
+    """Run a task's work; if it fails, keep the error with the run (for the run's alert) and re-raise."""
+    try:
+        return work(ctx, *args)
+    except Exception as exc:
+        from .alerts import record_error
+
+        record_error(ctx, ctx["ti"].task_id, exc)
+        raise
 
 
 def _replay_params() -> dict:
@@ -185,12 +200,12 @@ def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, t
         params=params,
         tags=tags,
         doc_md=doc_md,
+        deadline=run_deadline(dag_id),
     )
     def shop_dag():
         @task(retries=1)
-        def plan_window() -> dict:
-            version = get_current_context()["params"].get("version") if version_param else None
-            return _plan(version)
+        def plan_window(**context) -> dict:
+            return _recording_errors(context, _plan, context["params"].get("version") if version_param else None)
 
         @task.short_circuit(ignore_downstream_trigger_rules=False)
         def has_new_records(plan: dict) -> bool:
@@ -208,15 +223,17 @@ def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, t
             kafka_conn_id=KAFKA_CONN_ID,
             application=str(RUN_WINDOW_JOB),
             name=f"eos-etl-{dag_id}",
+            outlets=output_aliases(dag_id),
         )
 
         @task
-        def validate(plan: dict) -> dict:
-            return _validate(plan)
+        def validate(plan: dict, **context) -> dict:
+            return _recording_errors(context, _validate, plan)
 
-        @task(trigger_rule="all_done", retries=0)
-        def report(plan: dict | None = None) -> str:
-            return _report(plan)
+        # Fails exactly when the run failed: its failure callback is the run's one failure alert.
+        @task(trigger_rule="all_done", retries=0, on_failure_callback=RunFailureNotifier())
+        def report(plan: dict | None = None, **context) -> str:
+            return _report(context, plan)
 
         plan = plan_window()
         gate = has_new_records(plan)

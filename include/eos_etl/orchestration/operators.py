@@ -54,6 +54,15 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
         self.deploy_mode_override = kwargs.get("deploy_mode")
 
     def execute(self, context):
+        try:
+            return self._submit_window(context)
+        except Exception as exc:
+            from .alerts import record_error
+
+            record_error(context, self.task_id, exc)
+            raise
+
+    def _submit_window(self, context):
         from ..stack.package_zip import package_zip
         from ..stack.spark import connector_jars, spark_submit_conf
         from .settings import get_kafka_connection
@@ -77,7 +86,7 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
                 "--chunk-records", str(plan["chunk_records"]), "--connection-json-file", str(connection_file),
                 "--summary-file", str(summary_file), "--compact",
             ]
-            self._hook = None  # rebuild the hook with the values set above
+            # The provider builds its hook from these attributes on first use, inside execute.
             super().execute(context)
         summary = json.loads(summary_file.read_text())
         self.log.info(
@@ -85,7 +94,21 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
             summary["run_id"], summary["records_read"], summary["invoices"], summary["shipments"],
             summary["dead_letters"], summary["transactions"], summary["seconds"],
         )
+        self._emit_asset_events(context, connection, plan, summary)
         return summary
+
+    def _emit_asset_events(self, context, connection, plan: dict, summary: dict) -> None:
+        """One event per output alias, resolved to its Kafka topic, with the window's exact offset ranges."""
+        from ..kafka.admin import ClusterAdmin
+        from .assets import kafka_asset, output_alias, window_event_extras
+
+        dag_id = context["dag"].dag_id
+        extras = window_event_extras(ClusterAdmin(connection), plan, summary, connection.bootstrap_servers)
+        for output, extra in extras.items():
+            context["outlet_events"][output_alias(dag_id, output)].add(
+                kafka_asset(connection.bootstrap_servers, extra["topic"]), extra=extra)
+            self.log.info("asset event %s -> %s: ranges %s", output_alias(dag_id, output).name, extra["topic"],
+                          extra["ranges"])
 
 
 def check_deploy_mode(spark_conn_id: str, override: str | None = None) -> None:
