@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import time
-import urllib.parse
 from datetime import timedelta
 
 from airflow.sdk import AsyncCallback, BaseNotifier, DeadlineAlert, DeadlineReference
@@ -41,11 +40,13 @@ def alerts_file():
 
 
 def report_link(dag_id: str, run_id: str) -> str:
+    """The run's page in the reports plugin (``/eos-etl/runs/<dag>/<run>``), behind Airflow's login."""
     from airflow.configuration import conf
 
+    from .report_pages import seg
+
     base = (conf.get("api", "base_url", fallback="") or "http://localhost:8080").rstrip("/")
-    quote = lambda text: urllib.parse.quote(text, safe="")  # noqa: E731 - one use, two ids
-    return f"{base}/eos-etl/runs/{quote(dag_id)}/{quote(run_id)}"
+    return f"{base}/eos-etl/runs/{seg(dag_id)}/{seg(run_id)}"
 
 
 def record_error(context, task_id: str, exc: BaseException) -> None:
