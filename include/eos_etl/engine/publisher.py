@@ -17,6 +17,10 @@ For input partition ``p`` with window range ``[start, end)``:
    buffered records of the open transaction from there. Fatal errors (fenced)
    end the attempt.
 
+Steps 3 and 4 are the state machine :class:`~eos_etl.engine.transaction_loop.TransactionLoop`;
+this module checks the window and the input order around it and owns the
+producer's and checkpoint's lifetimes.
+
 All outputs of one input record always go into the same transaction, so an
 invoice is never visible without its shipment.
 """
@@ -33,24 +37,21 @@ from . import failpoints
 from .checkpoint import PartitionCheckpoint
 from .errors import PublishError, WindowMismatchError
 from .pipeline import PipelineConfig
-from .producer import TransactionAbortable, TransactionalProducer
+from .producer import TransactionalProducer
+from .transaction_loop import (  # noqa: F401 (the lineage header names are re-exported: a public contract)
+    H_RUN_ID,
+    H_SOURCE_OFFSET,
+    H_SOURCE_PARTITION,
+    H_SOURCE_TOPIC,
+    POLL_EVERY,
+    InputRecord,
+    LineageWriter,
+    Output,
+    TransactionLoop,
+)
 from .window import OffsetRange
 
 log = logging.getLogger(__name__)
-
-# One input record and what it turns into: (offset, [(topic, key, value, headers), ...]).
-# ``headers`` is a list of (name, bytes) pairs added to the lineage headers.
-Output = tuple[str, bytes | None, bytes | None, list]
-InputRecord = tuple[int, list[Output]]
-
-# Lineage header names (a public contract: external tools select outputs by them).
-H_SOURCE_TOPIC = "source_topic"
-H_SOURCE_PARTITION = "source_partition"
-H_SOURCE_OFFSET = "source_offset"
-H_RUN_ID = "run_id"
-
-# Input records between two producer.poll(0) calls while a transaction is open.
-POLL_EVERY = 1000
 
 
 @dataclass
@@ -85,9 +86,6 @@ class PartitionPublisher:
         self.partition = partition
         self.range = offset_range
         self.transactional_id = config.transactional_id(partition)
-        self._topic_header = config.input_topic.encode()
-        self._partition_header = str(partition).encode()
-        self._run_header = config.run_id.encode()
 
     def publish(self, records: Iterable[InputRecord]) -> PartitionResult:
         t0 = time.monotonic()
@@ -151,90 +149,18 @@ class PartitionPublisher:
         cfg = self.config
         p = self.partition
         end = self.range.end
-        group_metadata = checkpoint.group_metadata()
-        buffered: list[InputRecord] = []  # records of the open transaction, for replay after an abort
-        produced_in_txn: dict[str, int] = {}
-        produced_total = 0
+        writer = LineageWriter(producer.produce, cfg.input_topic, p, cfg.run_id)
+        loop = TransactionLoop(producer, checkpoint, writer, result, position=position,
+                               validated_position=self._validated_position, chunk_records=cfg.chunk_records,
+                               chunk_seconds=cfg.chunk_seconds, max_abort_retries=cfg.max_abort_retries,
+                               on_progress=self._on_progress)
         last_offset = -1
-        aborts = 0
-
-        # Hot path (runs per input record): constant headers built once, bound methods.
-        topic_header = (H_SOURCE_TOPIC, self._topic_header)
-        partition_header = (H_SOURCE_PARTITION, self._partition_header)
-        run_header = (H_RUN_ID, self._run_header)
-        produce = producer.produce
-        failpoints_on = failpoints.active()  # fixed for this publish (loaded above)
-
-        def produce_record(rec: InputRecord) -> None:
-            nonlocal produced_total
-            offset, outputs = rec
-            lineage = [topic_header, partition_header, (H_SOURCE_OFFSET, str(offset).encode()), run_header]
-            for topic, key, value, extra in outputs:
-                produce(topic, key, value, lineage + extra if extra else lineage)
-                produced_in_txn[topic] = produced_in_txn.get(topic, 0) + 1
-            produced_total += 1
-            if failpoints_on:
-                failpoints.hit("mid_produce", p, produced_total)
-
-        in_txn = False
-        txn_started = 0.0
-
-        def begin() -> None:
-            nonlocal in_txn, txn_started
-            producer.begin_transaction()
-            produced_in_txn.clear()
-            in_txn = True
-            txn_started = time.monotonic()
-
-        def commit(next_offset: int) -> None:
-            nonlocal in_txn
-            if not in_txn:
-                begin()
-            failpoints.hit("before_send_offsets", p)
-            producer.send_offsets_to_transaction(checkpoint.offsets(next_offset), group_metadata)
-            failpoints.hit("after_send_offsets", p)
-            producer.flush()
-            failpoints.hit("before_commit", p)  # all outputs acked by the broker, not yet committed
-            producer.commit_transaction()
-            in_txn = False
-            result.transactions += 1
-            result.records_published += len(buffered)
-            for topic, n in produced_in_txn.items():
-                result.outputs[topic] = result.outputs.get(topic, 0) + n
-            log.info(
-                "committed %s txn #%d: %d records, offsets -> %d",
-                self.transactional_id, result.transactions, len(buffered), next_offset,
-            )
-            buffered.clear()
-            self._on_progress()
-            failpoints.hit("after_commit", p, result.transactions)
-
-        def recover(exc: TransactionAbortable) -> int:
-            """Abort, re-read the committed position and replay the open transaction's records."""
-            nonlocal aborts
-            aborts += 1
-            result.aborts = aborts
-            if aborts > cfg.max_abort_retries:
-                raise PublishError(
-                    f"{self.transactional_id}: giving up after {aborts - 1} aborted transactions; last: {exc.reason}"
-                ) from exc
-            log.warning("aborting transaction of %s: %s", self.transactional_id, exc.reason)
-            producer.abort_transaction()
-            committed = checkpoint.committed()
-            pos = self._validated_position(committed)
-            replay = [r for r in buffered if r[0] >= pos]
-            buffered[:] = replay
-            begin()
-            for rec in replay:
-                produce_record(rec)
-            return pos
-
         for rec in records:
             offset = rec[0]
             result.records_read += 1
             if not result.records_read % POLL_EVERY:
                 self._on_progress()
-            if offset < position:
+            if offset < loop.position:
                 result.records_skipped += 1
                 continue
             if offset <= last_offset:
@@ -244,31 +170,5 @@ class PartitionPublisher:
             if offset >= end:
                 raise PublishError(f"{cfg.input_topic}[{p}]: offset {offset} is outside the window [..,{end})")
             last_offset = offset
-            while True:
-                try:
-                    if not in_txn:
-                        begin()
-                    produce_record(rec)
-                    buffered.append(rec)
-                    if len(buffered) >= cfg.chunk_records or time.monotonic() - txn_started >= cfg.chunk_seconds:
-                        commit(offset + 1)
-                        position = offset + 1
-                    elif not len(buffered) % POLL_EVERY:
-                        # Serves (error-only) delivery reports and librdkafka's other callbacks;
-                        # a full local queue is served in produce() itself.
-                        producer.poll()
-                    break
-                except TransactionAbortable as exc:
-                    # After replay the record is either in the buffer already
-                    # (it was appended before the failing commit) or not yet.
-                    position = recover(exc)
-                    if buffered and buffered[-1][0] == offset:
-                        break
-        # Final transaction: the window end is the committed position, even when
-        # nothing is left to produce (a tail of aborted records or markers).
-        while buffered or position < end:
-            try:
-                commit(end)
-                position = end
-            except TransactionAbortable as exc:
-                position = recover(exc)
+            loop.add(rec)
+        loop.finish(end)

@@ -1,0 +1,196 @@
+"""The transaction loop of one input partition: the publisher's state machine.
+
+States: *closed* (no transaction open) and *open* (a transaction holds the
+records in :attr:`TransactionLoop.buffered`). Transitions:
+
+* :meth:`add` (closed -> open, or open): begin if needed, produce the record's
+  outputs, buffer it; commit when the transaction holds ``chunk_records``
+  records or has been open ``chunk_seconds`` (open -> closed).
+* :meth:`commit` (-> closed): send the offset after the last record with
+  ``send_offsets_to_transaction``, wait for every delivery, commit. Outputs and
+  offsets become visible together or not at all.
+* an abortable error anywhere above (librdkafka's ``txn_requires_abort()``):
+  abort, re-read the group's committed offset (the checkpoint), keep the
+  buffered records at or after it, begin and produce them again (-> open). Each
+  abort counts; past ``max_abort_retries`` the attempt fails.
+* a fatal error (fenced, unauthorised, anything else): propagates; the caller
+  closes the producer and the attempt fails. Nothing it left open is visible:
+  the next ``init_transactions`` aborts it.
+* :meth:`finish`: the last commit, of the window end itself, even with nothing
+  left to produce (aborted records or markers after the last record).
+
+Generic: it knows input records as ``(offset, outputs)`` and nothing of what
+the outputs mean. :class:`LineageWriter` produces a record's outputs with the
+lineage headers.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from . import failpoints
+from .errors import PublishError
+from .producer import TransactionAbortable
+
+log = logging.getLogger(__name__)
+
+# One input record and what it turns into: (offset, [(topic, key, value, headers), ...]).
+# ``headers`` is a list of (name, bytes) pairs added to the lineage headers.
+Output = tuple[str, bytes | None, bytes | None, list]
+InputRecord = tuple[int, list[Output]]
+
+# Lineage header names (a public contract: external tools select outputs by them).
+H_SOURCE_TOPIC = "source_topic"
+H_SOURCE_PARTITION = "source_partition"
+H_SOURCE_OFFSET = "source_offset"
+H_RUN_ID = "run_id"
+
+# Input records between two producer.poll(0) calls while a transaction is open.
+POLL_EVERY = 1000
+
+
+class LineageWriter:
+    """Produces one input record's outputs, each with the lineage headers (source topic, partition,
+    offset, run id); the constant headers are built once. Counts what it produced per topic."""
+
+    def __init__(self, produce: Callable, input_topic: str, partition: int, run_id: str):
+        self._produce = produce
+        self._topic = (H_SOURCE_TOPIC, input_topic.encode())
+        self._partition = (H_SOURCE_PARTITION, str(partition).encode())
+        self._run = (H_RUN_ID, run_id.encode())
+        self._partition_number = partition
+        self._failpoints = failpoints.active()  # fixed for this publish (loaded before)
+        self.records_written = 0
+        self.outputs: dict[str, int] = {}  # per topic, since the last reset (the open transaction's)
+
+    def write(self, record: InputRecord) -> None:
+        offset, outputs = record
+        lineage = [self._topic, self._partition, (H_SOURCE_OFFSET, str(offset).encode()), self._run]
+        produce, counts = self._produce, self.outputs
+        for topic, key, value, extra in outputs:
+            produce(topic, key, value, lineage + extra if extra else lineage)
+            counts[topic] = counts.get(topic, 0) + 1
+        self.records_written += 1
+        if self._failpoints:
+            failpoints.hit("mid_produce", self._partition_number, self.records_written)
+
+
+class TransactionLoop:
+    """Begin / produce / send offsets / commit for one partition; abort and replay on abortable errors.
+
+    ``producer``: a :class:`~eos_etl.engine.producer.TransactionalProducer` (or anything with its
+    transactional methods); ``checkpoint``: the partition's :class:`PartitionCheckpoint`;
+    ``validated_position(committed)``: the position to resume from (raises if the committed offset is
+    outside the window); ``result``: the :class:`PartitionResult` the loop keeps counts in.
+    """
+
+    def __init__(self, producer, checkpoint, writer: LineageWriter, result, *, position: int,
+                 validated_position: Callable[[int | None], int], chunk_records: int, chunk_seconds: float,
+                 max_abort_retries: int, on_progress: Callable[[], None] = lambda: None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.producer = producer
+        self.checkpoint = checkpoint
+        self.writer = writer
+        self.result = result
+        self.position = position  # the committed position: every record below it is published
+        self._validated_position = validated_position
+        self._chunk_records = chunk_records
+        self._chunk_seconds = chunk_seconds
+        self._max_abort_retries = max_abort_retries
+        self._on_progress = on_progress
+        self._clock = clock
+        self._group_metadata = checkpoint.group_metadata()
+        self.buffered: list[InputRecord] = []  # the open transaction's records, for replay after an abort
+        self.is_open = False
+        self._opened_at = 0.0
+
+    @property
+    def _partition(self) -> int:
+        return self.result.partition
+
+    @property
+    def _transactional_id(self) -> str:
+        return self.result.transactional_id
+
+    # -- transitions ----------------------------------------------------------------------------
+    def add(self, record: InputRecord) -> None:
+        """Publish one record (in input order, at or after :attr:`position`) in the open transaction."""
+        offset = record[0]
+        while True:
+            try:
+                if not self.is_open:
+                    self._begin()
+                self.writer.write(record)
+                self.buffered.append(record)
+                if (len(self.buffered) >= self._chunk_records
+                        or self._clock() - self._opened_at >= self._chunk_seconds):
+                    self.commit(offset + 1)
+                elif not len(self.buffered) % POLL_EVERY:
+                    # Serves (error-only) delivery reports and librdkafka's other callbacks;
+                    # a full local queue is served in produce() itself.
+                    self.producer.poll()
+                return
+            except TransactionAbortable as exc:
+                self._recover(exc)
+                # The replay produced the record again if it was buffered before the error
+                # (a failed commit); a record below the committed position is published.
+                if (self.buffered and self.buffered[-1][0] == offset) or offset < self.position:
+                    return
+
+    def commit(self, next_offset: int) -> None:
+        """Commit the open transaction (opening one if none is) with the group's offset ``next_offset``."""
+        p = self._partition
+        if not self.is_open:
+            self._begin()
+        failpoints.hit("before_send_offsets", p)
+        self.producer.send_offsets_to_transaction(self.checkpoint.offsets(next_offset), self._group_metadata)
+        failpoints.hit("after_send_offsets", p)
+        self.producer.flush()
+        failpoints.hit("before_commit", p)  # all outputs acked by the broker, not yet committed
+        self.producer.commit_transaction()
+        self.is_open = False
+        self.position = next_offset
+        result = self.result
+        result.transactions += 1
+        result.records_published += len(self.buffered)
+        for topic, n in self.writer.outputs.items():
+            result.outputs[topic] = result.outputs.get(topic, 0) + n
+        log.info("committed %s txn #%d: %d records, offsets -> %d",
+                 self._transactional_id, result.transactions, len(self.buffered), next_offset)
+        self.buffered.clear()
+        self._on_progress()
+        failpoints.hit("after_commit", p, result.transactions)
+
+    def finish(self, end: int) -> None:
+        """The last commit: the window end becomes the committed position, even when nothing is left
+        to produce (a tail of aborted records or markers)."""
+        while self.buffered or self.position < end:
+            try:
+                self.commit(end)
+            except TransactionAbortable as exc:
+                self._recover(exc)
+
+    # -- internals ------------------------------------------------------------------------------
+    def _begin(self) -> None:
+        self.producer.begin_transaction()
+        self.writer.outputs.clear()
+        self.is_open = True
+        self._opened_at = self._clock()
+
+    def _recover(self, exc: TransactionAbortable) -> None:
+        """Abort, rewind to the committed position and produce the open transaction's records again."""
+        result = self.result
+        result.aborts += 1
+        if result.aborts > self._max_abort_retries:
+            raise PublishError(f"{self._transactional_id}: giving up after {result.aborts - 1} aborted "
+                               f"transactions; last: {exc.reason}") from exc
+        log.warning("aborting transaction of %s: %s", self._transactional_id, exc.reason)
+        self.producer.abort_transaction()
+        self.is_open = False
+        self.position = self._validated_position(self.checkpoint.committed())
+        self.buffered[:] = [r for r in self.buffered if r[0] >= self.position]
+        self._begin()
+        for record in self.buffered:
+            self.writer.write(record)

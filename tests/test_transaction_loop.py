@@ -1,0 +1,189 @@
+"""The publisher's transaction loop, transition by transition, without a broker.
+
+A fake transactional producer keeps what a read_committed reader would see
+(outputs of committed transactions) and the group's committed offset, and
+raises an error class at a chosen call: abortable (abort, rewind to the
+committed offset, replay), fatal (fenced: the attempt fails, nothing of the
+open transaction is visible). Every scenario ends with the invariants checked:
+one output per published input record, outputs visible only with their
+offsets. The same loop against a real broker and injected faults:
+tests/test_kafka_transactions.py, tests/test_faults.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from eos_etl.engine.errors import ProducerFencedError, PublishError
+from eos_etl.engine.producer import TransactionAbortable
+from eos_etl.engine.publisher import PartitionResult
+from eos_etl.engine.transaction_loop import H_SOURCE_OFFSET, LineageWriter, TransactionLoop
+
+
+class FakeProducer:
+    """Transactional semantics in memory; ``fail[(method, n)]`` raises that exception on the n-th call."""
+
+    def __init__(self, checkpoint, fail: dict | None = None):
+        self.checkpoint = checkpoint
+        self.fail = dict(fail or {})
+        self.calls: dict[str, int] = {}
+        self.visible: list[tuple[str, int]] = []  # (topic, source offset) of committed outputs
+        self.pending: list[tuple[str, int]] | None = None
+        self.pending_offset: int | None = None
+        self.fenced = False
+
+    def _call(self, method: str) -> None:
+        n = self.calls[method] = self.calls.get(method, 0) + 1
+        if self.fenced:
+            raise ProducerFencedError("producer was fenced")
+        exc = self.fail.pop((method, n), None)
+        if isinstance(exc, ProducerFencedError):
+            self.fenced = True
+        if exc is not None:
+            raise exc
+
+    def begin_transaction(self):
+        self._call("begin_transaction")
+        assert self.pending is None, "begin while a transaction is open"
+        self.pending, self.pending_offset = [], None
+
+    def produce(self, topic, key, value, headers):
+        assert self.pending is not None, "produce outside a transaction"
+        self._call("produce")
+        self.pending.append((topic, int(dict(headers)[H_SOURCE_OFFSET])))
+
+    def poll(self):
+        pass
+
+    def send_offsets_to_transaction(self, offsets, _metadata):
+        self._call("send_offsets_to_transaction")
+        [(_, _, offset)] = offsets
+        self.pending_offset = offset
+
+    def flush(self):
+        self._call("flush")
+
+    def commit_transaction(self):
+        self._call("commit_transaction")
+        self.visible += self.pending
+        if self.pending_offset is not None:
+            self.checkpoint.committed_offset = self.pending_offset
+        self.pending, self.pending_offset = None, None
+
+    def abort_transaction(self):
+        self._call("abort_transaction")
+        self.pending, self.pending_offset = None, None
+
+
+class FakeCheckpoint:
+    def __init__(self, committed: int | None = None):
+        self.committed_offset = committed
+
+    def committed(self):
+        return self.committed_offset
+
+    def group_metadata(self):
+        return object()
+
+    def offsets(self, next_offset: int):
+        return [("purchases", 0, next_offset)]
+
+
+def records(offsets) -> list:
+    """Input records with two outputs each (an invoice and a shipment)."""
+    return [(o, [("invoices", b"k", b"v", []), ("shipments", b"k", b"v", [])]) for o in offsets]
+
+
+def run(offsets, *, end: int, start: int = 0, committed: int | None = None, fail: dict | None = None,
+        chunk_records: int = 3, max_abort_retries: int = 3):
+    checkpoint = FakeCheckpoint(committed)
+    producer = FakeProducer(checkpoint, fail)
+    result = PartitionResult(partition=0, transactional_id="shop-purchases-0", start=start, end=end,
+                             committed_before=committed)
+    loop = TransactionLoop(
+        producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "run-1"), result,
+        position=committed if committed is not None else start, validated_position=lambda c: start if c is None else c,
+        chunk_records=chunk_records, chunk_seconds=3600, max_abort_retries=max_abort_retries)
+    error = None
+    try:
+        for record in records(offsets):
+            if record[0] >= loop.position:
+                loop.add(record)
+        loop.finish(end)
+    except PublishError as exc:
+        error = exc
+    return producer, checkpoint, result, error
+
+
+def assert_exactly_once(producer, checkpoint):
+    """No output twice, none visible beyond the committed offset, never an invoice without its shipment."""
+    committed = checkpoint.committed_offset or 0
+    for topic in ("invoices", "shipments"):
+        seen = [o for t, o in producer.visible if t == topic]
+        assert len(seen) == len(set(seen)), f"duplicate {topic}: {sorted(seen)}"
+        assert all(o < committed for o in seen), f"{topic} visible beyond the committed offset {committed}"
+    assert ({o for t, o in producer.visible if t == "invoices"}
+            == {o for t, o in producer.visible if t == "shipments"})
+
+
+def test_commits_every_chunk_and_the_window_end_last():
+    producer, checkpoint, result, error = run(range(7), end=9)  # offsets 7, 8: markers / aborted records
+    assert error is None
+    assert checkpoint.committed_offset == 9
+    assert (result.transactions, result.records_published, result.aborts) == (3, 7, 0)
+    assert result.outputs == {"invoices": 7, "shipments": 7}
+    assert sorted(o for t, o in producer.visible if t == "invoices") == list(range(7))
+    assert_exactly_once(producer, checkpoint)
+
+
+def test_nothing_left_to_produce_still_commits_the_window_end():
+    producer, checkpoint, result, error = run([], end=5, start=3, committed=3)
+    assert error is None and checkpoint.committed_offset == 5 and producer.visible == []
+    assert result.transactions == 1
+
+
+@pytest.mark.parametrize("failing_call", [("produce", 8), ("send_offsets_to_transaction", 2), ("flush", 2),
+                                          ("commit_transaction", 2), ("produce", 13)])
+def test_an_abortable_error_aborts_rewinds_and_replays_without_duplicates(failing_call):
+    producer, checkpoint, result, error = run(
+        range(8), end=8, fail={failing_call: TransactionAbortable("broker says abort")})
+    assert error is None
+    assert result.aborts == 1 and checkpoint.committed_offset == 8 and result.records_published == 8
+    assert producer.calls["abort_transaction"] == 1
+    assert sorted(o for t, o in producer.visible if t == "shipments") == list(range(8))
+    assert_exactly_once(producer, checkpoint)
+
+
+def test_an_abort_during_the_final_commit_replays_the_tail():
+    producer, checkpoint, result, error = run(
+        range(4), end=6, fail={("commit_transaction", 2): TransactionAbortable("coordinator moved")})
+    assert error is None and result.aborts == 1 and checkpoint.committed_offset == 6
+    assert_exactly_once(producer, checkpoint)
+
+
+def test_too_many_aborts_fail_the_attempt_with_nothing_torn():
+    fail = {("commit_transaction", n): TransactionAbortable(f"abort {n}") for n in range(1, 10)}
+    producer, checkpoint, result, error = run(range(5), end=5, fail=fail, max_abort_retries=2)
+    assert isinstance(error, PublishError) and "giving up after 2 aborted transactions" in str(error)
+    assert producer.visible == [] and checkpoint.committed_offset is None
+
+
+def test_fenced_mid_transaction_ends_the_attempt_and_hides_the_open_transaction():
+    producer, checkpoint, result, error = run(
+        range(8), end=8, fail={("produce", 9): ProducerFencedError("fenced by a newer attempt")})
+    assert isinstance(error, ProducerFencedError)
+    assert checkpoint.committed_offset == 3 and producer.calls.get("abort_transaction") is None
+    assert sorted(o for t, o in producer.visible if t == "invoices") == [0, 1, 2]  # only committed chunks
+    assert_exactly_once(producer, checkpoint)
+
+
+def test_a_retry_resumes_from_the_committed_offset_and_publishes_nothing_twice():
+    first, checkpoint, _, error = run(
+        range(8), end=8, fail={("produce", 9): ProducerFencedError("fenced")})
+    assert isinstance(error, ProducerFencedError) and checkpoint.committed_offset == 3
+    second, checkpoint2, result, error = run(range(8), end=8, committed=checkpoint.committed_offset)
+    assert error is None and checkpoint2.committed_offset == 8 and result.records_published == 5
+    combined = FakeProducer(checkpoint2)
+    combined.visible = first.visible + second.visible
+    assert_exactly_once(combined, checkpoint2)
+    assert sorted(o for t, o in combined.visible if t == "invoices") == list(range(8))
