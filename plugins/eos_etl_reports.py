@@ -27,8 +27,36 @@ def readable_dag_ids(user, dag_ids: set[str]) -> set[str]:
     return get_auth_manager().filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method="GET")
 
 
+def list_backfills(dag_id: str, limit: int) -> list[dict]:
+    """The DAG's ``limit`` newest backfills, each with its intervals: the run it created or cleared,
+    or why it made none."""
+    from airflow.models.backfill import Backfill, BackfillDagRun
+    from airflow.models.dagrun import DagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        backfills = session.scalars(select(Backfill).where(Backfill.dag_id == dag_id)
+                                    .order_by(Backfill.id.desc()).limit(limit)).all()
+        out = []
+        for b in backfills:
+            rows = session.execute(
+                select(BackfillDagRun, DagRun).outerjoin(DagRun, DagRun.id == BackfillDagRun.dag_run_id)
+                .where(BackfillDagRun.backfill_id == b.id).order_by(BackfillDagRun.sort_ordinal)).all()
+            out.append({
+                "id": b.id, "from_date": b.from_date, "to_date": b.to_date, "created_at": b.created_at,
+                "completed_at": b.completed_at,
+                "reprocess_behavior": getattr(b.reprocess_behavior, "value", b.reprocess_behavior),
+                "intervals": [{
+                    "logical_date": row.logical_date, "exception_reason": row.exception_reason,
+                    "run_id": run.run_id if run else None, "state": str(run.state) if run else None,
+                } for row, run in rows],
+            })
+        return out
+
+
 app = create_app(current_user=get_user, require_dag_read=requires_access_dag("GET", DagAccessEntity.RUN),
-                 readable_dag_ids=readable_dag_ids)
+                 readable_dag_ids=readable_dag_ids, list_backfills=list_backfills)
 
 
 class EosEtlReportsPlugin(AirflowPlugin):
@@ -39,4 +67,6 @@ class EosEtlReportsPlugin(AirflowPlugin):
          "category": "browse", "url_route": "eos-etl-reports"},
         {"name": "Run report", "href": "/eos-etl/runs/{DAG_ID}/{RUN_ID}", "destination": "dag_run",
          "url_route": "eos-etl-run-report"},
+        {"name": "Backfills report", "href": "/eos-etl/backfills/{DAG_ID}/", "destination": "dag",
+         "url_route": "eos-etl-backfills"},
     ]

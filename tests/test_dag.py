@@ -9,6 +9,7 @@ Spark job, and the tests check they never reach a task log.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -89,7 +90,10 @@ def dag_home(tmp_path_factory):
 
 
 def test_dag_integrity(tmp_path):
-    af = AirflowStandalone(home=tmp_path, port=free_port())
+    from eos_etl.orchestration.arrivals import WATCH_CONN_ID
+
+    af = AirflowStandalone(home=tmp_path, port=free_port(), connections={WATCH_CONN_ID: {
+        "conn_type": "kafka", "extra": {"bootstrap.servers": "127.0.0.1:9092", "group.id": "arrivals"}}})
     script = """
 import json, sys
 from pathlib import Path
@@ -122,6 +126,9 @@ print("DAGBAG=" + json.dumps(out))
     replay = bag["dags"]["shop_invoicing_replay"]
     assert replay["schedule"] == "None" and "version" in replay["params"]
     assert "shop_invoicing_replay.invoices" in replay["tasks"]["run_window"]["outlets"][1]
+    arrivals = bag["dags"]["shop_invoicing_on_arrival"]  # defined because its watcher's connection exists
+    assert "kafka://127.0.0.1:9092/purchases" in arrivals["schedule"] and "event-driven" in arrivals["tags"]
+    assert set(arrivals["tasks"]) == set(main["tasks"]) and arrivals["max_active_runs"] == 1
     revenue = bag["dags"]["shop_revenue"]
     assert "shop_invoicing.invoices" in revenue["schedule"] and set(revenue["tasks"]) == {"revenue_per_currency"}
 
@@ -212,45 +219,117 @@ def _api(af: AirflowStandalone, method: str, path: str, body: dict | None = None
     return af.api(method, path, body, token)
 
 
-def test_backfill_from_the_rest_api_publishes_nothing_new(shop_factory, kafka_broker, spark, tmp_path):
-    from eos_etl.shop.job import run_shop_window
+def _unpause(af: AirflowStandalone, token: str, dag_id: str, timeout_s: float = 180) -> None:
+    """Unpause ``dag_id`` once the DAG processor has parsed it (shortly after the start)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            _api(af, "PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
+            return
+        except Exception:
+            assert time.monotonic() < deadline, f"{dag_id} never appeared"
+            time.sleep(2)
+
+
+def _produce_stamped(shop, count: int, stamp_ms: int, seed: int) -> dict[str, int]:
+    """``count`` purchases (5% invalid) carrying the record timestamp ``stamp_ms``; returns valid/invalid."""
+    from eos_etl.shop.generator import purchases
+
+    producer = Producer({**shop.connection.client_config(), "enable.idempotence": True})
+    counts = {"valid": 0, "invalid": 0}
+    for key, value, kind in purchases(count, invalid_share=0.05, seed=seed):
+        producer.produce(shop.topics.purchases, value, key, timestamp=stamp_ms)
+        counts["invalid" if kind else "valid"] += 1
+    assert producer.flush(30) == 0
+    return counts
+
+
+def _backfill_cli(af: AirflowStandalone, token: str, start: float, end: float, behavior: str) -> dict:
+    """``airflow backfill create`` over [start, end] (hourly logical dates), then wait until it completed."""
+    stamp = "%Y-%m-%dT%H:00:00+00:00"
+    for attempt in range(4):  # SQLite: the scheduler's write lock may refuse the CLI's insert
+        proc = af.airflow_cmd("backfill", "create", "--dag-id", "shop_invoicing", "--from-date",
+                              time.strftime(stamp, time.gmtime(start)), "--to-date", time.strftime(stamp, time.gmtime(end)),
+                              "--reprocess-behavior", behavior, "--max-active-runs", "1", timeout=120)
+        if proc.returncode == 0 or "database is locked" not in proc.stdout + proc.stderr:
+            break
+        time.sleep(3 * (attempt + 1))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    deadline = time.monotonic() + 420
+    while True:
+        newest = _api(af, "GET", "/api/v2/backfills?dag_id=shop_invoicing&order_by=-id&limit=1", None, token)
+        backfill = newest["backfills"][0]
+        if backfill["reprocess_behavior"] == behavior and backfill.get("completed_at"):
+            return backfill
+        assert time.monotonic() < deadline, f"backfill {behavior} never completed: {backfill}"
+        time.sleep(3)
+
+
+def _plugin_page(af: AirflowStandalone, path: str, token: str) -> str:
+    import urllib.request
+
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(af.url + path, headers={"Authorization": f"Bearer {token}"})
+    with opener.open(req, timeout=30) as resp:
+        return resp.read().decode()
+
+
+def test_backfills_from_the_cli_with_each_reprocess_behaviour_never_duplicate(shop_factory, kafka_broker,
+                                                                                tmp_path):
+    """`airflow backfill create` with reprocess none, none again, failed and completed over the same three
+    hours. Purchases stamped three hours ago arrive after the scheduled run: the first backfill's run for
+    the hour after them publishes them (a window ends at its run's logical date), every later execution
+    plans an empty window; outputs stay exactly one per purchase. The Backfills report page says what each
+    backfill did, interval by interval."""
+    import re
 
     shop = shop_factory(partitions=2)
-    generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.05, seed=41)
-    # The pipeline is up to date: everything so far was processed.
-    run_shop_window(spark, shop, shop.plan())
-    before = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
-
     af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4)
     af.start()
     try:
         token = af.api_token()
-        _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": False}, token)
-        # SQLite has one writer: let the scheduled run the unpausing creates finish first.
-        af.wait_for_runs_to_settle("shop_invoicing", token)
-        now = time.time()
-        # Each backfilled run is bounded by an upper time an hour in the future, so
-        # its window would cover every purchase if the committed offsets did not
-        # already: the only thing keeping it empty is the offset-based planning.
-        body = {"dag_id": "shop_invoicing", "reprocess_behavior": "completed", "max_active_runs": 2,
-                "from_date": time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(now - 3 * 3600)),
-                "to_date": time.strftime("%Y-%m-%dT%H:00:00Z", time.gmtime(now - 3600)),
-                "dag_run_conf": {"until": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + 3600))}}
-        backfill = af.create_backfill(body, token)
-        deadline = time.monotonic() + 420
-        runs = []
-        while time.monotonic() < deadline:
-            runs = _api(af, "GET", "/api/v2/dags/shop_invoicing/dagRuns?run_type=backfill", None, token)["dag_runs"]
-            if runs and all(r["state"] in ("success", "failed") for r in runs):
-                break
-            time.sleep(3)
-        assert runs and all(r["state"] == "success" for r in runs), runs
-        assert len(runs) >= 2 and backfill["id"]
+        _unpause(af, token, "shop_invoicing")
+        af.wait_for_runs_to_settle("shop_invoicing", token)  # the schedule's own run, before the purchases
+        hour = time.time() // 3600 * 3600
+        counts = _produce_stamped(shop, 300, int((hour - 3 * 3600 + 600) * 1000), seed=91)
+
+        first = _backfill_cli(af, token, hour - 3 * 3600, hour - 3600, "none")
+        assert not [r for r in _api(af, "GET", "/api/v2/dags/shop_invoicing/dagRuns?run_type=backfill", None,
+                                    token)["dag_runs"] if r["state"] != "success"]
+        published = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted"))
+                     for t in shop.topics.outputs}
+        _backfill_cli(af, token, hour - 3 * 3600, hour - 3600, "none")
+        # A failed run for "failed" to reprocess: the second backfilled hour's run, marked failed.
+        second = time.strftime("%Y-%m-%dT%H:00:00+00:00", time.gmtime(hour - 2 * 3600))
+        run = next(r for r in _api(af, "GET", "/api/v2/dags/shop_invoicing/dagRuns", None, token)["dag_runs"]
+                   if r["logical_date"].startswith(second[:19]))
+        _api(af, "PATCH", f"/api/v2/dags/shop_invoicing/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}",
+             {"state": "failed"}, token)
+        _backfill_cli(af, token, hour - 3 * 3600, hour - 3600, "failed")
+        _backfill_cli(af, token, hour - 3 * 3600, hour - 3600, "completed")
+        runs = _api(af, "GET", "/api/v2/dags/shop_invoicing/dagRuns", None, token)["dag_runs"]
+        page = _plugin_page(af, "/eos-etl/backfills/shop_invoicing/", token)
     finally:
         af.stop()
+
     after = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
-    assert after == before  # not even an aborted attempt: nothing was published at all
+    assert after == published  # nothing at all after the first backfill, not even an aborted attempt
+    assert after[shop.topics.invoices] == counts["valid"] and after[shop.topics.dead_letters] == counts["invalid"]
     assert check_shop(shop).ok
+    assert all(r["state"] == "success" for r in runs), [(r["dag_run_id"], r["state"]) for r in runs]
+
+    def section(backfill_id: int) -> str:
+        return re.search(rf'data-testid="backfill-{backfill_id}">(.*?)</section>', page, re.S).group(1)
+
+    ids = range(first["id"], first["id"] + 4)
+    summaries = [re.search(r"<strong>(.*?)</strong>", section(i)).group(1) for i in ids]
+    # Hourly logical dates H-3, H-2, H-1, each window ending at its logical date: H-2's publishes.
+    assert summaries == ["1 published, 2 no-op", "3 skipped", "1 no-op, 2 skipped", "3 no-op"], summaries
+    assert f"new run: read {counts['valid'] + counts['invalid']} purchases, published {counts['valid']} invoices" in (
+        section(ids[0]))
+    assert "no run: already exists" in section(ids[1])
+    assert section(ids[3]).count("reprocessed the existing run") == 3
+    assert SASL_PASSWORD not in page
 
 
 def _wait_for_run(af: AirflowStandalone, token: str, dag_id: str, *, run_type: str | None = None,
@@ -266,6 +345,27 @@ def _wait_for_run(af: AirflowStandalone, token: str, dag_id: str, *, run_type: s
             return done[0]
         time.sleep(3)
     raise AssertionError(f"no {run_type or ''} run of {dag_id} finished within {timeout_s}s: {runs}")
+
+
+def _screenshot_asset_graph(af: AirflowStandalone, token: str, topic: str, target: Path) -> None:
+    """The Airflow UI's page of the ``topic`` Kafka asset, with its graph (producer -> alias -> consumer)."""
+    from .test_ui_browser import CHROMIUM, CHROMIUM_ARGS, _log_in, _playwright
+
+    sync_playwright, _ = _playwright()
+    asset = next(a for a in _api(af, "GET", "/api/v2/assets?limit=100", None, token)["assets"]
+                 if a["uri"].endswith(f"/{topic}"))
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 800})
+            _log_in(page, af)
+            page.goto(f"{af.url}/assets/{asset['id']}")
+            page.wait_for_load_state("networkidle")
+            time.sleep(3)  # the graph lays itself out after the data arrived
+            target.parent.mkdir(parents=True, exist_ok=True)
+            page.screenshot(path=str(target))
+        finally:
+            browser.close()
 
 
 def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(shop_factory, kafka_broker, spark,
@@ -286,18 +386,14 @@ def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(s
                      abort_share=0.2)
 
     af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4)
+    lineage_file = tmp_path / "openlineage.jsonl"
+    af.overrides["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps(
+        {"type": "file", "log_file_path": str(lineage_file), "append": True})
     af.start()
     try:
         token = af.api_token()
         for dag_id in ("shop_revenue", "shop_invoicing"):
-            deadline = time.monotonic() + 180
-            while True:  # the DAG processor parses dags/ shortly after the start
-                try:
-                    _api(af, "PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
-                    break
-                except Exception:
-                    assert time.monotonic() < deadline, f"{dag_id} never appeared"
-                    time.sleep(2)
+            _unpause(af, token, dag_id)
         af.wait_for_runs_to_settle("shop_invoicing", token)  # the schedule's run (bounded by its interval)
         _api(af, "POST", "/api/v2/dags/shop_invoicing/dagRuns", {"logical_date": None, "conf": {}}, token)
         published = _wait_for_run(af, token, "shop_invoicing", run_type="manual")
@@ -307,6 +403,9 @@ def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(s
         xcom = _api(af, "GET", f"/api/v2/dags/shop_revenue/dagRuns/{revenue_run['dag_run_id']}/taskInstances/"
                                "revenue_per_currency/xcomEntries/return_value", None, token)
         result = xcom["value"] if isinstance(xcom["value"], dict) else json.loads(xcom["value"])
+        if os.environ.get("EOS_ETL_UPDATE_SCREENSHOTS"):  # the README's Asset graph, refreshed on request
+            _screenshot_asset_graph(af, token, shop.topics.invoices, ROOT / "docs" / "screenshots" /
+                                    "airflow-asset-graph.png")
     finally:
         af.stop()
 
@@ -320,6 +419,26 @@ def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(s
     assert [(w["invoices"], w["published"]) for w in result["windows"]] == [(stats.valid, stats.valid)], result
     assert result["revenue"] == {c: str(v) for c, v in sorted(expected.items())}
     assert result["windows"][0]["topic"] == shop.topics.invoices
+
+    # OpenLineage (file transport): the operator reports its own inputs and outputs, since the
+    # transactional writes bypass Spark's writers; the facet carries the window and the counts.
+    events = [json.loads(line) for line in lineage_file.read_text().splitlines()]
+    publish_run = attempt_run_id(published["dag_run_id"], 1).rsplit(".try", 1)[0]
+    done = [e for e in events if e["eventType"] == "COMPLETE" and e["job"]["name"] == "shop_invoicing.run_window"
+            and e["run"]["facets"].get("eosEtlWindow", {}).get("publishRunId", "").startswith(publish_run)]
+    assert len(done) == 1, [(e["eventType"], e["job"]["name"]) for e in events]
+    namespace = f"kafka://{kafka_broker.sasl_bootstrap_servers.split(',')[0]}"
+    assert [(d["namespace"], d["name"]) for d in done[0]["inputs"]] == [(namespace, shop.topics.purchases)]
+    facet = done[0]["run"]["facets"]["eosEtlWindow"]
+    assert {d["name"]: d["outputFacets"]["outputStatistics"]["rowCount"] for d in done[0]["outputs"]
+            if d["namespace"] == namespace} == {
+        shop.topics.invoices: stats.valid, shop.topics.shipments: stats.valid,
+        shop.topics.dead_letters: facet["counts"]["dead_letters"]}
+    assert facet["counts"]["invoices"] == stats.valid and facet["window"]["topic"] == shop.topics.purchases
+    assert {int(p): start for p, (start, _) in facet["window"]["partitions"].items()} == {
+        p: r.end for p, r in first.ranges.items()}  # the window starts where the first one ended
+    assert set(facet["outputRanges"]) == {shop.topics.invoices, shop.topics.shipments, shop.topics.dead_letters}
+    assert SASL_PASSWORD not in lineage_file.read_text()
 
 
 def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alerts(shop_factory, kafka_broker,
@@ -338,14 +457,7 @@ def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alert
     af.start()
     try:
         token = af.api_token()
-        deadline = time.monotonic() + 180
-        while True:  # the DAG processor parses dags/ shortly after the start
-            try:
-                _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": False}, token)
-                break
-            except Exception:
-                assert time.monotonic() < deadline, "shop_invoicing never appeared"
-                time.sleep(2)
+        _unpause(af, token, "shop_invoicing")
         run = _wait_for_run(af, token, "shop_invoicing", timeout_s=420)
         assert run["state"] == "failed", run
         deadline = time.monotonic() + 120
@@ -368,3 +480,46 @@ def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alert
     assert late[0]["allowed_s"] == 5.0 and late[0]["dag_id"] == "shop_invoicing"
     assert alerts_file.stat().st_mode & 0o777 == 0o600
     assert SASL_PASSWORD not in alerts_file.read_text()
+
+
+def test_a_burst_of_purchases_makes_one_event_driven_run(shop_factory, kafka_broker, tmp_path):
+    """AssetWatcher with the Kafka provider's message-queue trigger: a burst of purchases (several transactions, two partitions) makes exactly one
+    asset event and one run, which waits for the burst to end and publishes all of it once."""
+    from eos_etl.kafka.acls import Grant
+    from eos_etl.orchestration.arrivals import WATCH_CONN_ID
+
+    shop = shop_factory(partitions=2)
+    watch_group = f"{shop.group}-arrivals"
+    grant(shop.connection, SASL_USER, [Grant("group", watch_group, "READ")])
+    af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4)
+    af.connections[WATCH_CONN_ID] = {"conn_type": "kafka", "extra": {
+        "bootstrap.servers": kafka_broker.sasl_bootstrap_servers, "group.id": watch_group,
+        "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": SASL_USER,
+        "sasl.password": SASL_PASSWORD, "ssl.ca.location": str(kafka_broker.ca_file),
+        "isolation.level": "read_committed", "auto.offset.reset": "earliest", "enable.auto.commit": "false"}}
+    dag_id = "shop_invoicing_on_arrival"
+    af.start()
+    try:
+        token = af.api_token()
+        _unpause(af, token, dag_id)
+        af.wait_for_runs_to_settle(dag_id, token)  # a sweep the unpausing may start (bounded by its time)
+        # The watcher's group starts at the earliest offset: no need to wait for it to join.
+        stats = generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.05, seed=71,
+                         transaction_size=40, abort_share=0.1)
+        run = _wait_for_run(af, token, dag_id, run_type="asset_triggered", timeout_s=420)
+        assert run["state"] == "success", run
+        time.sleep(8)  # longer than the quiet gap: a second event from the same burst would have come by now
+        runs = _api(af, "GET", f"/api/v2/dags/{dag_id}/dagRuns?run_type=asset_triggered", None, token)["dag_runs"]
+        plan = _api(af, "GET", f"/api/v2/dags/{dag_id}/dagRuns/{run['dag_run_id']}/taskInstances/plan_window/"
+                               "xcomEntries/return_value", None, token)["value"]
+        plan = plan if isinstance(plan, dict) else json.loads(plan)
+        events = _api(af, "GET", "/api/v2/assets/events?limit=100", None, token)
+    finally:
+        af.stop()
+    assert len(runs) == 1, [(r["dag_run_id"], r["state"]) for r in runs]
+    assert plan["arrivals"]["events"] == 1 and plan["arrivals"]["waited_s"] >= 5, plan["arrivals"]
+    watched = [e for e in events["asset_events"] if e["extra"].get("from_trigger")]
+    assert len(watched) == 1, watched
+    assert set(watched[0]["extra"]["payload"]) == {"topic", "partition", "offset", "timestamp_ms"}  # no payload
+    invoices = read_topic(shop.connection, shop.topics.invoices)
+    assert len(invoices) == stats.valid and check_shop(shop).ok

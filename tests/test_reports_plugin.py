@@ -342,3 +342,68 @@ def test_links_carry_the_mount_prefix_of_the_api_server(var):
     page = client.get(f"/eos-etl/runs/{DAG}/r-1").text
     assert 'href="/eos-etl/static/reports.css"' in page and 'href="/eos-etl/reports/shop_invoicing/"' in page
     assert client.get("/eos-etl/static/reports.css").status_code == 200
+
+
+# -- the Backfills page ----------------------------------------------------------------------
+
+
+def test_the_backfills_page_says_what_each_backfill_did_per_interval(var):
+    """Backfill 1 (reprocess none) made two runs, one published; backfill 2 (completed) cleared both,
+    which found nothing new; a third interval was skipped. The run's history (one line per execution)
+    tells the two executions apart; hostile ids are escaped; the DAG's read access applies."""
+    from datetime import datetime, timezone
+
+    def at(hour: int, minute: int = 0) -> datetime:
+        return datetime(2026, 11, 24, hour, minute, tzinfo=timezone.utc)
+
+    hostile = HOSTILE[0]
+    runs = {"backfill__h1": plan(), hostile: plan(empty=True, span=0)}
+    for run_id, p in runs.items():  # first execution (backfill 1), then the reprocessing (backfill 2)
+        published = summary() if not p.get("empty") else None
+        with _frozen_report_time("2026-11-24T10:05:00Z"):
+            write(var, DAG, run_id, reports.build_report(dag_id=DAG, run_id=run_id, plan=p, summary=published,
+                                                         quality=quality() if published else None))
+        with _frozen_report_time("2026-11-24T11:05:00Z"):
+            write(var, DAG, run_id, reports.build_report(dag_id=DAG, run_id=run_id, plan=plan(empty=True, span=0),
+                                                         summary=None, quality=None, clear_number=1))
+    rows = [
+        {"id": 2, "from_date": at(1), "to_date": at(3), "created_at": at(11), "completed_at": at(11, 10),
+         "reprocess_behavior": "completed", "intervals": [
+             {"logical_date": at(1), "run_id": "backfill__h1", "state": "success", "exception_reason": None},
+             {"logical_date": at(2), "run_id": hostile, "state": "success", "exception_reason": None},
+             {"logical_date": at(3), "run_id": None, "state": None, "exception_reason": "in flight"}]},
+        {"id": 1, "from_date": at(1), "to_date": at(3), "created_at": at(10), "completed_at": at(10, 10),
+         "reprocess_behavior": "none", "intervals": [
+             {"logical_date": at(1), "run_id": "backfill__h1", "state": "success", "exception_reason": None},
+             {"logical_date": at(2), "run_id": hostile, "state": "success", "exception_reason": None},
+             {"logical_date": at(3), "run_id": None, "state": None, "exception_reason": "already exists"}]},
+    ]
+    asked = []
+
+    def list_backfills(dag_id: str, limit: int) -> list[dict]:
+        asked.append((dag_id, limit))
+        return rows
+
+    app = create_app(current_user=_user, require_dag_read=_require_dag_read, readable_dag_ids=_readable,
+                     list_backfills=list_backfills)
+    client = TestClient(app, headers={"x-test-user": "alice"})
+    page = client.get(f"/backfills/{DAG}/").text
+    assert asked == [(DAG, 20)]
+    newest, oldest = page.split('data-testid="backfill-1"')
+    assert "<strong>2 no-op, 1 skipped</strong>" in newest and newest.count("reprocessed the existing run") == 2
+    assert "no run: in flight" in newest
+    assert "<strong>1 published, 1 no-op, 1 skipped</strong>" in oldest
+    assert "new run: read 500 purchases, published 490 invoices, 490 shipments and 10 dead letters" in oldest
+    assert "no run: already exists" in oldest and "reprocessed" not in oldest
+    assert hostile not in page and "&lt;script&gt;" in page
+    assert client.get(f"/backfills/{DAG}/", headers={"x-test-user": ""}).status_code == 401
+    assert client.get(f"/backfills/{OTHER_DAG}/", headers={"x-test-user": "carol"}).status_code == 403
+
+
+def _frozen_report_time(stamp: str):
+    """Reports written as if at ``stamp`` (their generated_at), to order executions."""
+    import time as time_module
+    from unittest import mock
+
+    parsed = time_module.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
+    return mock.patch.object(reports.time, "gmtime", lambda *_: parsed)

@@ -5,8 +5,8 @@ no browser download: `scripts/install_browser.sh` installs chromium). The
 test logs in through the Simple auth manager's form, opens the
 `shop_invoicing` DAG, starts a backfill over already-processed hours from the
 Trigger dialog, waits until the runs finish, checks in the UI that they show
-Success, opens the pipeline's "Run report" tab and the "Exactly-once reports"
-nav entry, and checks in Kafka that nothing at all was published (not even an
+Success, opens the pipeline's "Run report" tab, the "Exactly-once reports"
+nav entry and the DAG's "Backfills report" tab, and checks in Kafka that nothing at all was published (not even an
 aborted attempt). Screenshots go to the test's tmp dir; the runs list is also
 saved as docs/screenshots/airflow-backfill.png for humans.
 
@@ -221,6 +221,15 @@ def test_backfill_started_in_the_ui_succeeds_and_publishes_nothing(shop_factory,
                 expect(index).to_contain_text("Exactly-once pipeline reports")
                 expect(index.get_by_role("link", name=DAG_ID)).to_be_visible()
                 page.screenshot(path=shots / "05-reports-index.png")
+
+                # The DAG's "Backfills report" tab: this backfill reprocessed every run, all no-ops.
+                page.goto(f"{af.url}/dags/{DAG_ID}")
+                page.get_by_role("link", name="Backfills report").click()
+                backfills = page.frame_locator("iframe[title='Backfills report']").locator("body")
+                expect(backfills).to_contain_text(f"Backfill {backfill['id']}")
+                expect(backfills).to_contain_text(f"{expected_runs} no-op")
+                expect(backfills.get_by_text("reprocessed the existing run")).to_have_count(0)  # all new runs
+                page.screenshot(path=shots / "06-backfills-report.png")
             except Exception:
                 page.screenshot(path=shots / "failure.png", full_page=True)
                 print(f"browser screenshots (failure.png is the last page): {shots}")

@@ -67,6 +67,16 @@ def _count_param(params, name: str) -> int | None:
         raise ConfigurationError(str(exc)) from None
 
 
+def _wait_for_arrivals(ctx, admin, topic: str) -> dict | None:
+    """An arrival-triggered run first lets the burst finish (see ``arrivals``); others plan at once."""
+    if ctx["dag_run"].run_type != DagRunType.ASSET_TRIGGERED:
+        return None
+    from .arrivals import wait_for_quiet
+
+    events = sum(len(v) for v in (ctx.get("triggering_asset_events") or {}).values())
+    return {"events": events, "waited_s": round(wait_for_quiet(admin, topic), 1)}
+
+
 def _plan(ctx, version: str | None) -> dict:
     from ..engine.runner import preflight
     from ..kafka.admin import ClusterAdmin
@@ -75,6 +85,11 @@ def _plan(ctx, version: str | None) -> dict:
     from .settings import ShopDagConfig, get_kafka_connection
 
     started = time.monotonic()
+    # A new execution of the run (cleared, or reprocessed by a backfill) starts here: what an earlier
+    # execution published must not be reported as this one's.
+    out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
+    for stale in ("summary.json", "quality.json"):
+        (out / stale).unlink(missing_ok=True)
     params = ctx["params"]
     cfg = ShopDagConfig.load()
     connection = get_kafka_connection()
@@ -85,6 +100,7 @@ def _plan(ctx, version: str | None) -> dict:
         ensure_topics(admin, settings.topics.specs(len(admin.partitions(cfg.topics.invoices)), outputs_only=True),
                       allow_existing=True)
     preflight(settings.pipeline())  # broker, topics, credentials, timeouts: fail fast and clearly
+    arrivals = _wait_for_arrivals(ctx, admin, settings.topics.purchases)
 
     until_ms = None
     if params.get("until"):
@@ -118,6 +134,7 @@ def _plan(ctx, version: str | None) -> dict:
         "chunk_records": _count_param(params, "chunk_records") or cfg.chunk_records,
         # Where this window's outputs will start: the asset events name the exact ranges.
         "outputs": output_starts(admin, settings.topics),
+        "arrivals": arrivals,
         "seconds": round(time.monotonic() - started, 3),  # the plan phase, for the report's timings
     }
 
@@ -161,8 +178,10 @@ def _report(ctx, plan: dict | None) -> str:
     # The report runs whatever happened upstream (trigger rule all_done), so it
     # is also where an incomplete run is turned into a failed one (judge_run).
     verdict = judge_run(plan, summary, quality)
+    run = ctx["dag_run"]
     report = build_report(dag_id=ctx["dag"].dag_id, run_id=ctx["run_id"], plan=plan, summary=summary,
-                          quality=quality, verdict=verdict, logical_date=ctx.get("logical_date"))
+                          quality=quality, verdict=verdict, logical_date=ctx.get("logical_date"),
+                          run_type=getattr(run.run_type, "value", run.run_type), clear_number=run.clear_number or 0)
     page = write_run_report(out, report)
     log.info("report: %s (verdict %s)", page, verdict.status)
     if verdict.failed:
@@ -187,12 +206,14 @@ def _replay_params() -> dict:
                                          "group/prefix <name>-replay-<version>.")}
 
 
-def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, tags: list[str]):
+def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, tags: list[str],
+                   is_paused_upon_creation: bool | None = None):
     params = {**_common_params(None), **(_replay_params() if version_param else {})}
 
     @dag(
         dag_id=dag_id,
         schedule=schedule,
+        is_paused_upon_creation=is_paused_upon_creation,
         start_date=datetime(2026, 11, 1, tzinfo=timezone.utc),
         catchup=False,
         max_active_runs=1,

@@ -94,10 +94,20 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
             summary["run_id"], summary["records_read"], summary["invoices"], summary["shipments"],
             summary["dead_letters"], summary["transactions"], summary["seconds"],
         )
-        self._emit_asset_events(context, connection, plan, summary)
+        extras = self._emit_asset_events(context, connection, plan, summary)
+        # What the OpenLineage listener asks for once the task succeeded (same process, same operator).
+        self._published = (plan, summary, extras, connection.bootstrap_servers)
         return summary
 
-    def _emit_asset_events(self, context, connection, plan: dict, summary: dict) -> None:
+    def get_openlineage_facets_on_complete(self, task_instance):
+        """The window's lineage: purchases in, the three output topics out, window and counts as facets
+        (the writes bypass Spark's writers, so Spark's own listener cannot report them)."""
+        from .lineage import window_lineage
+
+        published = getattr(self, "_published", None)
+        return window_lineage(*published) if published else None
+
+    def _emit_asset_events(self, context, connection, plan: dict, summary: dict) -> dict[str, dict]:
         """One event per output alias, resolved to its Kafka topic, with the window's exact offset ranges."""
         from ..kafka.admin import ClusterAdmin
         from .assets import kafka_asset, output_alias, window_event_extras
@@ -109,6 +119,7 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
                 kafka_asset(connection.bootstrap_servers, extra["topic"]), extra=extra)
             self.log.info("asset event %s -> %s: ranges %s", output_alias(dag_id, output).name, extra["topic"],
                           extra["ranges"])
+        return extras
 
 
 def check_deploy_mode(spark_conn_id: str, override: str | None = None) -> None:

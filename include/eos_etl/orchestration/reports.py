@@ -6,6 +6,8 @@ Files (under ``var/reports/<dag_id>/``, names through :func:`eos_etl.paths.safe_
     <run>/quality.json  the Great Expectations validation (written by validate)
     <run>/report.json   this module's report: window, counts, timings, verdict
     <run>/report.html   the same rendered for reading without Airflow
+    <run>/history.jsonl one line per execution of the run (a cleared or backfill-reprocessed run
+                        runs again under the same id): what each execution did
     index.html          recent runs, rendered for reading without Airflow
 
 The Airflow plugin renders the pages live from ``report.json`` (see
@@ -27,6 +29,10 @@ from .. import paths
 from .verdict import RunVerdict, judge_run
 
 RECENT_RUNS = 200  # the trends page and the index never read more reports than this
+#: What history.jsonl keeps of each execution of a run.
+HISTORY_FIELDS = ("generated_at", "run_type", "clear_number", "window_span", "dry_run", "records_read",
+                  "records_published", "invoices", "shipments", "dead_letters", "verdict")
+MAX_EXECUTIONS_READ = 100  # a run's history.jsonl is read up to this many lines
 
 
 def reports_root() -> Path:
@@ -91,7 +97,8 @@ def window_end_time(plan: dict | None, logical_date: datetime | None, generated_
 
 
 def build_report(*, dag_id: str, run_id: str, plan: dict | None, summary: dict | None, quality: dict | None,
-                 verdict: RunVerdict | None = None, logical_date: datetime | None = None) -> dict:
+                 verdict: RunVerdict | None = None, logical_date: datetime | None = None,
+                 run_type: str | None = None, clear_number: int = 0) -> dict:
     """The report as data: everything an operator needs about one run."""
     verdict = verdict or judge_run(plan, summary, quality)
     summary = summary or {}
@@ -103,7 +110,11 @@ def build_report(*, dag_id: str, run_id: str, plan: dict | None, summary: dict |
         "dag_id": dag_id,
         "run_id": run_id,
         "generated_at": generated_at,
+        "run_type": run_type,
+        "clear_number": clear_number,
         "window": (plan or {}).get("window", {}),
+        "window_span": (plan or {}).get("span"),
+        "dry_run": bool((plan or {}).get("dry_run")),
         "window_end": window_end_time(plan, logical_date, generated_at),
         "records_read": records,
         "records_published": summary.get("records_published", 0),
@@ -133,11 +144,28 @@ def write_run_report(run_dir: Path, report: dict, *, keep: int = 50) -> Path:
 
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
+    with open(run_dir / "history.jsonl", "a") as history:  # one short line per execution
+        history.write(json.dumps({k: report.get(k) for k in HISTORY_FIELDS}, default=str) + "\n")
     page = run_dir / "report.html"
     page.write_text(render_run_file(report))
     dag_dir = run_dir.parent
     (dag_dir / "index.html").write_text(render_dag_file(report["dag_id"], recent_reports(dag_dir, limit=keep)))
     return page
+
+
+def read_history(run_dir: Path) -> list[dict]:
+    """The run's executions, oldest first (at most :data:`MAX_EXECUTIONS_READ`)."""
+    out = []
+    try:
+        with open(run_dir / "history.jsonl") as f:
+            for line, _ in zip(f, range(MAX_EXECUTIONS_READ)):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+    except OSError:
+        return []
+    return [e for e in out if isinstance(e, dict)]
 
 
 def read_report(run_dir: Path) -> dict | None:

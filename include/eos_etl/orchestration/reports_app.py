@@ -11,7 +11,9 @@ the plugin passes Airflow's own security dependencies):
 * ``require_dag_read`` - a dependency raising 403 unless that user may read
   the ``dag_id`` path parameter's runs (Airflow: ``requires_access_dag``);
 * ``readable_dag_ids(user, dag_ids)`` - the subset the user may read (the
-  index lists only those).
+  index lists only those);
+* ``list_backfills(dag_id, limit)`` - the DAG's newest backfills with their
+  intervals (Airflow: its ``backfill`` tables), for the Backfills page.
 
 Every response carries a Content-Security-Policy: self only, no inline
 script or style. Data Docs pages (GE's own HTML, with inline scripts and
@@ -39,7 +41,8 @@ DATA_DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-
 
 
 def create_app(*, current_user: Callable, require_dag_read: Callable,
-               readable_dag_ids: Callable[[object, set[str]], set[str]]) -> FastAPI:
+               readable_dag_ids: Callable[[object, set[str]], set[str]],
+               list_backfills: Callable[[str, int], list[dict]] | None = None) -> FastAPI:
     app = FastAPI(title="eos-etl reports", docs_url=None, redoc_url=None, openapi_url=None)
     dag_read = [Depends(require_dag_read)]
 
@@ -72,6 +75,19 @@ def create_app(*, current_user: Callable, require_dag_read: Callable,
         return render("dag_trends.html", **dag_page_context(
             dag_id, runs, static=base + "static", index_url=base + "reports/", limit=reports.RECENT_RUNS,
             run_url=lambda r: f"{base}runs/{seg(dag_id)}/{seg(r.get('run_id') or r['_dir'])}"))
+
+    @app.get("/backfills/{dag_id}/", response_class=HTMLResponse, dependencies=dag_read)
+    def dag_backfills(request: Request, dag_id: str) -> str:
+        from . import backfills
+
+        base = _base(request)
+        rows = list_backfills(dag_id, backfills.RECENT_BACKFILLS) if list_backfills else []
+        described = backfills.describe(rows, _dag_dir(dag_id))
+        for b in described:
+            for line in b["intervals"]:
+                line["url"] = f"{base}runs/{seg(dag_id)}/{seg(line['run_id'])}" if line["run_id"] else None
+        return render("backfills.html", dag_id=dag_id, backfills=described, limit=backfills.RECENT_BACKFILLS,
+                      static=base + "static", runs_url=f"{base}reports/{seg(dag_id)}/")
 
     # :path - a run id may hold a (percent-encoded) "/"; safe_name turns it into "_" like the writer did.
     @app.get("/runs/{dag_id}/{run_id:path}", response_class=HTMLResponse, dependencies=dag_read)

@@ -1,0 +1,84 @@
+"""What each backfill did, interval by interval: the "Backfills" report page.
+
+Airflow records a backfill (its range and reprocess behaviour) and one row per
+interval: the run it created or cleared, or why it made none ("already exists"
+with reprocess ``none``, or an existing run that did not fail with ``failed``;
+"in flight" for a run still running). The run's own ``history.jsonl`` (one line
+per execution, written by its report task) says what that execution did. A run
+reprocessed by a later backfill runs again under the same id, so a backfill's
+execution is the first one reported after the backfill was created.
+
+No Airflow import here: the plugin passes the rows in (``list_backfills``).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from . import reports
+from .verdict import FAILED
+
+RECENT_BACKFILLS = 20  # the page shows at most this many backfills of a DAG
+
+
+def _iso(value) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(value)
+
+
+def execution_for(history: list[dict], created_at: str | None) -> dict | None:
+    """The first execution of a run reported at or after ``created_at`` (the backfill's)."""
+    return next((e for e in history if created_at is None or str(e.get("generated_at") or "") >= created_at), None)
+
+
+def outcome(row: dict, execution: dict | None, *, reprocessed: bool) -> tuple[str, str]:
+    """(kind, sentence) for one interval of a backfill: kind is skipped | running | no-op | published | failed.
+    ``reprocessed``: the run existed (had run) before the backfill, which cleared it."""
+    if row.get("exception_reason"):
+        return "skipped", f"no run: {row['exception_reason']}"
+    how = "reprocessed the existing run" if reprocessed else "new run"
+    if execution is None:
+        return "running", f"{how}: not reported yet (state {row.get('state') or 'unknown'})"
+    if execution.get("verdict") == FAILED:
+        return "failed", f"{how}: failed"
+    if not execution.get("records_read"):
+        return "no-op", f"{how}: window of {execution.get('window_span') or 0} offsets, nothing new published"
+    return "published", (f"{how}: read {execution['records_read']} purchases, published "
+                         f"{execution.get('invoices', 0)} invoices, {execution.get('shipments', 0)} shipments and "
+                         f"{execution.get('dead_letters', 0)} dead letters")
+
+
+def describe(backfills: list[dict], dag_dir) -> list[dict]:
+    """Each backfill (newest first) with one line per interval and its totals.
+
+    ``backfills``: dicts with id, from_date, to_date, reprocess_behavior, created_at, completed_at
+    and ``intervals`` (logical_date, run_id or None, state, exception_reason)."""
+    out = []
+    for backfill in backfills:
+        created = _iso(backfill.get("created_at"))
+        lines, totals = [], {"published": 0, "records_read": 0, "invoices": 0}
+        for row in backfill.get("intervals", []):
+            run_dir = reports.contained(dag_dir, row["run_id"]) if dag_dir and row.get("run_id") else None
+            history = reports.read_history(run_dir) if run_dir else []
+            execution = execution_for(history, created)
+            kind, text = outcome(row, execution, reprocessed=bool(
+                history and created and str(history[0].get("generated_at") or "") < created))
+            if kind == "published":
+                totals["published"] += 1
+                totals["records_read"] += execution["records_read"]
+                totals["invoices"] += execution.get("invoices", 0)
+            lines.append({"logical_date": _iso(row.get("logical_date")), "run_id": row.get("run_id"),
+                          "kind": kind, "text": text})
+        kinds = [line["kind"] for line in lines]
+        out.append({
+            "id": backfill["id"], "from_date": _iso(backfill.get("from_date")), "to_date": _iso(backfill.get("to_date")),
+            "reprocess_behavior": backfill.get("reprocess_behavior"), "created_at": created,
+            "completed_at": _iso(backfill.get("completed_at")), "intervals": lines,
+            "summary": ", ".join(f"{kinds.count(k)} {k}" for k in ("published", "no-op", "skipped", "running", "failed")
+                                 if kinds.count(k)) or "no intervals",
+            **totals,
+        })
+    return out
