@@ -10,7 +10,8 @@ quiet before planning its window (see `eos_etl.orchestration.arrivals`). An
 hourly sweep runs too, so a lost notification only delays purchases.
 
 Defined once the Airflow connection `kafka_purchases_watch` exists (conn type
-`kafka`; extra = the watcher consumer's config with its own `group.id`, e.g.
+`kafka`; extra = the watcher consumer's config with its own `group.id`, the
+pipeline's group plus `-arrivals` (ACL role `watcher`), e.g.
 `{"bootstrap.servers": "...", "group.id": "shop-invoicing-arrivals",
 "isolation.level": "read_committed", "auto.offset.reset": "latest", ...}`).
 Created paused: unpause it **instead of** `shop_invoicing` (runs of both at once

@@ -47,13 +47,15 @@ def test_acl_grant_prints_and_creates_exactly_the_pipeline_role(shop_factory, co
     assert acls_of(connection, f"User:{user}") == expected  # nothing more: no cluster-wide permission
     printed = [line for line in res.stdout.splitlines() if line.startswith(f"granted User:{user}: ")]
     assert len(printed) == len(expected) and f"WRITE on transactional-id names starting {stem!r}" in res.stdout
-    # Granting again changes nothing; adding the validator role (which also reads the input) adds its own.
-    again = cli("acl", "grant", "--principal", user, "--role", "pipeline", "--role", "validator",
-                "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop))
+    # Granting again changes nothing; adding the validator and watcher roles (which also read the input)
+    # adds their own: the watcher reads its own group only.
+    again = cli("acl", "grant", "--principal", user, "--role", "pipeline", "--role", "validator", "--role",
+                "watcher", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop))
     assert again.returncode == 0, again.stderr
     assert acls_of(connection, f"User:{user}") == expected | {
         *(("TOPIC", out, "LITERAL", "READ", "ALLOW") for out in t.outputs),
-        ("GROUP", shop.group, "LITERAL", "DESCRIBE", "ALLOW")}
+        ("GROUP", shop.group, "LITERAL", "DESCRIBE", "ALLOW"),
+        ("GROUP", f"{shop.group}-arrivals", "LITERAL", "READ", "ALLOW")}
 
 
 def _denied(exc_or_error) -> int:

@@ -30,6 +30,9 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from eos_etl.kafka.acls import WATCH_GROUP_SUFFIX
+from eos_etl.shop.job import DEFAULT_GROUP
+
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
 
@@ -47,6 +50,7 @@ DEPENDS_ON_CONDITIONS = {"service_started", "service_healthy", "service_complete
 # The compose env names the DAG code reads (eos_etl.orchestration.settings).
 SPARK_CONN_ENV = "AIRFLOW_CONN_SPARK_DEFAULT"
 KAFKA_CONN_ENV = "AIRFLOW_CONN_KAFKA_PURCHASES"
+WATCH_CONN_ENV = "AIRFLOW_CONN_KAFKA_PURCHASES_WATCH"
 # Env keys the apache/kafka image does not render into server.properties
 # (docker/resources/common-scripts/kafka-propertiesSpec.json).
 KAFKA_IMAGE_EXCLUDES = {
@@ -552,6 +556,14 @@ def test_connection_env_values_are_json(services, dotenv):
     assert kafka["host"] == "kafka" and kafka["port"] == 9093 and kafka["login"] == "etl"
     assert kafka["password"] == dotenv["EOS_ETL_KAFKA_PASSWORD"]
     assert kafka["extra"] == KAFKA_EXTRA
+    # The event-driven DAG's watcher: same login and CA, its own group (the `watcher` ACL role's).
+    watch = json.loads(env[WATCH_CONN_ENV])
+    assert watch["conn_type"] == "kafka" and watch["extra"]["sasl.password"] == dotenv["EOS_ETL_KAFKA_PASSWORD"]
+    assert watch["extra"]["group.id"] == DEFAULT_GROUP + WATCH_GROUP_SUFFIX
+    assert {k: watch["extra"][k] for k in ("bootstrap.servers", "sasl.username", "ssl.ca.location",
+                                            "isolation.level")} == {
+        "bootstrap.servers": "kafka:9093", "sasl.username": "etl", "ssl.ca.location": CA_FILE,
+        "isolation.level": "read_committed"}
 
 
 def _airflow_env(tmp_path: Path, extra: dict[str, str]) -> dict[str, str]:
@@ -790,7 +802,7 @@ def test_kafka_init_runs_as_the_super_user_on_the_brokers_loopback(services):
 
 def test_kafka_init_script_sets_up_a_working_least_privilege_login(kafka_broker):
     """docker/kafka/init-kafka.sh, run as is against a real broker's super-user listener: the user logs in
-    over SASL_SSL, the shop's topics exist, and the user holds exactly the pipeline + validator ACLs."""
+    over SASL_SSL, the shop's topics exist, and the user holds exactly the pipeline, validator and watcher ACLs."""
     from eos_etl.kafka.admin import ClusterAdmin
     from eos_etl.kafka.connection import KafkaConnection
     from eos_etl.shop.job import ShopSettings
@@ -821,7 +833,7 @@ def test_kafka_init_script_sets_up_a_working_least_privilege_login(kafka_broker)
         topics.purchases: 2, topics.invoices: 2, topics.shipments: 2, topics.dead_letters: 1}
     resources = ShopSettings(connection=login).pipeline().resources()
     expected = {(g.resource.upper().replace("-", "_"), g.name, "PREFIXED" if g.prefixed else "LITERAL",
-                 g.operation, "ALLOW") for role in ("pipeline", "validator") for g in resources.grants(role)}
+                 g.operation, "ALLOW") for role in ("pipeline", "validator", "watcher") for g in resources.grants(role)}
     assert acls_of(KafkaConnection(kafka_broker.bootstrap_servers), f"User:{user}") == expected
 
 

@@ -1,14 +1,18 @@
-"""The Airflow UI in a real browser: a backfill started from the UI publishes nothing new.
+"""The Airflow UI in a real browser, and backfills from the CLI and the UI.
 
 Headless Debian chromium driven by Playwright (its wheel bundles the driver;
-no browser download: `scripts/install_browser.sh` installs chromium). The
-test logs in through the Simple auth manager's form, opens the
-`shop_invoicing` DAG, starts a backfill over already-processed hours from the
-Trigger dialog, waits until the runs finish, checks in the UI that they show
-Success, opens the pipeline's "Run report" tab, the "Exactly-once reports"
-nav entry and the DAG's "Backfills report" tab, and checks in Kafka that nothing at all was published (not even an
-aborted attempt). Screenshots go to the test's tmp dir; the runs list is also
-saved as docs/screenshots/airflow-backfill.png for humans.
+no browser download: `scripts/install_browser.sh` installs chromium).
+
+The backfills test runs one Airflow over one shop: `airflow backfill create`
+with each reprocess behaviour (none, none again, failed, completed), then a
+backfill of every run started from the Trigger dialog after logging in through
+the Simple auth manager's form. It checks that only the first backfill's run
+published (exactly once) and nothing else was published at all, not even an
+aborted attempt; that the UI shows the runs as successful backfill runs; the
+pipeline's "Run report" tab, the "Exactly-once reports" nav entry and the
+DAG's "Backfills report" tab, whose page says what each backfill did. The
+screenshots go to the test's tmp dir; the runs list is also saved as
+docs/screenshots/airflow-backfill.png for humans (EOS_ETL_UPDATE_SCREENSHOTS).
 
 The reports plugin test starts Airflow once over reports written by the
 project's own functions (with real Great Expectations Data Docs): no
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import time
 import urllib.error
+import urllib.parse
 from pathlib import Path
 
 import pytest
@@ -36,7 +41,8 @@ from eos_etl.shop.generator import generate
 from eos_etl.stack.airflow import AirflowStandalone, database_busy
 from eos_etl.stack.tools import free_port
 
-from .test_dag import _api, airflow_for
+from .conftest import SASL_PASSWORD
+from .test_dag import _api, _unpause, airflow_for
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS_SCREENSHOT = ROOT / "docs" / "screenshots" / "airflow-backfill.png"
@@ -63,19 +69,6 @@ def _playwright():
     return sync_playwright, expect
 
 
-def _wait_for_dag(af, token: str, timeout: float = 120.0) -> None:
-    """The DAG processor parses the DAG folder shortly after start-up; wait until the API knows the DAG."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            _api(af, "GET", f"/api/v2/dags/{DAG_ID}", None, token)
-            return
-        except urllib.error.HTTPError as e:
-            if e.code != 404 or time.monotonic() > deadline:
-                raise
-        time.sleep(1)
-
-
 def _wait_for_backfill(af, token: str, backfill_id: int, expected_runs: int) -> tuple[list[dict], dict]:
     """Poll the REST API until the backfill's runs are all finished and the backfill is marked completed."""
     deadline = time.monotonic() + BACKFILL_TIMEOUT_S
@@ -89,6 +82,12 @@ def _wait_for_backfill(af, token: str, backfill_id: int, expected_runs: int) -> 
             break
         time.sleep(2)
     return runs, backfill
+
+
+def _keep_failure_screenshot(page, shots: Path) -> None:
+    """The page a browser test failed on, next to its other screenshots."""
+    page.screenshot(path=shots / "failure.png", full_page=True)
+    print(f"browser screenshots (failure.png is the last page): {shots}")
 
 
 def _log_in(page, af) -> None:
@@ -110,138 +109,221 @@ def _pick_datetime(page, index: int, epoch_s: float) -> None:
     page.keyboard.press("Escape")  # closes the popover, not the dialog
 
 
-def test_backfill_started_in_the_ui_succeeds_and_publishes_nothing(shop_factory, kafka_broker, spark, tmp_path):
+def _produce_stamped(shop, count: int, stamp_ms: int, seed: int) -> dict[str, int]:
+    """``count`` purchases (5% invalid) carrying the record timestamp ``stamp_ms``; returns valid/invalid."""
+    from confluent_kafka import Producer
+
+    from eos_etl.shop.generator import purchases
+
+    producer = Producer({**shop.connection.client_config(), "enable.idempotence": True})
+    counts = {"valid": 0, "invalid": 0}
+    for key, value, kind in purchases(count, invalid_share=0.05, seed=seed):
+        producer.produce(shop.topics.purchases, value, key, timestamp=stamp_ms)
+        counts["invalid" if kind else "valid"] += 1
+    assert producer.flush(30) == 0
+    return counts
+
+
+def _unfinished_backfills(af, token: str) -> list[dict]:
+    return [b for b in _api(af, "GET", f"/api/v2/backfills?dag_id={DAG_ID}&order_by=-id", None, token)["backfills"]
+            if not b.get("completed_at")]
+
+
+def _backfill_cli(af, token: str, start: float, end: float, behavior: str) -> dict:
+    """``airflow backfill create`` over [start, end] (hourly logical dates), then wait until it completed."""
+    stamp = "%Y-%m-%dT%H:00:00+00:00"
+    for attempt in range(4):
+        proc = af.airflow_cmd("backfill", "create", "--dag-id", DAG_ID, "--from-date",
+                              time.strftime(stamp, time.gmtime(start)), "--to-date", time.strftime(stamp, time.gmtime(end)),
+                              "--reprocess-behavior", behavior, "--max-active-runs", "1", timeout=120)
+        if proc.returncode == 0 or "database is locked" not in proc.stdout + proc.stderr:
+            break
+        # SQLite only: the scheduler's write lock refused the CLI. Airflow commits the backfill row
+        # before its runs and cleans up after a lock error only on Postgres and MySQL, so a
+        # backfill without runs may be left behind; it would refuse the next attempt as "another
+        # backfill is running" (the scheduler closes such orphans only after two minutes).
+        for orphan in _unfinished_backfills(af, token):
+            _api(af, "PUT", f"/api/v2/backfills/{orphan['id']}/cancel", None, token)
+        time.sleep(3 * (attempt + 1))
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    deadline = time.monotonic() + BACKFILL_TIMEOUT_S
+    while True:
+        newest = _api(af, "GET", f"/api/v2/backfills?dag_id={DAG_ID}&order_by=-id&limit=1", None, token)
+        backfill = newest["backfills"][0]
+        if backfill["reprocess_behavior"] == behavior and backfill.get("completed_at"):
+            return backfill
+        assert time.monotonic() < deadline, f"backfill {behavior} never completed: {backfill}"
+        time.sleep(3)
+
+
+def test_backfills_from_the_cli_and_the_ui_never_duplicate(shop_factory, kafka_broker, tmp_path):
+    """One Airflow over one shop: `airflow backfill create` with reprocess none, none again, failed and
+    completed over the same three hours, then a backfill of every run started from the UI's Trigger
+    dialog. Purchases stamped three hours ago arrive after the scheduled run: the first backfill's run
+    for the hour after them publishes them (a window ends at its run's logical date); every later
+    execution plans an empty window and publishes nothing, not even an aborted attempt. The UI shows
+    the runs as successful backfill runs, the run report and the Backfills report say what each
+    backfill did, interval by interval."""
     sync_playwright, expect = _playwright()
-    from eos_etl.shop.job import run_shop_window
-
     shop = shop_factory(partitions=2)
-    generate(shop.connection, shop.topics.purchases, 200, invalid_share=0.05, seed=51)
-    # The pipeline is up to date: everything so far was processed.
-    run_shop_window(spark, shop, shop.plan())
-    before = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
-    assert before[shop.topics.invoices] > 0
-
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    af = airflow_for(shop, tmp_path / "af", kafka_broker)
+    af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4)
     af.start()
     try:
         token = af.api_token()
-        _wait_for_dag(af, token)
-        _api(af, "PATCH", f"/api/v2/dags/{DAG_ID}", {"is_paused": False}, token)
-        af.wait_for_runs_to_settle(DAG_ID, token)
+        _unpause(af, token, DAG_ID)
+        af.wait_for_runs_to_settle(DAG_ID, token)  # the schedule's own run, before the purchases
+        hour = time.time() // 3600 * 3600
+        start, end = hour - 3 * 3600, hour - 3600
+        counts = _produce_stamped(shop, 300, int((start + 600) * 1000), seed=91)
 
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 900})
-            page.set_default_timeout(UI_TIMEOUT_MS)
-            expect.set_options(timeout=UI_TIMEOUT_MS)
-            try:
-                _log_in(page, af)
-
-                # The DAG page; its Trigger dialog has a Backfill mode.
-                page.goto(f"{af.url}/dags/{DAG_ID}")
-                expect(page.get_by_role("heading", name=DAG_ID)).to_be_visible()
-                page.get_by_role("button", name="Trigger Dag").click()
-                dialog = page.get_by_role("dialog").first
-                dialog.get_by_text("Backfill", exact=True).click()
-                expect(dialog).to_contain_text("Run Backfill")
-                # Hours that were already processed: from 3 hours ago to 1 hour ago, every run
-                # (reprocess behaviour "All Runs"): windows are offset-based, so all are no-ops.
-                now = time.time()
-                _pick_datetime(page, 0, now - 3 * 3600)
-                _pick_datetime(page, 1, now - 3600)
-                dialog.get_by_text("All Runs", exact=True).click()
-                announced = dialog.get_by_text(re.compile(r"\d+ runs? will be triggered"))
-                expect(announced).to_be_visible()
-                expected_runs = int(re.search(r"\d+", announced.inner_text()).group())
-                assert expected_runs >= 2, announced.inner_text()
-                page.screenshot(path=shots / "01-backfill-dialog.png")
-                backfill = None
-                for attempt in range(3):
-                    with page.expect_response(lambda r: r.url.rstrip("/").endswith("/backfills")
-                                              and r.request.method == "POST") as created:
-                        dialog.get_by_role("button", name="Run Backfill").click()
-                    if not database_busy(created.value.status, created.value.text()):
-                        assert created.value.ok, f"backfill POST: HTTP {created.value.status} {created.value.text()[:500]}"
-                        backfill = created.value.json()
-                        break
-                    # SQLite only: a concurrent scheduler write made the API refuse. The UI may post
-                    # again by itself, so look for the backfill before clicking once more.
-                    time.sleep(2 * (attempt + 1))
-                    made = _api(af, "GET", f"/api/v2/backfills?dag_id={DAG_ID}", None, token)["backfills"]
-                    if made:
-                        backfill = made[0]
-                        break
-                assert backfill, "the backfill was never created (SQLite stayed busy)"
-                assert backfill["reprocess_behavior"] == "completed", backfill
-                expect(page.get_by_text("Backfill in progress")).to_be_visible()
-                page.screenshot(path=shots / "02-backfill-started.png")
-
-                runs, backfill = _wait_for_backfill(af, token, backfill["id"], expected_runs)
-                assert len(runs) == expected_runs and all(r["state"] == "success" for r in runs), runs
-                assert backfill.get("completed_at"), f"backfill not completed after {BACKFILL_TIMEOUT_S}s: {backfill}"
-                # Success because every window was planned and found empty, not because a
-                # failed plan_window was swallowed by the all_done report task.
-                for run in runs:
-                    tis = _api(af, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances",
-                               None, token)["task_instances"]
-                    states = {ti["task_id"]: ti["state"] for ti in tis}
-                    assert states == {"plan_window": "success", "has_new_records": "success",
-                                      "run_window": "skipped", "validate": "skipped", "report": "success"}, (
-                        run["dag_run_id"], states)
-
-                # The UI shows every backfill run as a successful Backfill run.
-                page.goto(f"{af.url}/dags/{DAG_ID}/runs")
-                for run in runs:
-                    row = page.locator("tbody tr").filter(has_text=run["dag_run_id"])
-                    expect(row).to_have_count(1)
-                    expect(row).to_contain_text("Success")
-                    expect(row).to_contain_text("Backfill")
-                expect(page.get_by_text("Backfill in progress")).to_have_count(0)
-                page.screenshot(path=shots / "03-backfill-runs-success.png")
-                if os.environ.get("EOS_ETL_UPDATE_SCREENSHOTS"):  # refresh the committed copy on request
-                    DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(shots / "03-backfill-runs-success.png", DOCS_SCREENSHOT)
-
-                # The plugin's "Run report" tab of one backfill run: a no-op, nothing read.
-                last = max(runs, key=lambda r: r["logical_date"])["dag_run_id"]
-                page.locator("tbody tr").filter(has_text=last).get_by_role("link", name=last).click()
-                page.get_by_role("link", name="Run report").click()
-                report = page.frame_locator("iframe[title='Run report']").locator("body")
-                expect(report).to_contain_text("run report")
-                expect(report).to_contain_text(last)
-                expect(report).to_contain_text("verdict no-op")
-                page.screenshot(path=shots / "04-run-report.png")
-
-                # The navigation entry "Exactly-once reports" (under Browse) lists the DAG.
-                page.get_by_role("button", name="Browse").click()
-                page.get_by_role("menuitem", name="Exactly-once reports").click()
-                index = page.frame_locator("iframe[title='Exactly-once reports']").locator("body")
-                expect(index).to_contain_text("Exactly-once pipeline reports")
-                expect(index.get_by_role("link", name=DAG_ID)).to_be_visible()
-                page.screenshot(path=shots / "05-reports-index.png")
-
-                # The DAG's "Backfills report" tab: this backfill reprocessed every run, all no-ops.
-                page.goto(f"{af.url}/dags/{DAG_ID}")
-                page.get_by_role("link", name="Backfills report").click()
-                backfills = page.frame_locator("iframe[title='Backfills report']").locator("body")
-                expect(backfills).to_contain_text(f"Backfill {backfill['id']}")
-                expect(backfills).to_contain_text(f"{expected_runs} no-op")
-                expect(backfills.get_by_text("reprocessed the existing run")).to_have_count(0)  # all new runs
-                page.screenshot(path=shots / "06-backfills-report.png")
-            except Exception:
-                page.screenshot(path=shots / "failure.png", full_page=True)
-                print(f"browser screenshots (failure.png is the last page): {shots}")
-                raise
-            finally:
-                browser.close()
+        backfills = [_backfill_cli(af, token, start, end, "none")]
+        assert not [r for r in _api(af, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns?run_type=backfill", None,
+                                    token)["dag_runs"] if r["state"] != "success"]
+        published = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted"))
+                     for t in shop.topics.outputs}
+        backfills.append(_backfill_cli(af, token, start, end, "none"))
+        # A failed run for "failed" to reprocess: the second backfilled hour's run, marked failed.
+        second = time.strftime("%Y-%m-%dT%H:00:00", time.gmtime(hour - 2 * 3600))
+        run = next(r for r in _api(af, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns", None, token)["dag_runs"]
+                   if r["logical_date"].startswith(second))
+        _api(af, "PATCH", f"/api/v2/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}",
+             {"state": "failed"}, token)
+        backfills.append(_backfill_cli(af, token, start, end, "failed"))
+        backfills.append(_backfill_cli(af, token, start, end, "completed"))
+        backfills.append(_backfill_in_the_ui(af, token, start, end, shots, sync_playwright, expect))
+        runs = _api(af, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns", None, token)["dag_runs"]
+        status, _, page = _get(f"{af.url}/eos-etl/backfills/{DAG_ID}/", token)
+        assert status == 200, page[:500]
     finally:
         af.stop()
 
     after = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
-    assert after == before  # not even an aborted attempt: nothing was published at all
+    assert after == published  # nothing at all after the first backfill, not even an aborted attempt
+    assert after[shop.topics.invoices] == counts["valid"] and after[shop.topics.dead_letters] == counts["invalid"]
     assert check_shop(shop).ok
+    assert all(r["state"] == "success" for r in runs), [(r["dag_run_id"], r["state"]) for r in runs]
+
+    def section(backfill_id: int) -> str:
+        return re.search(rf'data-testid="backfill-{backfill_id}">(.*?)</section>', page, re.S).group(1)
+
+    sections = [section(b["id"]) for b in backfills]
+    summaries = [re.search(r"<strong>(.*?)</strong>", s).group(1) for s in sections]
+    # Hourly logical dates H-3, H-2, H-1, each window ending at its logical date: H-2's publishes.
+    assert summaries == ["1 published, 2 no-op", "3 skipped", "1 no-op, 2 skipped", "3 no-op", "3 no-op"], summaries
+    assert f"new run: read {counts['valid'] + counts['invalid']} purchases, published {counts['valid']} invoices" in (
+        sections[0])
+    assert "no run: already exists" in sections[1]
+    assert sections[3].count("reprocessed the existing run") == 3
+    assert sections[4].count("reprocessed the existing run") == 3
+    assert SASL_PASSWORD not in page
+
+
+def _backfill_in_the_ui(af, token: str, start: float, end: float, shots: Path, sync_playwright, expect) -> dict:
+    """Log in, start a backfill of every run over [start, end] from the DAG's Trigger dialog, wait until
+    its runs finish; check in the UI that they show Success, the "Run report" tab of one of them, the
+    "Exactly-once reports" nav entry and the DAG's "Backfills report" tab. Returns the backfill."""
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.set_default_timeout(UI_TIMEOUT_MS)
+        expect.set_options(timeout=UI_TIMEOUT_MS)
+        try:
+            _log_in(page, af)
+
+            # The DAG page; its Trigger dialog has a Backfill mode.
+            page.goto(f"{af.url}/dags/{DAG_ID}")
+            expect(page.get_by_role("heading", name=DAG_ID)).to_be_visible()
+            page.get_by_role("button", name="Trigger Dag").click()
+            dialog = page.get_by_role("dialog").first
+            dialog.get_by_text("Backfill", exact=True).click()
+            expect(dialog).to_contain_text("Run Backfill")
+            _pick_datetime(page, 0, start)
+            _pick_datetime(page, 1, end)
+            dialog.get_by_text("All Runs", exact=True).click()
+            announced = dialog.get_by_text(re.compile(r"\d+ runs? will be triggered"))
+            expect(announced).to_be_visible()
+            expected_runs = int(re.search(r"\d+", announced.inner_text()).group())
+            assert expected_runs == round((end - start) / 3600) + 1, announced.inner_text()
+            page.screenshot(path=shots / "01-backfill-dialog.png")
+            backfill = None
+            for attempt in range(3):
+                with page.expect_response(lambda r: r.url.rstrip("/").endswith("/backfills")
+                                          and r.request.method == "POST") as created:
+                    dialog.get_by_role("button", name="Run Backfill").click()
+                if not database_busy(created.value.status, created.value.text()):
+                    assert created.value.ok, f"backfill POST: HTTP {created.value.status} {created.value.text()[:500]}"
+                    backfill = created.value.json()
+                    break
+                # SQLite only: a concurrent scheduler write made the API refuse. The UI may post
+                # again by itself, so look for the backfill before clicking once more.
+                time.sleep(2 * (attempt + 1))
+                made = _unfinished_backfills(af, token)
+                if made:
+                    backfill = made[0]
+                    break
+            assert backfill, "the backfill was never created (SQLite stayed busy)"
+            assert backfill["reprocess_behavior"] == "completed", backfill
+            expect(page.get_by_text("Backfill in progress")).to_be_visible()
+            page.screenshot(path=shots / "02-backfill-started.png")
+
+            runs, backfill = _wait_for_backfill(af, token, backfill["id"], expected_runs)
+            assert len(runs) == expected_runs and all(r["state"] == "success" for r in runs), runs
+            assert backfill.get("completed_at"), f"backfill not completed after {BACKFILL_TIMEOUT_S}s: {backfill}"
+            # Success because every window was planned and found empty, not because a
+            # failed plan_window was swallowed by the all_done report task.
+            for run in runs:
+                tis = _api(af, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run['dag_run_id']}/taskInstances",
+                           None, token)["task_instances"]
+                states = {ti["task_id"]: ti["state"] for ti in tis}
+                assert states == {"plan_window": "success", "has_new_records": "success",
+                                  "run_window": "skipped", "validate": "skipped", "report": "success"}, (
+                    run["dag_run_id"], states)
+
+            # The UI shows every backfill run as a successful Backfill run.
+            page.goto(f"{af.url}/dags/{DAG_ID}/runs")
+            for run in runs:
+                row = page.locator("tbody tr").filter(has_text=run["dag_run_id"])
+                expect(row).to_have_count(1)
+                expect(row).to_contain_text("Success")
+                expect(row).to_contain_text("Backfill")
+            expect(page.get_by_text("Backfill in progress")).to_have_count(0)
+            page.screenshot(path=shots / "03-backfill-runs-success.png")
+            if os.environ.get("EOS_ETL_UPDATE_SCREENSHOTS"):  # refresh the committed copy on request
+                DOCS_SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(shots / "03-backfill-runs-success.png", DOCS_SCREENSHOT)
+
+            # The plugin's "Run report" tab of one backfill run: a no-op, nothing read.
+            last = max(runs, key=lambda r: r["logical_date"])["dag_run_id"]
+            page.locator("tbody tr").filter(has_text=last).get_by_role("link", name=last).click()
+            page.get_by_role("link", name="Run report").click()
+            report = page.frame_locator("iframe[title='Run report']").locator("body")
+            expect(report).to_contain_text("run report")
+            expect(report).to_contain_text(last)
+            expect(report).to_contain_text("verdict no-op")
+            page.screenshot(path=shots / "04-run-report.png")
+
+            # The navigation entry "Exactly-once reports" (under Browse) lists the DAG.
+            page.get_by_role("button", name="Browse").click()
+            page.get_by_role("menuitem", name="Exactly-once reports").click()
+            index = page.frame_locator("iframe[title='Exactly-once reports']").locator("body")
+            expect(index).to_contain_text("Exactly-once pipeline reports")
+            expect(index.get_by_role("link", name=DAG_ID)).to_be_visible()
+            page.screenshot(path=shots / "05-reports-index.png")
+
+            # The DAG's "Backfills report" tab lists this backfill.
+            page.goto(f"{af.url}/dags/{DAG_ID}")
+            page.get_by_role("link", name="Backfills report").click()
+            listed = page.frame_locator("iframe[title='Backfills report']").locator("body")
+            expect(listed).to_contain_text(f"Backfill {backfill['id']}")
+            page.screenshot(path=shots / "06-backfills-report.png")
+            return backfill
+        except Exception:
+            _keep_failure_screenshot(page, shots)
+            raise
+        finally:
+            browser.close()
 
 
 # -- the reports plugin behind Airflow's login -------------------------------------------------
@@ -372,8 +454,7 @@ def test_reports_plugin_behind_the_airflow_login(shop_factory, spark, tmp_path, 
                     assert drawn > 1000, drawn
                     page.screenshot(path=shots / "reports-trends.png", full_page=True)
                 except Exception:
-                    page.screenshot(path=shots / "failure.png", full_page=True)
-                    print(f"browser screenshots (failure.png is the last page): {shots}")
+                    _keep_failure_screenshot(page, shots)
                     raise
             finally:
                 browser.close()

@@ -13,7 +13,9 @@
 #    one less (or EOS_ETL_REPLICATION_FACTOR / EOS_ETL_MIN_INSYNC_REPLICAS).
 #    A DAG Variable that renames topics needs them created here too.
 # 3. The pipeline user's ACLs, exactly the roles `pipeline` (plan and run
-#    windows) and `validator` (the DAG's validate task uses the same login).
+#    windows), `validator` (the DAG's validate task uses the same login) and
+#    `watcher` (the event-driven DAG's arrivals consumer, group
+#    `<group>-arrivals`, connection kafka_purchases_watch).
 set -euo pipefail
 
 user=${EOS_ETL_PIPELINE_USER:?EOS_ETL_PIPELINE_USER is not set}
@@ -29,4 +31,4 @@ if [[ -n ${EOS_ETL_MIN_INSYNC_REPLICAS:-} ]]; then
 fi
 eos-etl create-topics "${topic_args[@]}"
 
-eos-etl acl grant --principal "$user" --role pipeline --role validator
+eos-etl acl grant --principal "$user" --role pipeline --role validator --role watcher

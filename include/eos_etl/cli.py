@@ -22,6 +22,7 @@ from pathlib import Path
 
 from . import arguments, logging_setup
 from .errors import ConfigurationError, EosEtlError
+from .kafka.acls import ROLES
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -547,8 +548,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("acl", help="grant a principal exactly the ACLs a pipeline role needs, and print them")
     p.add_argument("action", choices=["grant"])
     p.add_argument("--principal", required=True, help="the SASL user (or User:<name>) to grant to")
-    p.add_argument("--role", action="append", choices=["pipeline", "validator"], required=True,
-                   help="pipeline: plan and run windows; validator: data-quality validation (repeatable)")
+    p.add_argument("--role", action="append", choices=list(ROLES), required=True,
+                   help="pipeline: plan and run windows; validator: data-quality validation; watcher: the "
+                        "event-driven DAG's arrivals consumer (its group: the pipeline's + '-arrivals') (repeatable)")
     p.add_argument("--replay-version", metavar="VERSION",
                    help="grant on the resources of a replay under this output version instead (its topics "
                         "<topic>.VERSION, group and transactional ids)")

@@ -15,6 +15,9 @@ found. Two roles cover everything the product does with a principal:
   transactional id, so the permission would only widen what a stolen login can do.
 * **validator** (data-quality validation): Read on the input topic and the
   output topics, Describe on the group (its committed offsets).
+* **watcher** (event-driven runs: the consumer that only notices arrivals):
+  Read on the input topic and on its own group, the pipeline's group name plus
+  ``-arrivals`` (:data:`WATCH_GROUP_SUFFIX`). Nothing of the pipeline's group.
 
 Anything else is denied: another principal can neither read the outputs nor
 use (and so fence) the pipeline's transactional ids.
@@ -27,7 +30,9 @@ from dataclasses import dataclass
 from ..errors import ConfigurationError
 from .connection import KafkaConnection
 
-ROLES = ("pipeline", "validator")
+ROLES = ("pipeline", "validator", "watcher")
+#: The watcher's consumer group is the pipeline's group name plus this.
+WATCH_GROUP_SUFFIX = "-arrivals"
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,13 @@ class PipelineResources:
         if role == "validator":
             return [*(Grant("topic", t, "READ") for t in (self.input_topic, *self.output_topics)),
                     Grant("group", self.group, "DESCRIBE")]
+        if role == "watcher":
+            return [Grant("topic", self.input_topic, "READ"), Grant("group", self.watch_group, "READ")]
         raise ConfigurationError(f"unknown role {role!r}: one of {', '.join(ROLES)}")
+
+    @property
+    def watch_group(self) -> str:
+        return self.group + WATCH_GROUP_SUFFIX
 
     def needed_to_run(self) -> list[Grant]:
         """What a run checks with :func:`missing_grants`: the pipeline role without Create

@@ -4,7 +4,8 @@ The watcher is the Kafka provider's message-queue trigger (``MessageQueueTrigger
 with scheme ``kafka``, i.e. the provider's ``AwaitMessageTrigger``) on the
 purchases topic, through its own Airflow connection ``kafka_purchases_watch``
 (conn type ``kafka``; its extra is the consumer's config, with its own
-``group.id``). The trigger fires for a message when its apply function returns
+``group.id``: the pipeline's group plus ``-arrivals``, which the ACL role
+``watcher`` of ``eos-etl acl grant`` covers). The trigger fires for a message when its apply function returns
 something, commits, and is started again by the triggerer; left to itself it
 would make one asset event per message.
 

@@ -88,7 +88,7 @@ def _plan(ctx, version: str | None) -> dict:
     # A new execution of the run (cleared, or reprocessed by a backfill) starts here: what an earlier
     # execution published must not be reported as this one's.
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
-    for stale in ("summary.json", "quality.json"):
+    for stale in ("summary.json", "quality.json", "announced.json"):
         (out / stale).unlink(missing_ok=True)
     params = ctx["params"]
     cfg = ShopDagConfig.load()

@@ -94,10 +94,23 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
             summary["run_id"], summary["records_read"], summary["invoices"], summary["shipments"],
             summary["dead_letters"], summary["transactions"], summary["seconds"],
         )
-        extras = self._emit_asset_events(context, connection, plan, summary)
+        extras = self._announce(context, connection, plan, summary, out / "announced.json")
         # What the OpenLineage listener asks for once the task succeeded (same process, same operator).
         self._published = (plan, summary, extras, connection.bootstrap_servers)
         return summary
+
+    def _announce(self, context, connection, plan: dict, summary: dict, marker: Path) -> dict[str, dict]:
+        """The window's asset events, once: a cleared ``run_window`` that re-runs a window an earlier
+        try already published and announced (nothing new committed now) emits none, so downstream
+        DAGs do not count the window twice. The marker is written last, just before success."""
+        announced = json.loads(marker.read_text()) if marker.is_file() else None
+        if announced and announced.get("window") == plan["window"] and not summary["records_published"]:
+            self.log.info("window already published and announced by %s: no new asset events",
+                          announced["run_id"])
+            return announced["extras"]
+        extras = self._emit_asset_events(context, connection, plan, summary)
+        marker.write_text(json.dumps({"window": plan["window"], "run_id": summary["run_id"], "extras": extras}))
+        return extras
 
     def get_openlineage_facets_on_complete(self, task_instance):
         """The window's lineage: purchases in, the three output topics out, window and counts as facets

@@ -102,62 +102,73 @@ def with_reject_reason(df: DataFrame, max_payload_bytes: int = DEFAULT_MAX_PAYLO
     return df.withColumn("_reason", reason).withColumn("_bad_field", bad_field)
 
 
-def purchases_to_outputs(
-    df: DataFrame, topics: ShopTopics = ShopTopics(), max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-) -> DataFrame:
-    """Engine transform: Kafka source rows -> (partition, offset, outputs)."""
-    df = with_reject_reason(df, max_payload_bytes)
-    field, addr = _field, _address_field
+class _Ids:
+    """The purchase's deterministic output ids: a hash of its source position (topic:partition:offset),
+    so a replayed window writes the same ids."""
 
-    # Valid rows only below this point are meaningful; invalid rows compute
-    # nulls that are never used (the dead-letter branch is taken instead).
-    source = F.concat_ws(":", F.col("topic"), F.col("partition").cast("string"), F.col("offset").cast("string"))
-    invoice_id = F.concat(F.lit("inv_"), F.substring(F.sha2(F.concat(F.lit("invoice:"), source), 256), 1, 32))
-    shipment_id = F.concat(F.lit("shp_"), F.substring(F.sha2(F.concat(F.lit("shipment:"), source), 256), 1, 32))
+    def __init__(self) -> None:
+        source = F.concat_ws(":", F.col("topic"), F.col("partition").cast("string"),
+                             F.col("offset").cast("string"))
+        self.invoice = F.concat(F.lit("inv_"), F.substring(F.sha2(F.concat(F.lit("invoice:"), source), 256), 1, 32))
+        self.shipment = F.concat(F.lit("shp_"),
+                                 F.substring(F.sha2(F.concat(F.lit("shipment:"), source), 256), 1, 32))
+
+
+def _quantity() -> Column:
     # try_cast: ANSI casts raise, and invalid rows are evaluated too (then discarded).
-    quantity = field("quantity").try_cast("int")
-    unit_price = field("unit_price").try_cast("decimal(14,2)")
-    total = (unit_price * quantity.cast("decimal(10,0)")).cast("decimal(26,2)")
-    purchase_time = F.date_format(F.try_to_timestamp(field("purchase_time")), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
-    issued_at = F.date_format(F.col("timestamp"), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
-    purchase_id = field("purchase_id")
+    return _field("quantity").try_cast("int")
 
+
+def invoice_output(topic: str, ids: _Ids) -> Column:
+    """The invoice record (topic, key, JSON value, headers) of a valid purchase."""
+    quantity = _quantity()
+    unit_price = _field("unit_price").try_cast("decimal(14,2)")
+    total = (unit_price * quantity.cast("decimal(10,0)")).cast("decimal(26,2)")
+    purchase_time = F.date_format(F.try_to_timestamp(_field("purchase_time")), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
+    issued_at = F.date_format(F.col("timestamp"), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
     invoice = F.to_json(
         F.struct(
-            invoice_id.alias("invoice_id"),
-            purchase_id.alias("purchase_id"),
-            field("user_id").alias("user_id"),
-            field("user_full_name").alias("user_full_name"),
-            field("product_id").alias("product_id"),
+            ids.invoice.alias("invoice_id"),
+            _field("purchase_id").alias("purchase_id"),
+            _field("user_id").alias("user_id"),
+            _field("user_full_name").alias("user_full_name"),
+            _field("product_id").alias("product_id"),
             quantity.alias("quantity"),
             unit_price.cast("string").alias("unit_price"),
             total.cast("string").alias("total"),
-            field("currency").alias("currency"),
+            _field("currency").alias("currency"),
             purchase_time.alias("purchase_time"),
             issued_at.alias("issued_at"),
         )
     )
+    return _output(topic, _field("purchase_id"), invoice, [_header("record_type", F.lit(RECORD_TYPE_INVOICE))])
+
+
+def shipment_output(topic: str, ids: _Ids) -> Column:
+    """The shipment record of a valid purchase, pointing at its invoice."""
     shipment = F.to_json(
         F.struct(
-            shipment_id.alias("shipment_id"),
-            invoice_id.alias("invoice_id"),
-            purchase_id.alias("purchase_id"),
-            field("product_id").alias("product_id"),
-            field("user_full_name").alias("recipient_name"),
-            F.struct(*[addr(f).alias(f) for f in ADDRESS_FIELDS]).alias("address"),
-            quantity.alias("quantity"),
+            ids.shipment.alias("shipment_id"),
+            ids.invoice.alias("invoice_id"),
+            _field("purchase_id").alias("purchase_id"),
+            _field("product_id").alias("product_id"),
+            _field("user_full_name").alias("recipient_name"),
+            F.struct(*[_address_field(f).alias(f) for f in ADDRESS_FIELDS]).alias("address"),
+            _quantity().alias("quantity"),
         )
     )
-    valid_outputs = F.array(
-        _output(topics.invoices, purchase_id, invoice, [_header("record_type", F.lit(RECORD_TYPE_INVOICE))]),
-        _output(topics.shipments, purchase_id, shipment, [_header("record_type", F.lit(RECORD_TYPE_SHIPMENT))]),
-    )
-    # A dead letter must fit the broker's record limit even when its input
-    # barely did (the lineage headers add ~150 bytes, and an input topic may
-    # allow bigger records than the dead-letter topic): beyond
-    # DEAD_LETTER_MAX_BYTES of key + value the copy is cut, and the header
-    # dlq_original_bytes says so ("key_bytes:value_bytes"). The whole
-    # original stays in the input topic at the lineage headers' position.
+    return _output(topic, _field("purchase_id"), shipment, [_header("record_type", F.lit(RECORD_TYPE_SHIPMENT))])
+
+
+def dead_letter_output(topic: str) -> Column:
+    """The dead letter of a rejected purchase: its original key and value, with the reason.
+
+    A dead letter must fit the broker's record limit even when its input barely did (the
+    lineage headers add ~150 bytes, and an input topic may allow bigger records than the
+    dead-letter topic): beyond DEAD_LETTER_MAX_BYTES of key + value the copy is cut, and the
+    header dlq_original_bytes says so ("key_bytes:value_bytes"). The whole original stays in
+    the input topic at the lineage headers' position.
+    """
     key_len = F.coalesce(F.octet_length("key"), F.lit(0))
     value_len = F.coalesce(F.octet_length("value"), F.lit(0))
     cut = key_len + value_len > DEAD_LETTER_MAX_BYTES
@@ -165,14 +176,25 @@ def purchases_to_outputs(
     dlq_key = F.when(cut, F.col("key").substr(F.lit(1), key_budget)).otherwise(F.col("key"))
     dlq_value = F.when(cut, F.col("value").substr(F.lit(1), F.lit(DEAD_LETTER_MAX_BYTES) - key_budget)
                        ).otherwise(F.col("value"))
-    dlq_headers = [
+    headers = [
         _header("record_type", F.lit(RECORD_TYPE_DEAD_LETTER)),
         _header("dlq_reason", F.col("_reason")),
         _header("dlq_field", F.col("_bad_field")),
     ]
     original = _header("dlq_original_bytes", F.concat_ws(":", key_len.cast("string"), value_len.cast("string")))
-    dead_letter = F.when(
-        cut, F.array(_output(topics.dead_letters, dlq_key, dlq_value, [*dlq_headers, original]))
-    ).otherwise(F.array(_output(topics.dead_letters, F.col("key"), F.col("value"), dlq_headers)))
-    outputs = F.when(F.col("_reason").isNull(), valid_outputs).otherwise(dead_letter)
+    return F.when(cut, _output(topic, dlq_key, dlq_value, [*headers, original])
+                  ).otherwise(_output(topic, F.col("key"), F.col("value"), headers))
+
+
+def purchases_to_outputs(
+    df: DataFrame, topics: ShopTopics = ShopTopics(), max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+) -> DataFrame:
+    """Engine transform: Kafka source rows -> (partition, offset, outputs): checks
+    (:func:`with_reject_reason`), then an invoice and its shipment for a valid purchase, else
+    one dead letter. Invalid rows evaluate the invoice and shipment expressions too (to nulls
+    that are never used): Spark has no lazy branch per row."""
+    df = with_reject_reason(df, max_payload_bytes)
+    ids = _Ids()
+    valid = F.array(invoice_output(topics.invoices, ids), shipment_output(topics.shipments, ids))
+    outputs = F.when(F.col("_reason").isNull(), valid).otherwise(F.array(dead_letter_output(topics.dead_letters)))
     return df.select(F.col("partition").cast("int").alias("partition"), F.col("offset"), outputs.alias("outputs"))

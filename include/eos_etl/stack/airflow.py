@@ -275,6 +275,9 @@ class AirflowStandalone:
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.home / "logs"),
                 "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self.worker_log_server_port),
                 "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self.trigger_log_server_port),
+                # The OpenLineage listener emits from a forked child it kills after this many seconds
+                # (default 10): on a busy worker that silently drops a window's lineage.
+                "AIRFLOW__OPENLINEAGE__EXECUTION_TIMEOUT": "60",
                 # spark-submit's driver (and a local-mode executor) listens on loopback only, like Airflow here.
                 "SPARK_LOCAL_IP": "127.0.0.1",
             }
