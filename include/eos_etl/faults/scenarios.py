@@ -184,7 +184,9 @@ def zombie(lab: Lab, seed: int) -> TrialResult:
         zombie_id, successor_id = f"zombie-{seed}", f"successor-{seed}"
         old = lab.job(shop, extra + ["--run-id", zombie_id],
                       failpoints=f"mid_produce=stop,after={150 + seed * 17},{_once('zombie')}").start()
-        if not old.wait_for(FAILPOINT_FIRED, 240):
+        # Wait for the worker's own SIGSTOP, not only its log line: a SIGCONT sent before it stopped
+        # itself would leave it stopped for good (a hang that is the harness's, not the job's).
+        if not old.wait_for_failpoint_stop(240):
             raise RuntimeError(f"the first attempt never reached mid_produce:\n{old.tail()}")
         old.pause()  # the whole attempt freezes mid-transaction (a paused VM)
         result.kills = 1
@@ -232,7 +234,7 @@ def transaction_timeout(lab: Lab, seed: int, *, timeout_ms: int = 6000) -> Trial
         extra = ["--chunk-records", "100000", "--transaction-timeout-ms", str(timeout_ms),
                  "--chunk-seconds", str(timeout_ms / 2000)]
         job = lab.job(shop, extra, failpoints=f"before_commit=stop,{_once('timeout')}").start()
-        if not job.wait_for(FAILPOINT_FIRED, 240):
+        if not job.wait_for_failpoint_stop(240):  # stopped itself: only then may it be resumed
             raise RuntimeError(f"the job never reached before_commit:\n{job.tail()}")
         job.pause()
         result.kills = 1
