@@ -129,6 +129,39 @@ def _unfinished_backfills(af, token: str) -> list[dict]:
             if not b.get("completed_at")]
 
 
+def _submit_backfill_dialog(page, dialog, af, token: str) -> dict:
+    """Click the dialog's "Run Backfill" and return the backfill the UI created.
+
+    The UI's query client retries a mutation that got a 5xx three times by itself, keeping the
+    button in its loading state meanwhile, so the test waits for that to settle rather than clicking
+    a disabled button. On SQLite a concurrent scheduler write can fail every try ("database is
+    locked") and leave a half-made backfill behind; it is cancelled before clicking again."""
+    posts: list = []
+    page.on("response", lambda r: posts.append(r) if r.request.method == "POST"
+            and r.url.rstrip("/").endswith("/backfills") else None)
+    button = dialog.get_by_role("button", name="Run Backfill")
+    for attempt in range(3):
+        posts.clear()
+        button.click()
+        deadline = time.monotonic() + 120
+        while True:
+            page.wait_for_timeout(500)  # lets Playwright deliver the response events
+            created = [r for r in posts if r.ok]
+            if created:
+                return created[-1].json()
+            settled = posts and (button.count() == 0 or button.get_attribute("data-loading") is None)
+            if settled:
+                break
+            assert time.monotonic() < deadline, f"the backfill POST never settled: {[r.status for r in posts]}"
+        failures = [(r.status, r.text()) for r in posts]
+        assert all(database_busy(status, body) for status, body in failures), (
+            f"backfill POST failed: {[(status, body[:300]) for status, body in failures]}")
+        for orphan in _unfinished_backfills(af, token):
+            _api(af, "PUT", f"/api/v2/backfills/{orphan['id']}/cancel", None, token)
+        time.sleep(3 * (attempt + 1))
+    raise AssertionError("the backfill was never created: SQLite stayed busy through three clicks")
+
+
 def _backfill_cli(af, token: str, start: float, end: float, behavior: str) -> dict:
     """``airflow backfill create`` over [start, end] (hourly logical dates), then wait until it completed."""
     stamp = "%Y-%m-%dT%H:00:00+00:00"
@@ -247,23 +280,7 @@ def _backfill_in_the_ui(af, token: str, start: float, end: float, shots: Path, s
             expected_runs = int(re.search(r"\d+", announced.inner_text()).group())
             assert expected_runs == round((end - start) / 3600) + 1, announced.inner_text()
             page.screenshot(path=shots / "01-backfill-dialog.png")
-            backfill = None
-            for attempt in range(3):
-                with page.expect_response(lambda r: r.url.rstrip("/").endswith("/backfills")
-                                          and r.request.method == "POST") as created:
-                    dialog.get_by_role("button", name="Run Backfill").click()
-                if not database_busy(created.value.status, created.value.text()):
-                    assert created.value.ok, f"backfill POST: HTTP {created.value.status} {created.value.text()[:500]}"
-                    backfill = created.value.json()
-                    break
-                # SQLite only: a concurrent scheduler write made the API refuse. The UI may post
-                # again by itself, so look for the backfill before clicking once more.
-                time.sleep(2 * (attempt + 1))
-                made = _unfinished_backfills(af, token)
-                if made:
-                    backfill = made[0]
-                    break
-            assert backfill, "the backfill was never created (SQLite stayed busy)"
+            backfill = _submit_backfill_dialog(page, dialog, af, token)
             assert backfill["reprocess_behavior"] == "completed", backfill
             expect(page.get_by_text("Backfill in progress")).to_be_visible()
             page.screenshot(path=shots / "02-backfill-started.png")
