@@ -44,6 +44,12 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.speculation": "false",
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.showConsoleProgress": "false",
+    # A whole-stage method above 8,000 bytes of bytecode is never JIT-compiled by HotSpot, so the
+    # shop transform's stage (checks + two JSON renderings in one projection) ran interpreted;
+    # at 8000 Spark falls back to per-expression code for such a stage, which HotSpot compiles
+    # (Spark's documentation of this setting recommends 8000 on HotSpot). Measured on the
+    # transform alone: 3.4 vs 7.4 CPU s per 100,000 purchases.
+    "spark.sql.codegen.hugeMethodLimit": "8000",
 }
 
 
