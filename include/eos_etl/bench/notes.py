@@ -136,13 +136,16 @@ the main table above, so compare within this table only):
 
 **Where a 100,000-purchase window's time goes now (cold, fresh process).** The per-purchase cost fell by
 two thirds; what is left at 100,000 is fixed: ~8 s on the driver before the first task starts, of which
-~3 s is building the transform's Column tree through py4j (4,494 py4j calls, cProfile; 1.1 s warm), ~1 s
-planning, and ~0.5 s generating and compiling the (discarded) whole-stage code; then ~4.7 s until the first
-task's first Arrow batch (cold JIT, Kafka consumer, Python worker start). Preflight is 0.2 s.
+~3 s is building the transform's DataFrame on a cold JVM (1.1 s warm; cProfile: 4,494 py4j calls, ~0.5 s of
+it, the rest Spark analysing the five successive projections), ~1 s physical planning, and ~0.5 s generating
+and compiling the whole-stage code that is then discarded; then ~4.7 s until the first task's first Arrow
+batch (cold JIT, Kafka consumer, Python worker start). Preflight is 0.2 s. Most of it is a fresh JVM warming
+up, paid once per spark-submit.
 
 **Targets of issue 16 not yet met** (after, this run): S CPU per M at 100,000 565 vs 1.3 x (R + B1) = 389;
 S at 1,000,000 16,769/s vs 25,000/s; fixed cost ~20 s (2-size fit, noisy) vs 6 s. Next steps, by expected
-gain: build the transform from SQL text (`F.expr`/`selectExpr`: one py4j call per column instead of
-thousands), which attacks the driver's fixed cost; one wave of tasks on two cores (fewer, larger Spark
-partitions); then the Python worker's start-up (see above).
+gain: one wave of tasks on two cores (fewer, larger Spark partitions: the second wave pays the task
+start-up again); fewer projections in the transform (one select instead of five `withColumn`s) to cut the
+cold analysis; skipping the whole-stage attempt for the transform's stage; then the Python worker's
+start-up (see above). The transform's per-purchase cost is no longer where the time goes.
 """
