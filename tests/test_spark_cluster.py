@@ -24,6 +24,7 @@ from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
 from eos_etl.shop.job import ShopSettings
 from eos_etl.shop.schema import ShopTopics
+from eos_etl.stack.jvm import jvm_options
 from eos_etl.stack.package_zip import package_dir, package_zip
 from eos_etl.stack.spark_cluster import SparkStandalone
 
@@ -127,6 +128,13 @@ def test_executors_import_the_shipped_code_zip(spark_cluster: SparkStandalone) -
         status = spark_cluster.status()
         assert [w.state for w in status.workers] == ["ALIVE", "ALIVE"]
         assert sorted(e.pid for w in status.workers for e in w.executors) == sorted(e.pid for e in executors)
+
+        # $EOS_ETL_JVM_OPTIONS (the suite sets it, conftest.py) reached the executors and the daemons.
+        wanted = [o.encode() for o in jvm_options()]
+        daemons = [spark_cluster.master, *spark_cluster.worker_nodes]
+        for pid in [*(e.pid for e in executors), *(d.pid() for d in daemons)]:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            assert wanted and all(o in args for o in wanted), (pid, args)
     finally:
         _finish(driver)
 

@@ -261,6 +261,7 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
         f"| Spark | {m.get('spark')} (`local[*]`), Kafka connector clients {m.get('spark_kafka_clients')} |",
         f"| confluent-kafka / librdkafka | {m.get('confluent_kafka')} / {m.get('librdkafka')} |",
         f"| load average at start / end | {m.get('load_average')} / {meta.get('load_end')} |",
+        f"| extra JVM options (`$EOS_ETL_JVM_OPTIONS`) | {m.get('jvm_options') or 'none: HotSpot defaults'} |",
         "",
         "The machine may be shared with other work; the load averages above and per case show how busy it was, "
         "and the min-max of job seconds shows the noise. "

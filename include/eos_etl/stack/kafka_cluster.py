@@ -43,6 +43,7 @@ from pathlib import Path
 from .. import paths
 from . import maven
 from .errors import BrokerStartError, StackError
+from .jvm import jvm_options
 from ..kafka.users import MECHANISM as SASL_MECHANISM
 from .tools import (
     free_port,
@@ -622,7 +623,7 @@ class KafkaCluster:
         java = require_tool("java", install_hint="apt-get install openjdk-17-jre-headless")
         maven.fetch(KAFKA_BROKER)
         return [java, f"-Xmx{self.heap}", "-Xms128m", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                f"-Dlog4j2.configurationFile={log4j_file}", "-cp", KAFKA_BROKER.classpath()]
+                f"-Dlog4j2.configurationFile={log4j_file}", *jvm_options(), "-cp", KAFKA_BROKER.classpath()]
 
     def format_all(self) -> None:
         """Format every node's storage once, all with the same cluster id."""

@@ -22,6 +22,7 @@ import sys
 from urllib.parse import urlsplit
 
 from . import maven
+from .jvm import jvm_options_string
 from .package_zip import package_zip
 from .versions import SPARK_KAFKA
 
@@ -81,8 +82,15 @@ def cluster_conf() -> dict[str, str]:
     }
 
 
+def jvm_conf() -> dict[str, str]:
+    """The driver's and executors' extra JVM options from ``$EOS_ETL_JVM_OPTIONS`` (see :mod:`.jvm`)."""
+    options = jvm_options_string()
+    return {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options} if options else {}
+
+
 def spark_conf(extra: dict[str, str] | None = None, master: str = DEFAULT_MASTER) -> dict[str, str]:
     conf = dict(DEFAULT_CONF)
+    conf.update(jvm_conf())
     conf["spark.jars"] = ",".join(connector_jars())
     conf["spark.ui.enabled"] = os.environ.get("EOS_ETL_SPARK_UI", "false")
     conf["spark.driver.memory"] = os.environ.get("EOS_ETL_SPARK_DRIVER_MEMORY", "2g")
@@ -149,7 +157,7 @@ def parse_conf_pairs(pairs: list[str]) -> dict[str, str]:
 
 def spark_submit_conf() -> dict[str, str]:
     """Conf for SparkSubmitOperator / spark-submit (jars via --jars, the code zip via --py-files)."""
-    conf = {**DEFAULT_CONF, **REQUIRED_CONF}
+    conf = {**DEFAULT_CONF, **jvm_conf(), **REQUIRED_CONF}
     conf["spark.pyspark.python"] = sys.executable
     conf["spark.executor.memory"] = os.environ.get("EOS_ETL_SPARK_EXECUTOR_MEMORY", "1g")
     return conf

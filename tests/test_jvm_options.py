@@ -1,0 +1,39 @@
+"""$EOS_ETL_JVM_OPTIONS reaches every JVM the project starts (eos_etl.stack.jvm).
+
+The suite runs with it set (conftest.py: C1 only, for short-lived JVMs); the
+standalone cluster's executors and daemons are checked in test_spark_cluster.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from eos_etl.stack.jvm import JVM_OPTIONS_ENV, jvm_options
+from eos_etl.stack.kafka_cluster import KafkaCluster
+from eos_etl.stack.spark import spark_conf, spark_submit_conf
+
+
+def test_the_running_broker_and_spark_driver_have_the_options(kafka_broker: KafkaCluster, spark) -> None:
+    wanted = jvm_options()
+    assert wanted, f"the suite sets ${JVM_OPTIONS_ENV} (conftest.py)"
+    broker_args = Path(f"/proc/{kafka_broker.pid()}/cmdline").read_bytes().decode().split("\0")
+    assert all(o in broker_args for o in wanted), broker_args
+    jvm = spark.sparkContext._jvm
+    driver_args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert all(o in driver_args for o in wanted), driver_args
+
+
+def test_options_are_split_like_a_shell_and_a_users_spark_conf_wins(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    monkeypatch.setenv(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 '-Dnote=two words'")
+    assert jvm_options() == ["-XX:TieredStopAtLevel=1", "-Dnote=two words"]
+    joined = "-XX:TieredStopAtLevel=1 '-Dnote=two words'"  # Spark splits extraJavaOptions as a shell would
+    for conf in (spark_conf(), spark_submit_conf()):
+        assert conf["spark.driver.extraJavaOptions"] == conf["spark.executor.extraJavaOptions"] == joined
+    assert spark_conf({"spark.driver.extraJavaOptions": "-Xss4m"})["spark.driver.extraJavaOptions"] == "-Xss4m"
+    args = KafkaCluster(home=tmp_path, port=1).jvm_args(tmp_path / "log4j2.properties")
+    assert args[args.index("-cp") - 2:args.index("-cp")] == ["-XX:TieredStopAtLevel=1", "-Dnote=two words"]
+
+    monkeypatch.delenv(JVM_OPTIONS_ENV)
+    assert jvm_options() == [] and "spark.driver.extraJavaOptions" not in spark_submit_conf()
