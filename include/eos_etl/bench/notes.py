@@ -146,8 +146,8 @@ up, paid once per spark-submit.
 S at 1,000,000 16,769/s vs 25,000/s; fixed cost ~20 s (2-size fit, noisy) vs 6 s. Next steps, by expected
 gain: one wave of tasks on two cores (fewer, larger Spark partitions: the second wave pays the task
 start-up again); fewer projections in the transform (one select instead of five `withColumn`s) to cut the
-cold analysis; skipping the whole-stage attempt for the transform's stage; then the Python worker's
-start-up (see above). The transform's per-purchase cost is no longer where the time goes.
+cold analysis; then the Python worker's start-up (see above). (Skipping the whole-stage attempt was
+tried since: no gain, see below.) The transform's per-purchase cost is no longer where the time goes.
 
 **Where a fresh JVM's CPU goes, by thread (2026-11-25, after the changes above).** Thread CPU from
 `/proc/<jvm>/task/*/stat` at the end of one cold S run (fresh Spark session, 4 partitions, one process,

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from .. import paths
 from .errors import StackError
-from .jvm import jvm_options, jvm_options_string
+from .jvm import jvm_options_string
 from .tools import free_port, port_accepts, port_is_free, require_free_port, require_tool
 
 log = logging.getLogger(__name__)
@@ -277,8 +277,8 @@ class _SparkDaemon:
             "SPARK_DAEMON_MEMORY": self.cluster.daemon_memory,
             "SPARK_LOCAL_DIRS": str(self.home / "local"),
         })
-        if jvm_options():
-            env["SPARK_DAEMON_JAVA_OPTS"] = jvm_options_string()
+        if options := jvm_options_string():
+            env["SPARK_DAEMON_JAVA_OPTS"] = options
         return env
 
     def spawn(self) -> None:
