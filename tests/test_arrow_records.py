@@ -61,3 +61,37 @@ def test_read_timer_counts_only_the_wait_for_the_next_batch():
     for _ in timer:
         time.sleep(0.5)  # publishing: not read time
     assert 0.15 <= timer.seconds < 1.0  # far below the 1.5 s spent publishing
+
+
+def test_result_batch_is_the_one_row_result_schema():
+    from eos_etl.engine.runner import result_batch
+
+    batch = result_batch(7, '{"partition": 7, "note": "ü"}')
+    batch.validate(full=True)
+    assert batch.schema == pa.schema([("partition", pa.int32()), ("result", pa.string())])
+    assert batch.to_pylist() == [{"partition": 7, "result": '{"partition": 7, "note": "ü"}'}]
+
+
+def test_the_tasks_arrow_code_does_not_import_pandas(tmp_path):
+    """pyarrow imports pandas on its first Python-to-Arrow conversion (~0.6 CPU s per Python worker);
+    converting a batch to records and building the result must not convert any."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "batch.arrow"
+    batch = pa.RecordBatch.from_pylist(ROWS, schema=SCHEMA)
+    with pa.OSFile(str(path), "wb") as f, pa.ipc.new_stream(f, SCHEMA) as writer:
+        writer.write_batch(batch)
+    code = f"""
+import sys
+import pyarrow as pa
+from eos_etl.engine.runner import arrow_records, result_batch
+batch = pa.ipc.open_stream(pa.OSFile({str(path)!r})).read_next_batch()
+records = list(arrow_records(batch))
+result_batch(1, "{{}}")
+assert len(records) == {len(ROWS)}, records
+print("pandas" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

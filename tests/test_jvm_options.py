@@ -6,10 +6,11 @@ standalone cluster's executors and daemons are checked in test_spark_cluster.py.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import pytest
-from eos_etl.stack.jvm import JVM_OPTIONS_ENV, jvm_options
+from eos_etl.stack.jvm import JVM_OPTIONS_ENV, SPARK_JIT_OPTIONS, jvm_options
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.spark import spark_conf, spark_submit_conf
 
@@ -22,13 +23,17 @@ def test_the_running_broker_and_spark_driver_have_the_options(kafka_broker: Kafk
     jvm = spark.sparkContext._jvm
     driver_args = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
     assert all(o in driver_args for o in wanted), driver_args
+    # The project's JIT thresholds reach the driver, before the user's options (the later option wins).
+    positions = [driver_args.index(o) for o in [*SPARK_JIT_OPTIONS, *wanted]]
+    assert positions == sorted(positions), driver_args
 
 
 def test_options_are_split_like_a_shell_and_a_users_spark_conf_wins(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
     monkeypatch.setenv(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 '-Dnote=two words'")
     assert jvm_options() == ["-XX:TieredStopAtLevel=1", "-Dnote=two words"]
-    joined = "-XX:TieredStopAtLevel=1 '-Dnote=two words'"  # Spark splits extraJavaOptions as a shell would
+    # The project's JIT thresholds first, so the user's options win; Spark splits them as a shell would.
+    joined = f"{shlex.join(SPARK_JIT_OPTIONS)} -XX:TieredStopAtLevel=1 '-Dnote=two words'"
     for conf in (spark_conf(), spark_submit_conf()):
         assert conf["spark.driver.extraJavaOptions"] == conf["spark.executor.extraJavaOptions"] == joined
     assert spark_conf({"spark.driver.extraJavaOptions": "-Xss4m"})["spark.driver.extraJavaOptions"] == "-Xss4m"
@@ -36,4 +41,6 @@ def test_options_are_split_like_a_shell_and_a_users_spark_conf_wins(monkeypatch:
     assert args[args.index("-cp") - 2:args.index("-cp")] == ["-XX:TieredStopAtLevel=1", "-Dnote=two words"]
 
     monkeypatch.delenv(JVM_OPTIONS_ENV)
-    assert jvm_options() == [] and "spark.driver.extraJavaOptions" not in spark_submit_conf()
+    args = KafkaCluster(home=tmp_path, port=1).jvm_args(tmp_path / "log4j2.properties")
+    assert jvm_options() == [] and args[args.index("-cp") - 1].startswith("-Dlog4j2.configurationFile=")
+    assert spark_submit_conf()["spark.executor.extraJavaOptions"] == shlex.join(SPARK_JIT_OPTIONS)

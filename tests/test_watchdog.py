@@ -49,6 +49,26 @@ def test_after_the_call_the_stall_timeout_applies_again():
     assert "alive" in proc.stdout
 
 
+def test_frequent_kicks_keep_a_task_alive_and_a_stall_still_ends_it_within_the_timeout():
+    code = textwrap.dedent("""
+        import time
+        from eos_etl.engine.watchdog import StallWatchdog
+        with StallWatchdog(2.0) as watchdog:
+            until = time.monotonic() + 4.0
+            while time.monotonic() < until:  # progress, kicked far more often than it re-arms
+                watchdog.kick()
+                time.sleep(0.01)
+            print("progressed", flush=True)
+            time.sleep(30)  # a stall
+            print("survived the stall")
+    """)
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert "progressed" in proc.stdout and "survived" not in proc.stdout and proc.returncode != 0, proc.stderr
+    assert took < 4.0 + 2.0 + 5.0, took  # within the stall timeout of the last progress (plus start-up)
+
+
 def test_every_blocking_producer_call_is_bounded_by_its_timeout_plus_the_margin():
     bounds: list[float] = []
 

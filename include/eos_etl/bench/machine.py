@@ -57,7 +57,7 @@ def describe() -> dict:
     import confluent_kafka
     import pyspark
 
-    from ..stack.jvm import jvm_options_string
+    from ..stack.jvm import spark_jvm_options_string
     from ..stack.versions import KAFKA_VERSION, SPARK_KAFKA_CLIENTS_VERSION
 
     return {
@@ -75,6 +75,6 @@ def describe() -> dict:
         "confluent_kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],
         "load_average": load_average(),
-        # Changes what the JVMs cost (eos_etl.stack.jvm); a bench with it set says so.
-        "jvm_options": jvm_options_string(),
+        # Changes what the JVMs cost (eos_etl.stack.jvm): the project's JIT defaults and $EOS_ETL_JVM_OPTIONS.
+        "spark_jvm_options": spark_jvm_options_string(),
     }

@@ -34,6 +34,14 @@ TARGETS = {
     "linearity_pct": 20.0,
     "memory_growth": 1.2,
 }
+# Issue 16 ("publish faster per core"), checked on every run next to the older targets above.
+PUBLISH_TARGETS = {
+    "S cpu vs R+B1": 1.3,  # S CPU s per million purchases <= 1.3 x (R + B1), main window
+    "S pps at 1M": 25_000.0,  # S purchases/s (job) at the largest window of >= 1,000,000
+    "S fixed s": 6.0,  # the affine fit's fixed seconds per window
+    "S/N": 250.0,
+    "S/B3": 1.8,
+}
 
 
 def _median(values):
@@ -169,8 +177,30 @@ def compute(data: dict) -> dict:
         if size > n:
             target(f"memory flat, S peak RSS at {size:,} vs {n:,}", f"{d['mem_vs_base']:.2f}x",
                    d["mem_vs_base"] <= TARGETS["memory_growth"], "<= 1.2x")
+    _publish_targets(target, main, sizes, fits.get("S"), ratios)
     return {"agg": agg, "main": main, "ratios": ratios, "sizes": sizes, "parts": parts, "linear": linear,
             "targets": targets, "b2": b2, "fits": fits, "cluster": compute_cluster(data)}
+
+
+def _publish_targets(target, main: dict, sizes: dict, sfit: dict | None, ratios: dict) -> None:
+    """Issue 16's targets (:data:`PUBLISH_TARGETS`), each only when the run measured what it needs."""
+    t = PUBLISH_TARGETS
+    s_cpu, r_cpu, b1_cpu = (main.get(x, {}).get("cpu_per_m") for x in ("S", "R", "B1"))
+    if s_cpu and r_cpu and b1_cpu:
+        bound = t["S cpu vs R+B1"] * (r_cpu + b1_cpu)
+        target("issue 16: S CPU s per M purchases vs 1.3 x (R + B1)", f"{s_cpu:,.0f} vs {bound:,.0f}",
+               s_cpu <= bound, "<= 1.3 x (R + B1)")
+    big = max((size for size, d in sizes.items() if size >= 1_000_000 and d.get("S")), default=None)
+    if big:
+        pps = sizes[big]["S"]["pps"]
+        target(f"issue 16: S purchases/s at {big:,}", f"{pps:,.0f}", pps >= t["S pps at 1M"], ">= 25,000")
+    if sfit:
+        target(f"issue 16: S fixed cost per window (affine fit over {sfit['points']} sizes)",
+               f"{sfit['fixed_s']:.1f} s", sfit["fixed_s"] <= t["S fixed s"], "<= 6 s")
+    if ratios.get("S/N") is not None:
+        target("issue 16: S/N", f"{ratios['S/N']:,.0f}x", ratios["S/N"] >= t["S/N"], ">= 250x")
+    if ratios.get("S/B3") is not None:
+        target("issue 16: S/B3 (job basis)", f"{ratios['S/B3']:.2f}", ratios["S/B3"] >= t["S/B3"], ">= 1.8")
 
 
 def compute_cluster(data: dict) -> dict | None:
@@ -261,7 +291,8 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
         f"| Spark | {m.get('spark')} (`local[*]`), Kafka connector clients {m.get('spark_kafka_clients')} |",
         f"| confluent-kafka / librdkafka | {m.get('confluent_kafka')} / {m.get('librdkafka')} |",
         f"| load average at start / end | {m.get('load_average')} / {meta.get('load_end')} |",
-        f"| extra JVM options (`$EOS_ETL_JVM_OPTIONS`) | {m.get('jvm_options') or 'none: HotSpot defaults'} |",
+        f"| Spark JVM options (`eos_etl.stack.jvm`, then `$EOS_ETL_JVM_OPTIONS`) | "
+        f"{m.get('spark_jvm_options') or m.get('jvm_options') or 'none: HotSpot defaults'} |",
         "",
         "The machine may be shared with other work; the load averages above and per case show how busy it was, "
         "and the min-max of job seconds shows the noise. "

@@ -125,8 +125,13 @@ class TransactionalProducer:
         self._call("begin_transaction", self.producer.begin_transaction)
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
+        # Runs once per output record: the client's call first, the full-queue helper only when needed.
+        producer = self._producer or self.producer  # the property only to raise (closed)
         try:
-            produce_waiting(self.producer, topic, value, key, headers=headers)
+            try:
+                producer.produce(topic, value, key, headers=headers)
+            except BufferError:
+                produce_waiting(producer, topic, value, key, headers=headers)
         except KafkaException as exc:
             # The producer refuses new messages once the transaction is in an error state.
             self._call("produce", self._raise, exc)

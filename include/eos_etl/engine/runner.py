@@ -34,7 +34,26 @@ OUTPUT_SCHEMA_DDL = (
     "outputs ARRAY<STRUCT<topic: STRING, key: BINARY, value: BINARY, "
     "headers: ARRAY<STRUCT<key: STRING, value: BINARY>>>>"
 )
-_RESULT_DDL = "partition INT, result STRING"
+
+
+# The schemas as objects, not DDL strings: a string goes through Spark's SQL parser (ANTLR) on
+# the driver JVM, which on a fresh JVM costs more than the rest of building the query.
+def output_schema():
+    """:data:`OUTPUT_SCHEMA_DDL` as a ``StructType``."""
+    from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
+
+    header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+    output = StructType([StructField("topic", StringType()), StructField("key", BinaryType()),
+                         StructField("value", BinaryType()), StructField("headers", ArrayType(header))])
+    return StructType([StructField("partition", IntegerType()), StructField("offset", LongType()),
+                       StructField("outputs", ArrayType(output))])
+
+
+def _result_schema():
+    """Each publishing task's one row: ``partition INT, result STRING`` (its PartitionResult as JSON)."""
+    from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+
+    return StructType([StructField("partition", IntegerType()), StructField("result", StringType())])
 
 
 @dataclass
@@ -183,9 +202,7 @@ def read_window(spark, config: PipelineConfig, window: Window):
 
 
 def _check_contract(df) -> None:
-    from pyspark.sql.types import _parse_datatype_string
-
-    expected = _parse_datatype_string(OUTPUT_SCHEMA_DDL)
+    expected = output_schema()
     got = df.schema
     names = [f.name for f in got.fields]
     if names[:3] != ["partition", "offset", "outputs"]:
@@ -197,6 +214,31 @@ def _check_contract(df) -> None:
             )
 
 
+# pyarrow imports pandas the first time a Python value is converted to Arrow (a fill value, pa.array):
+# 0.6 CPU s in every Python worker, for nothing. The task's code converts no Python value to Arrow.
+
+
+def _list_lengths(lists) -> list[int]:
+    """Each list's length, 0 for a null list (whose segment ``flatten()`` skips)."""
+    import pyarrow.compute as pc
+
+    lengths = pc.list_value_length(lists).to_pylist()
+    return [n or 0 for n in lengths] if lists.null_count else lengths
+
+
+def result_batch(partition: int, result_json: str):
+    """The task's one-row ``partition INT, result STRING`` batch, built from raw buffers (see above)."""
+    import struct
+
+    import pyarrow as pa
+
+    text = result_json.encode()
+    partition_a = pa.Array.from_buffers(pa.int32(), 1, [None, pa.py_buffer(struct.pack("<i", partition))])
+    result_a = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(struct.pack("<ii", 0, len(text))),
+                                                      pa.py_buffer(text)])
+    return pa.RecordBatch.from_arrays([partition_a, result_a], names=["partition", "result"])
+
+
 def arrow_records(batch):
     """Yield ``(offset, [(topic, key, value, [(header, bytes), ...]), ...])`` per row of an Arrow batch.
 
@@ -205,17 +247,15 @@ def arrow_records(batch):
     nested column, which builds a dict per output and per header. Rows and
     outputs keep their order; a null ``outputs`` or ``headers`` is empty.
     """
-    import pyarrow.compute as pc
-
     offsets = batch.column("offset").to_pylist()
     outputs = batch.column("outputs")
-    counts = pc.fill_null(pc.list_value_length(outputs), 0).to_pylist()
+    counts = _list_lengths(outputs)
     # flatten() honours the array's slice offset and skips null lists' segments.
     topic_a, key_a, value_a, headers_a = outputs.flatten().flatten()
     topics = topic_a.to_pylist()
     keys = key_a.to_pylist()
     values = value_a.to_pylist()
-    header_counts = pc.fill_null(pc.list_value_length(headers_a), 0).to_pylist()
+    header_counts = _list_lengths(headers_a)
     header_names, header_values = headers_a.flatten().flatten()
     pairs = list(zip(header_names.to_pylist(), header_values.to_pylist()))
     i = h = 0
@@ -254,7 +294,6 @@ def _publish_task(config_json: str, window_json: str):
     def publish(batches):
         import itertools
 
-        import pyarrow as pa
         import pyarrow.compute as pc
 
         from ..logging_setup import configure_task_logging
@@ -295,11 +334,7 @@ def _publish_task(config_json: str, window_json: str):
 
         failpoints.hit("before_report", partition)
         result.read_seconds = round(batches.seconds, 3)
-        # pa.array/record_batch, not RecordBatch.from_pylist: the latter imports pandas in every worker.
-        yield pa.record_batch(
-            [pa.array([partition], pa.int32()), pa.array([json.dumps(result.to_dict())], pa.string())],
-            names=["partition", "result"],
-        )
+        yield result_batch(partition, json.dumps(result.to_dict()))
 
     return publish
 
@@ -316,6 +351,7 @@ def run_window(
     t0 = time.monotonic()
     if check:
         preflight(config)
+    t_preflight = time.monotonic() - t0
     summary = RunSummary(run_id=config.run_id, window=window)
     log.info("run %s: window %s, transactional ids %s-%s-*", config.run_id, window,
              config.transactional_id_prefix, config.input_topic)
@@ -323,14 +359,18 @@ def run_window(
         summary.seconds = round(time.monotonic() - t0, 3)
         log.info("run %s: window is empty, nothing to do", config.run_id)
         return summary
+    t_build = time.monotonic()
     out = transform(read_window(spark, config, window))
     _check_contract(out)
+    t_build = time.monotonic() - t_build
     with ReplicaGuard(spark, config.connection, config.output_topics) as guard, \
             AttemptTracker(spark, config.run_id) as attempts:
+        log.info("run %s: preflight %.2fs, query built in %.2fs; starting %d publishing tasks", config.run_id,
+                 t_preflight, t_build, len(window.nonempty()))
         try:
             rows = (
                 out.select("partition", "offset", "outputs")
-                .mapInArrow(_publish_task(config.to_json(), window.to_json()), _RESULT_DDL)
+                .mapInArrow(_publish_task(config.to_json(), window.to_json()), _result_schema())
                 .collect()
             )
         except Exception as exc:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import faulthandler
 import logging
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -31,10 +32,18 @@ log = logging.getLogger(__name__)
 
 
 class StallWatchdog:
+    #: A kick this soon after the countdown was last restarted is skipped (at most a tenth of the
+    #: stall timeout): each restart ends faulthandler's timer thread and starts a new one, and the
+    #: publisher kicks every 1,000 records. So a stall ends the task after between 0.9 and 1 times
+    #: the stall timeout without progress.
+    MIN_REARM_S = 1.0
+
     def __init__(self, seconds: float, what: str = "task"):
         self.seconds = seconds
         self.what = what
         self._file = None
+        self._armed_at = float("-inf")
+        self._min_rearm_s = min(self.MIN_REARM_S, seconds / 10)
 
     def __enter__(self) -> "StallWatchdog":
         if self.seconds > 0:
@@ -45,23 +54,32 @@ class StallWatchdog:
                     break
                 except (AttributeError, OSError, ValueError):
                     continue
-            self.kick()
+            self._arm(self.seconds)
         return self
 
+    def _arm(self, seconds: float) -> None:
+        faulthandler.dump_traceback_later(seconds, exit=True, file=self._file)
+        self._armed_at = time.monotonic()
+
     def kick(self) -> None:
-        """Progress was made: restart the countdown."""
-        if self._file is not None:
-            faulthandler.dump_traceback_later(self.seconds, exit=True, file=self._file)
+        """Progress was made: restart the countdown (unless it was restarted just now)."""
+        if self._file is not None and time.monotonic() - self._armed_at >= self._min_rearm_s:
+            self._arm(self.seconds)
 
     @contextmanager
     def bounded(self, seconds: float) -> Iterator[None]:
-        """Within the block, crash after ``seconds`` (if sooner than the stall timeout); kick on the way out."""
-        if self._file is not None and 0 < seconds < self.seconds:
+        """Within the block, crash after ``seconds`` (if sooner than the stall timeout); restart the stall
+        countdown on the way out."""
+        tighter = self._file is not None and 0 < seconds < self.seconds
+        if tighter:
             faulthandler.dump_traceback_later(seconds, exit=True, file=self._file)
         try:
             yield
         finally:
-            self.kick()
+            if tighter:
+                self._arm(self.seconds)
+            else:
+                self.kick()
 
     def __exit__(self, *exc) -> None:
         if self._file is not None:

@@ -14,15 +14,16 @@ FULL_QUEUE_POLL_S = 0.05
 
 def produce_waiting(producer, topic: str, value: bytes | str | None, key: bytes | str | None = None, *,
                     headers: list | None = None, on_delivery=None) -> None:
-    """``producer.produce(...)``, polling while the local queue is full; other errors propagate."""
-    kwargs = {}
-    if headers is not None:
-        kwargs["headers"] = headers
-    if on_delivery is not None:
-        kwargs["on_delivery"] = on_delivery
+    """``producer.produce(...)``, polling while the local queue is full; other errors propagate.
+
+    Called once per output record: no per-call dict, and ``on_delivery`` is passed only when
+    given (the producer's own callback otherwise)."""
     while True:
         try:
-            producer.produce(topic, value, key, **kwargs)
+            if on_delivery is None:
+                producer.produce(topic, value, key, headers=headers)
+            else:
+                producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
             return
         except BufferError:
             producer.poll(FULL_QUEUE_POLL_S)

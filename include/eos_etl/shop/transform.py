@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, DecimalType, IntegerType, LongType, MapType, StringType
 
 from .schema import (
     ADDRESS_FIELDS,
@@ -28,16 +29,28 @@ _CURRENCY_PATTERN = r"^[A-Z]{3}$"
 _ID_FIELDS = ("purchase_id", "user_id", "product_id")
 _TEXT_FIELDS = ("user_full_name",)
 
+# Types as objects, not strings such as "decimal(14,2)": a type string goes through Spark's SQL
+# parser (ANTLR) on the driver, a cold-JVM cost every window paid once per cast; an object is
+# sent as JSON.
+_STRING = StringType()
+_BINARY = BinaryType()
+_INT = IntegerType()
+_BIGINT = LongType()
+_PRICE = DecimalType(14, 2)
+_QUANTITY_DECIMAL = DecimalType(10, 0)
+_TOTAL = DecimalType(26, 2)
+_STRING_MAP = MapType(_STRING, _STRING)
+
 
 def _header(name: str, value: Column) -> Column:
-    return F.struct(F.lit(name).alias("key"), value.cast("binary").alias("value"))
+    return F.struct(F.lit(name).alias("key"), value.cast(_BINARY).alias("value"))
 
 
 def _output(topic: str, key: Column, value: Column, headers: list[Column]) -> Column:
     return F.struct(
         F.lit(topic).alias("topic"),
-        key.cast("binary").alias("key"),
-        value.cast("binary").alias("value"),
+        key.cast(_BINARY).alias("key"),
+        value.cast(_BINARY).alias("value"),
         F.array(*headers).alias("headers"),
     )
 
@@ -56,7 +69,7 @@ def _first_failure(checks: list[tuple[Column, str, str]]) -> Column:
 
 def _by_check_number(number: Column, labels: list[str]) -> Column:
     """``labels[number - 1]``, null for 0: a literal array lookup, no second pass over the checks."""
-    return F.get(F.array(F.lit(None).cast("string"), *map(F.lit, labels)), number)
+    return F.get(F.array(F.lit(None).cast(_STRING), *map(F.lit, labels)), number)
 
 
 def _field(name: str) -> Column:
@@ -77,9 +90,9 @@ def with_reject_reason(df: DataFrame, max_payload_bytes: int = DEFAULT_MAX_PAYLO
     The one definition of a valid purchase: the transform routes on it, and validation counts
     the window's valid inputs with it (without rendering any output).
     """
-    raw = F.from_json(F.col("value").cast("string"), "map<string,string>")
+    raw = F.from_json(F.col("value").cast(_STRING), _STRING_MAP)
     df = df.withColumn("_raw", raw)
-    df = df.withColumn("_addr", F.from_json(_field("shipping_address"), "map<string,string>"))
+    df = df.withColumn("_addr", F.from_json(_field("shipping_address"), _STRING_MAP))
     field, addr = _field, _address_field
 
     def blank(c: Column) -> Column:
@@ -101,15 +114,15 @@ def with_reject_reason(df: DataFrame, max_payload_bytes: int = DEFAULT_MAX_PAYLO
     ]
     checks += [(blank(addr(f)), "missing_field", f"shipping_address.{f}") for f in ADDRESS_FIELDS]
     checks += [
-        (field("quantity").try_cast("bigint") <= 0, "non_positive_quantity", "quantity"),
-        (field("unit_price").try_cast("decimal(14,2)") < 0, "negative_price", "unit_price"),
+        (field("quantity").try_cast(_BIGINT) <= 0, "non_positive_quantity", "quantity"),
+        (field("unit_price").try_cast(_PRICE) < 0, "negative_price", "unit_price"),
         (~field("currency").rlike(_CURRENCY_PATTERN), "invalid_currency", "currency"),
     ]
     # Its own column: referenced twice below, Spark keeps it one projection (computed once).
     df = df.withColumn("_failed_check", _first_failure(checks))
     number = F.col("_failed_check")
-    return df.withColumn("_reason", _by_check_number(number, [code for _, code, _ in checks])).withColumn(
-        "_bad_field", _by_check_number(number, [name for _, _, name in checks]))
+    return df.withColumns({"_reason": _by_check_number(number, [code for _, code, _ in checks]),
+                           "_bad_field": _by_check_number(number, [name for _, _, name in checks])})
 
 
 class _Ids:
@@ -117,8 +130,8 @@ class _Ids:
     so a replayed window writes the same ids."""
 
     def __init__(self) -> None:
-        source = F.concat_ws(":", F.col("topic"), F.col("partition").cast("string"),
-                             F.col("offset").cast("string"))
+        source = F.concat_ws(":", F.col("topic"), F.col("partition").cast(_STRING),
+                             F.col("offset").cast(_STRING))
         self.invoice = F.concat(F.lit("inv_"), F.substring(F.sha2(F.concat(F.lit("invoice:"), source), 256), 1, 32))
         self.shipment = F.concat(F.lit("shp_"),
                                  F.substring(F.sha2(F.concat(F.lit("shipment:"), source), 256), 1, 32))
@@ -126,14 +139,14 @@ class _Ids:
 
 def _quantity() -> Column:
     # try_cast: ANSI casts raise, and invalid rows are evaluated too (then discarded).
-    return _field("quantity").try_cast("int")
+    return _field("quantity").try_cast(_INT)
 
 
 def invoice_output(topic: str, ids: _Ids) -> Column:
     """The invoice record (topic, key, JSON value, headers) of a valid purchase."""
     quantity = _quantity()
-    unit_price = _field("unit_price").try_cast("decimal(14,2)")
-    total = (unit_price * quantity.cast("decimal(10,0)")).cast("decimal(26,2)")
+    unit_price = _field("unit_price").try_cast(_PRICE)
+    total = (unit_price * quantity.cast(_QUANTITY_DECIMAL)).cast(_TOTAL)
     purchase_time = F.date_format(F.try_to_timestamp(_field("purchase_time")), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
     issued_at = F.date_format(F.col("timestamp"), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
     invoice = F.to_json(
@@ -144,8 +157,8 @@ def invoice_output(topic: str, ids: _Ids) -> Column:
             _field("user_full_name").alias("user_full_name"),
             _field("product_id").alias("product_id"),
             quantity.alias("quantity"),
-            unit_price.cast("string").alias("unit_price"),
-            total.cast("string").alias("total"),
+            unit_price.cast(_STRING).alias("unit_price"),
+            total.cast(_STRING).alias("total"),
             _field("currency").alias("currency"),
             purchase_time.alias("purchase_time"),
             issued_at.alias("issued_at"),
@@ -191,7 +204,7 @@ def dead_letter_output(topic: str) -> Column:
         _header("dlq_reason", F.col("_reason")),
         _header("dlq_field", F.col("_bad_field")),
     ]
-    original = _header("dlq_original_bytes", F.concat_ws(":", key_len.cast("string"), value_len.cast("string")))
+    original = _header("dlq_original_bytes", F.concat_ws(":", key_len.cast(_STRING), value_len.cast(_STRING)))
     return F.when(cut, _output(topic, dlq_key, dlq_value, [*headers, original])
                   ).otherwise(_output(topic, F.col("key"), F.col("value"), headers))
 
@@ -207,4 +220,4 @@ def purchases_to_outputs(
     ids = _Ids()
     valid = F.array(invoice_output(topics.invoices, ids), shipment_output(topics.shipments, ids))
     outputs = F.when(F.col("_reason").isNull(), valid).otherwise(F.array(dead_letter_output(topics.dead_letters)))
-    return df.select(F.col("partition").cast("int").alias("partition"), F.col("offset"), outputs.alias("outputs"))
+    return df.select(F.col("partition").cast(_INT).alias("partition"), F.col("offset"), outputs.alias("outputs"))

@@ -1,0 +1,69 @@
+"""The executors' Python worker daemon (eos_etl.stack.pyspark_daemon): workers import pyspark
+from the installed package, not from the archives Spark puts first on their path."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import zipfile
+from pathlib import Path
+
+from eos_etl.stack.pyspark_daemon import redundant_archives
+from eos_etl.stack.spark import spark_conf
+
+
+def _package(root: Path, name: str) -> None:
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text("")
+
+
+def _archive(path: Path, *packages: str) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as z:
+        for name in packages:
+            z.writestr(f"{name}/__init__.py", "")
+    return str(path)
+
+
+def test_archives_inside_the_installed_pyspark_are_dropped_only_when_it_stays_importable(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    _package(site, "pyspark")
+    lib = site / "pyspark" / "python" / "lib"
+    archives = [_archive(lib / "pyspark.zip", "pyspark"), _archive(lib / "py4j-src.zip", "py4j"),
+                _archive(site / "pyspark" / "jars" / "spark-core.jar", "pyspark")]
+    elsewhere = _archive(tmp_path / "files" / "user-code.zip", "mine")
+    path = [*archives, elsewhere, str(site)]
+
+    # py4j only in its archive: taking the archives off would break the workers' imports.
+    assert redundant_archives(path) == []
+    _package(site, "py4j")
+    importlib.invalidate_caches()  # the finder of site-packages listed it before py4j was there
+    assert redundant_archives(path) == archives  # a user's own archive stays
+
+    # A Spark distribution without pyspark installed: its archives are all there is.
+    assert redundant_archives([*archives, str(tmp_path / "empty")]) == []
+
+
+def test_machine_local_sessions_use_the_daemon_and_a_users_choice_wins() -> None:
+    assert spark_conf(master="local[2]")["spark.python.daemon.module"] == "eos_etl.stack.pyspark_daemon"
+    assert spark_conf(master="spark://127.0.0.1:7077")["spark.python.daemon.module"] == "eos_etl.stack.pyspark_daemon"
+    # Executors on other machines may not have this package installed before their first task.
+    assert "spark.python.daemon.module" not in spark_conf(master="spark://spark-master:7077")
+    assert spark_conf({"spark.python.daemon.module": "pyspark.daemon"}, master="local[2]")[
+        "spark.python.daemon.module"] == "pyspark.daemon"
+
+
+def test_spark_workers_import_pyspark_from_the_installed_package(spark) -> None:
+    def where(_rows):
+        import sys
+
+        import pyspark
+
+        yield pyspark.__file__, [p for p in sys.path if p.endswith((".zip", ".jar"))]
+
+    (module_file, archives), = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
+    assert os.path.isfile(module_file) and module_file.endswith(os.path.join("pyspark", "__init__.py")), module_file
+    import pyspark
+
+    assert module_file == pyspark.__file__
+    assert not [a for a in archives if os.path.abspath(a).startswith(os.path.dirname(pyspark.__file__))], archives
