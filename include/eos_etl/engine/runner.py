@@ -29,17 +29,12 @@ from .window import Window
 
 log = logging.getLogger(__name__)
 
-OUTPUT_SCHEMA_DDL = (
-    "partition INT, offset BIGINT, "
-    "outputs ARRAY<STRUCT<topic: STRING, key: BINARY, value: BINARY, "
-    "headers: ARRAY<STRUCT<key: STRING, value: BINARY>>>>"
-)
-
 
 # The schemas as objects, not DDL strings: a string goes through Spark's SQL parser (ANTLR) on
 # the driver JVM, which on a fresh JVM costs more than the rest of building the query.
-def output_schema():
-    """:data:`OUTPUT_SCHEMA_DDL` as a ``StructType``."""
+def _output_schema():
+    """The transform's contract: ``partition INT, offset BIGINT, outputs ARRAY<STRUCT<topic: STRING,
+    key: BINARY, value: BINARY, headers: ARRAY<STRUCT<key: STRING, value: BINARY>>>>``."""
     from pyspark.sql.types import ArrayType, BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
     header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -202,7 +197,7 @@ def read_window(spark, config: PipelineConfig, window: Window):
 
 
 def _check_contract(df) -> None:
-    expected = output_schema()
+    expected = _output_schema()
     got = df.schema
     names = [f.name for f in got.fields]
     if names[:3] != ["partition", "offset", "outputs"]:

@@ -130,7 +130,9 @@ def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: di
         # spark-submit already chose the master and shipped the jars (--jars) and code (--py-files);
         # its --conf values stand, defaults fill only what it left unset.
         submitted = _submitted_conf()
-        defaults = {**DEFAULT_CONF, **(MACHINE_LOCAL_CONF if is_machine_local(submitted.get("spark.master", "")) else {})}
+        defaults = dict(DEFAULT_CONF)
+        if is_machine_local(submitted.get("spark.master", "")):
+            defaults.update(MACHINE_LOCAL_CONF)
         settings = {**{k: v for k, v in defaults.items() if k not in submitted}, **(conf or {}), **REQUIRED_CONF}
     else:
         master = master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
