@@ -35,5 +35,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
 fi
 
 .venv/bin/python -m eos_etl --log-level WARNING fetch-jars
+# Spark's classes parsed and verified once per machine, not in every window's JVM (~30 s the first time).
+.venv/bin/python -m eos_etl --log-level WARNING jvm-archive
 # Debian's chromium for the real-browser UI test (installs it when root with apt).
 bash scripts/install_browser.sh

@@ -281,8 +281,11 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
 
 @pytest.fixture(scope="session")
 def spark():
+    from eos_etl.shop.jvm_training import SHOP_JVM_WORKLOAD
+    from eos_etl.stack import class_data
     from eos_etl.stack.spark import spark_session
 
+    class_data.build(SHOP_JVM_WORKLOAD)  # make setup built it; a no-op then
     os.environ.setdefault("EOS_ETL_SPARK_DRIVER_MEMORY", "1g")
     session = spark_session("eos-etl-tests", master="local[2,4]")
     yield session

@@ -37,6 +37,22 @@ def test_same_records_as_to_pylist_including_slices_and_nulls():
         assert list(arrow_records(b)) == list(reference(b))
 
 
+def test_repeated_topics_and_headers_are_one_object_each():
+    # Buffered for replay until their transaction commits: a str per row for a topic or a header
+    # name that every row repeats was memory for nothing.
+    rows = [{"partition": 0, "offset": i, "outputs": [out("invoices", str(i).encode(), b"v",
+                                                          [{"key": "record_type", "value": b"invoice"}])]}
+            for i in range(50)]
+    batch = pa.RecordBatch.from_pylist(rows, schema=SCHEMA)
+    got = list(arrow_records(batch))
+    assert got == list(reference(batch))
+    topics = {id(outs[0][0]) for _, outs in got}
+    names = {id(outs[0][3][0][0]) for _, outs in got}
+    header_values = {id(outs[0][3][0][1]) for _, outs in got}
+    assert len(topics) == len(names) == len(header_values) == 1
+    assert len({id(outs[0][1]) for _, outs in got}) == 50  # keys are the rows' own
+
+
 def test_null_list_backed_by_a_non_empty_segment_is_empty():
     values = pa.array(ROWS[0]["outputs"] + ROWS[3]["outputs"], type=OUTPUT)
     lists = pa.ListArray.from_arrays(pa.array([0, 1, 2, 3], pa.int32()), values, mask=pa.array([False, True, False]))

@@ -30,6 +30,7 @@ def test_the_running_broker_and_spark_driver_have_the_options(kafka_broker: Kafk
 
 def test_options_are_split_like_a_shell_and_a_users_spark_conf_wins(monkeypatch: pytest.MonkeyPatch,
                                                                    tmp_path: Path) -> None:
+    monkeypatch.setenv("EOS_ETL_CLASS_DATA", "off")  # its archive option sits in between: test_class_data
     monkeypatch.setenv(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 '-Dnote=two words'")
     assert jvm_options() == ["-XX:TieredStopAtLevel=1", "-Dnote=two words"]
     # The project's JIT thresholds first, so the user's options win; Spark splits them as a shell would.

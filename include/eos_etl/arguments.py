@@ -8,6 +8,7 @@ the DAGs use the same functions on their Params.
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import datetime
 
@@ -67,3 +68,8 @@ def attempt_run_id(run_id: str, attempt: int) -> str:
 
     base = re.sub(r"\.{2,}", ".", safe_name(run_id))[:200]
     return identifier(f"{base}.try{int(attempt)}", "run id")
+
+
+def switch_on(env: str) -> bool:
+    """An on/off environment switch that defaults to on: ``off``, ``0``, ``false`` or ``no`` turn it off."""
+    return os.environ.get(env, "on").strip().lower() not in ("off", "0", "false", "no")

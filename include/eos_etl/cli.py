@@ -181,6 +181,15 @@ def cmd_fetch_jars(args) -> int:
     return 0
 
 
+def cmd_jvm_archive(args) -> int:
+    from .shop.jvm_training import SHOP_JVM_WORKLOAD
+    from .stack import class_data
+
+    archive = class_data.build(SHOP_JVM_WORKLOAD, force=args.force)
+    print(f"Spark JVM class-data archive: {archive} ({archive.stat().st_size / 2**20:.0f} MB)")
+    return 0
+
+
 def cmd_broker(args) -> int:
     from .stack.kafka_cluster import KafkaCluster
 
@@ -464,6 +473,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("fetch-jars", help="fetch the Kafka broker and Spark connector jars from Maven Central")
     p.add_argument("--force", action="store_true")
     p.set_defaults(func=cmd_fetch_jars)
+
+    p = sub.add_parser("jvm-archive", help="build this machine's class-data archive for Spark's JVMs (make setup "
+                       "does; each Spark JVM then starts ~2 s and ~4 CPU s faster)")
+    p.add_argument("--force", action="store_true", help="rebuild it even if a whole one is there")
+    p.set_defaults(func=cmd_jvm_archive)
 
     p = sub.add_parser("broker", help="the local Kafka broker (var/kafka, port $EOS_ETL_KAFKA_PORT or 9092)")
     p.add_argument("action", choices=["start", "stop", "kill", "restart", "status"])

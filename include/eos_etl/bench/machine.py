@@ -75,6 +75,7 @@ def describe() -> dict:
         "confluent_kafka": confluent_kafka.__version__,
         "librdkafka": confluent_kafka.libversion()[0],
         "load_average": load_average(),
-        # Changes what the JVMs cost (eos_etl.stack.jvm): the project's JIT defaults and $EOS_ETL_JVM_OPTIONS.
+        # Changes what the JVMs cost (eos_etl.stack.jvm): the project's JIT defaults, the class-data
+        # archive (eos_etl.stack.class_data) and $EOS_ETL_JVM_OPTIONS.
         "spark_jvm_options": spark_jvm_options_string(),
     }

@@ -49,5 +49,8 @@ def jvm_options_string() -> str:
 
 
 def spark_jvm_options_string() -> str:
-    """The Spark driver's and executors' extra JVM options: :data:`SPARK_JIT_OPTIONS`, then ``$EOS_ETL_JVM_OPTIONS``."""
-    return shlex.join([*SPARK_JIT_OPTIONS, *jvm_options()])
+    """The Spark driver's and executors' extra JVM options: :data:`SPARK_JIT_OPTIONS`, this machine's
+    class-data archive when it has one (:mod:`.class_data`), then ``$EOS_ETL_JVM_OPTIONS``."""
+    from . import class_data
+
+    return shlex.join([*SPARK_JIT_OPTIONS, *class_data.jvm_options(), *jvm_options()])

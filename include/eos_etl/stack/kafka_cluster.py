@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths
+from ..arguments import switch_on
 from . import maven
 from .errors import BrokerStartError, StackError
 from .jvm import jvm_options
@@ -519,7 +520,7 @@ class KafkaCluster:
         ``size`` > 1 nodes in var/kafka-cluster from $EOS_ETL_KAFKA_CLUSTER_PORT (19092) up."""
         sasl_password = os.environ.get("EOS_ETL_KAFKA_SASL_PASSWORD")
         users = {"etl": sasl_password} if os.environ.get("EOS_ETL_KAFKA_SASL_PORT") and sasl_password else {}
-        plaintext = os.environ.get("EOS_ETL_KAFKA_PLAINTEXT", "on").strip().lower() not in ("off", "0", "false", "no")
+        plaintext = switch_on("EOS_ETL_KAFKA_PLAINTEXT")
         if not size or size == 1:
             port = int(os.environ.get("EOS_ETL_KAFKA_PORT", DEFAULT_PORT))
             return cls(home=paths.var_dir() / "kafka", size=1, ports=[port], sasl_users=users, plaintext=plaintext)
