@@ -12,6 +12,7 @@ import os
 import secrets
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -285,7 +286,10 @@ def spark():
     from eos_etl.stack import class_data
     from eos_etl.stack.spark import spark_session
 
-    class_data.build(SHOP_JVM_WORKLOAD)  # make setup built it; a no-op then
+    try:
+        class_data.build(SHOP_JVM_WORKLOAD)  # make setup built it; a no-op then
+    except class_data.ClassDataError as exc:  # Spark runs without it; test_class_data fails on it
+        warnings.warn(f"no class-data archive: {exc}", stacklevel=1)
     os.environ.setdefault("EOS_ETL_SPARK_DRIVER_MEMORY", "1g")
     session = spark_session("eos-etl-tests", master="local[2,4]")
     yield session

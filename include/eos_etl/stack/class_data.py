@@ -122,13 +122,18 @@ def build(workload: str = GENERIC_WORKLOAD, *, force: bool = False) -> Path:
     if key is None:
         raise ClassDataError("no java found (JAVA_HOME or PATH): cannot build the class-data archive")
     archive = archive_path(key)
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    with open(archive.parent / ".lock", "w") as lock:
+    try:
+        archive.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(archive.parent / ".lock", "w")
+    except OSError as exc:
+        raise ClassDataError(f"cannot write the class-data archive under {archive.parent}: {exc}") from exc
+    with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not force and usable_archive() == archive:
             return archive
+        for leftover in archive.parent.glob("*.partial"):  # of a builder killed mid-way (we hold the lock)
+            leftover.unlink(missing_ok=True)
         partial = archive.with_name(f"{archive.name}.{os.getpid()}.partial")
-        partial.unlink(missing_ok=True)
         t0 = time.monotonic()
         log.info("building the Spark JVM class-data archive %s (once per machine, about 30 s)", archive)
         env = {**os.environ, SWITCH_ENV: "off"}  # trained from the JDK's own archive, not a previous one
