@@ -265,4 +265,87 @@ the CPU bound at 100,000 need a JVM that stays warm across windows: a long-lived
 Spark Connect server) that the DAG's runs submit to, so the JIT, the Kafka source's classes and the Python
 workers are paid once a day, not once per window. That changes how Airflow runs the job (today
 spark-submit per window through the Spark connection) and is the next step, not done here.
+
+### Publish path, issue 16, third round (2026-11-25): what every window pays before its first record
+
+**How.** The phases of every S run, read from its own log lines (session start; planning; preflight and
+query build; from "starting tasks" to the first task function; from there to the first Arrow batch; each
+wave of tasks), before (2c064da) and after; each change measured alone with cold S runs at 100,000
+purchases, its variants interleaved (`Bench.run_case`, 3 runs each).
+
+**Where a cold 100,000-purchase window went before** (2c064da, mean of the bench's 3 S runs; 4 partitions
+run in two waves of two on 2 cores): session start 4.7 s (not in the job time), preflight + query build
+1.9 s, to the first task function 2.9 s (job submission, code generation, Python daemon and worker start
+and imports), to the first batch 2.4 s (the executor's Kafka consumer, the first fetch, the transform on
+a cold JVM), publishing wave 1 2.7 s, wave 2 2.8 s (1.0 of them to its first batch). JVM class loading
+and Python worker start sit in all of the first four.
+
+**Changes** (commit ef2c0a0; the exactly-once logic is untouched):
+
+1. **A class-data archive for the Spark JVMs** (`eos_etl.stack.class_data`). Each window's JVM loaded,
+   parsed and verified Spark's classes again. `make setup` now builds a HotSpot dynamic CDS archive once
+   per machine (~30 s: a training run of the shop's transform over generated purchases, no broker) and
+   every Spark driver and executor JVM started here maps it. Only a whole archive is used (a truncated one
+   crashes the JVM that maps it, SIGBUS, tried): it is written under a temporary name, renamed into place
+   when its JVM exited cleanly, and its size recorded; its name hashes the java binary and pyspark's
+   version and jars. Session start 4.7 -> 3.1 s; the R case (the same Spark read) 115 -> 94 CPU s per M
+   in the full bench.
+2. **Python workers started while the query is built** (`eos_etl.engine.worker_warmup`): a one-task-per-slot
+   Arrow job on its own thread and job group imports what a publishing task needs; Spark reuses the
+   workers for the window's tasks. From "starting tasks" to the first task function: 2.7 -> 1.8 s (the
+   build itself slows by ~0.6 s sharing the 2 cores). A test asserts the next job's task gets the warmed
+   worker with the imports done; the window tests assert the run's task attempts never count it.
+3. **Replay buffer** (the open transaction's records, kept until it commits): topics and header names
+   and values became one Python object per distinct value (Arrow dictionary encoding) instead of one per
+   output. Shop-shaped batch of 10,000 rows: 1,605 -> 1,229 bytes per buffered record, 11.7 -> 8.3 us per
+   record to convert.
+4. **Tried and dropped:** asking an output's metadata before `init_transactions` (alone, a fresh
+   producer's init took 0.51 s, librdkafka's coordinator query waits 500 ms when no broker connection is
+   up yet, and 0.06 s with it; inside the tasks init was already fast on average, 0.08 s, and the extra
+   request made it 0.35 s: reverted); smaller Arrow batches (5,000 and 2,500 rows: within the noise at
+   100,000 and 1,000,000); the parallel GC (-1.5 CPU s at 100,000, +250 MB peak RSS).
+
+**Each change alone, final code** (cold S at 100,000, 3 runs of each variant interleaved, means; switches
+`EOS_ETL_CLASS_DATA` and `EOS_ETL_WORKER_WARMUP`):
+
+| variant | job s | process tree CPU s | wall s |
+|---|--:|--:|--:|
+| neither | 14.03 | 30.5 | 20.9 |
+| archive only | 13.42 | 27.1 | 17.8 |
+| warm-up only | 13.92 | 31.1 | 20.5 |
+| both (the default) | 12.48 | 25.7 | 16.8 |
+
+**Before/after, full `make bench` each** (84e2d80 earlier today vs ef2c0a0; the same command, the same
+machine, different hours of a shared machine):
+
+| | 84e2d80 | ef2c0a0 | after/before |
+|---|--:|--:|--:|
+| S job s at 10,000 / 100,000 / 1,000,000 | 6.89 / 12.97 / 35.23 | 6.16 / 11.85 / 34.97 | 0.89 / 0.91 / 0.99 |
+| S time model (3 sizes): fixed + per M | 8.4 s + 27.0 s/M | 7.4 s + 27.7 s/M | |
+| S CPU s per M at 100,000 | 278 | 250 | 0.90 |
+| R CPU s per M at 100,000 / B1 | 115 / 32 | 94 / 35 | |
+| bound 1.3 x (R + B1) | 192 | 167 | |
+| S purchases/s at 1,000,000 | 28,384 | 28,593 | 1.01 |
+| S/N | 179x | 198x | 1.11 |
+| S/B3 (job) | 2.19 | 2.38 | |
+| S peak RSS 1,000,000 vs 100,000 | 1.22x | 1.23x | |
+
+The same two-size subset back to back (`--sizes 100000,1000000 --partition-counts 4 --txn-sizes 10000
+--no-cluster-compare --repeats 3 --big-repeats 2`; 2c064da from a worktree, then ef2c0a0) showed no
+difference at 100,000 (S job median 13.07 vs 13.12 s, ranges 12.3-13.4 and 11.3-14.1; load 2.2 vs 2.5)
+while its phases moved as above: at this size a run's job time varies by +-1.5 s between runs on this
+shared machine, more than the changes; the interleaved runs above are what tells them apart.
+
+**Issue 16's targets after this round:** S at 1,000,000 >= 25,000/s met (28,593); S/B3 >= 1.8 met (2.38);
+fixed cost <= 6 s not met (7.4 s); S/N >= 250x not met (198x); S CPU per M at 100,000 <= 1.3 x (R + B1) not
+met (250 vs 167: the archive made R cheaper too); RSS <= 1.2x not met in this run (1.23x; 1.15x in the
+subset run: the ratio moves by +-0.05 between runs).
+
+**What is left is still a fresh Spark application per window.** With the archive the JVM no longer
+re-verifies Spark's classes, and the Python workers start beside the query build; what each window still
+pays is compiling (HotSpot C1/C2, Janino for the transform), building and planning the query, the
+executor's Kafka consumer and a first batch through a cold JVM, twice over on 2 cores (two waves). The
+connector jars (Kafka clients) are not in the archive: Spark loads them in its own class loader, which
+HotSpot's dynamic archive cannot hold. A Spark application that stays up across windows (the DAG's runs
+submitting to it instead of spark-submit per window) is what would remove the rest.
 """
