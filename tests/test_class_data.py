@@ -73,4 +73,4 @@ def test_the_archive_name_follows_java_and_pyspark(monkeypatch: pytest.MonkeyPat
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-such-jdk"))
     assert class_data.fingerprint() is None and class_data.usable_archive() is None
     with pytest.raises(class_data.ClassDataError, match="no java found"):
-        class_data.build()
+        class_data.build("eos_etl.shop.jvm_training:run")

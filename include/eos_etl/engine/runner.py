@@ -176,6 +176,13 @@ def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None) -> None
 BATCH_READ_OPTIONS = {"kafka.fetch.max.wait.ms": "10"}
 
 
+# The schema of Spark's Kafka source with includeHeaders=true (for rows made without a read).
+KAFKA_SOURCE_DDL = (
+    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
+    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+)
+
+
 def kafka_batch_reader(spark, connection):
     """``spark.read.format("kafka")`` with the connection's options and :data:`BATCH_READ_OPTIONS`."""
     reader = spark.read.format("kafka")

@@ -44,7 +44,7 @@ import json
 from dataclasses import dataclass, field
 from functools import reduce
 
-from ..engine.runner import kafka_batch_reader, read_window
+from ..engine.runner import KAFKA_SOURCE_DDL, kafka_batch_reader, read_window
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
 
@@ -66,11 +66,6 @@ INVOICE_JSON_DDL = (
 SHIPMENT_JSON_DDL = (
     "shipment_id STRING, invoice_id STRING, purchase_id STRING, product_id STRING, recipient_name STRING, "
     "address STRUCT<street: STRING, city: STRING, postal_code: STRING, country: STRING>, quantity INT"
-)
-# The schema of Spark's Kafka source with includeHeaders=true (for an empty read).
-KAFKA_SOURCE_DDL = (
-    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
-    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
 )
 # Exact arithmetic: wide enough that quantity x unit_price never rounds.
 _EXACT_PRICE = "decimal(26,8)"

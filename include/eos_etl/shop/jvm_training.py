@@ -3,7 +3,7 @@
 A window's Spark side without a broker: generated purchases, some invalid, as rows shaped like
 the Kafka source's, through the shop's transform and on to Python as Arrow batches. The archive
 then holds the classes of the transform's own expressions (its checks, decimals, JSON rendering)
-as well as Spark's, which the generic workload cannot know.
+as well as Spark's, which a generic Spark job would not load.
 """
 
 from __future__ import annotations
@@ -17,24 +17,16 @@ _ROWS = 4_000
 
 
 def run(spark) -> None:
-    from pyspark.sql import types as T
-
+    from ..engine.runner import KAFKA_SOURCE_DDL
     from ..kafka.connection import KafkaConnection
     from ..stack.class_data import ClassDataError, arrow_count
     from .generator import purchases
     from .job import ShopSettings
 
-    # Spark's Kafka source schema (without headers, which the shop does not read).
-    kafka_rows = T.StructType([
-        T.StructField("key", T.BinaryType()), T.StructField("value", T.BinaryType()),
-        T.StructField("topic", T.StringType()), T.StructField("partition", T.IntegerType()),
-        T.StructField("offset", T.LongType()), T.StructField("timestamp", T.TimestampType()),
-        T.StructField("timestampType", T.IntegerType()),
-    ])
     now = datetime.now(timezone.utc)
-    rows = [(key, value, "purchases", i % 2, i // 2, now, 0)
+    rows = [(key, value, "purchases", i % 2, i // 2, now, 0, None)
             for i, (key, value, _kind) in enumerate(purchases(_ROWS, invalid_share=0.2))]
     settings = ShopSettings(connection=KafkaConnection(bootstrap_servers="127.0.0.1:9"))
-    out = settings.transform()(spark.createDataFrame(rows, kafka_rows).repartition(2, "partition"))
+    out = settings.transform()(spark.createDataFrame(rows, KAFKA_SOURCE_DDL).repartition(2, "partition"))
     if arrow_count(out.select("partition", "offset", "outputs")) != _ROWS:
         raise ClassDataError("the shop's training workload lost rows")

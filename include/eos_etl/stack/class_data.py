@@ -43,9 +43,6 @@ log = logging.getLogger(__name__)
 
 SWITCH_ENV = "EOS_ETL_CLASS_DATA"
 
-#: The training workload that knows no domain (:func:`generic_workload`).
-GENERIC_WORKLOAD = f"{__name__}:generic_workload"
-
 #: Training, the archive's dump at exit included (~10 s of the total on two cores), must end by then.
 BUILD_TIMEOUT_S = 600.0
 
@@ -111,13 +108,13 @@ def jvm_options() -> list[str]:
     return [f"-XX:SharedArchiveFile={archive}"] if archive else []
 
 
-def build(workload: str = GENERIC_WORKLOAD, *, force: bool = False) -> Path:
+def build(workload: str, *, force: bool = False) -> Path:
     """Build this machine's archive unless a whole one is there; return its path.
 
     ``workload``: ``module:function`` run with the training SparkSession; the closer it is to the
     real jobs, the more of their classes the archive holds: one trained on a real window made the
-    next windows 0.7 s faster than :func:`generic_workload`'s, and the shop's workload (its own
-    transform over generated purchases) matched the real window's within the noise. One builder
+    next windows 0.7 s faster than one trained on a generic JSON-to-Arrow job, and the shop's
+    workload (its own transform over generated purchases) matched the real window's within the noise. One builder
     at a time (a lock file beside it); a second caller waits, then finds it built."""
     key = fingerprint()
     if key is None:
@@ -168,27 +165,6 @@ def arrow_count(df) -> int:
         yield pa.RecordBatch.from_arrays([pa.array([n], pa.int64())], ["rows"])
 
     return sum(r["rows"] for r in df.mapInArrow(count, "rows long").collect())
-
-
-def generic_workload(spark) -> None:
-    """Kafka-source-shaped rows: JSON values parsed, checked and rendered back to JSON as an array
-    of output structs, handed to Python as Arrow batches, a one-row result per task collected."""
-    from pyspark.sql import functions as F
-    from pyspark.sql import types as T
-
-    value = F.to_json(F.struct(F.col("id").alias("n"), F.concat(F.lit("k-"), F.col("id").cast("string")).alias("k")))
-    rows = spark.range(0, 20_000, numPartitions=2).select(
-        F.lit("training").alias("topic"), F.spark_partition_id().alias("partition"), F.col("id").alias("offset"),
-        value.cast("binary").alias("value"))
-    parsed = F.from_json(F.col("value").cast("string"), T.StructType([T.StructField("n", T.LongType()),
-                                                                    T.StructField("k", T.StringType())]))
-    out = rows.withColumn("p", parsed).select(
-        "partition", "offset",
-        F.array(F.struct(F.lit("out").alias("topic"), F.col("p.k").cast("binary").alias("key"),
-                         F.when(F.col("p.n") >= 0, F.to_json(F.struct("p.n", "p.k"))).cast("binary").alias("value")))
-        .alias("outputs"))
-    if arrow_count(out) != 20_000:
-        raise ClassDataError("the training workload lost rows")
 
 
 def _train(archive: Path, workload: str) -> None:
