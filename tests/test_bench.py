@@ -107,3 +107,44 @@ def test_cluster_section_and_merge(tmp_path):
     assert "## Cluster: S and B3 on a 3-node Kafka cluster vs the single node" in text
     assert "replication factor 3, min.insync.replicas 2" in text and "**acks=all**" in text
     assert "| S slowdown, cluster vs single (job s cluster / single) | 1.50x | 1.50, 1.50 |" in text
+
+
+def test_sc_rows_get_their_own_targets_and_section(tmp_path):
+    d = data()
+    for rep in (1, 2, 3):
+        d["rows"] += [row("SC", "SC", 1000, 2, rep, 1.0, 1000, transactions=2),
+                      row("SC", "SC", 100, 2, rep, 0.5, 100, transactions=2),
+                      row("SC", "SC", 10_000, 2, rep, 5.0, 10_000, transactions=2)]
+    d["meta"].update({"spark_connect_start_s": 9.5, "spark_connect_first_window": {"job_s": 7.25, "cpu_s": 11.0}})
+    c = compute(d)
+    assert round(c["ratios"]["SC/S"], 2) == 2.2 and round(c["ratios"]["SC/N"]) == 50
+    names = {t["name"]: t for t in c["targets"]}
+    assert names["issue 16: SC/N"]["value"] == "50x" and names["issue 16: SC/N"]["ok"] is False
+    assert names["issue 16: SC fixed cost per window (affine fit over 3 sizes)"]["ok"] is True
+    assert "issue 16: S/N" in names  # S keeps its own rows
+    md, _png = write_report(d, tmp_path, command="`python -m eos_etl.bench`")
+    text = md.read_text()
+    assert "## Scale curve: window size, S vs SC" in text and "its first window" in text and "7.25 s job" in text
+    assert "| SC | the same job as a client of a long-lived Spark Connect server" in text
+
+
+def test_a_long_lived_process_counts_only_from_the_case_start(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    from eos_etl.bench.harness import measure
+
+    busy = subprocess.Popen([sys.executable, "-c", "import time\nwhile True:\n    sum(range(10000))"])
+    try:
+        time.sleep(2.0)  # CPU it uses before the case is not the case's
+        m = measure([sys.executable, "-c", "import time; time.sleep(1.5)"], result_path=tmp_path / "r.json",
+                    log_path=tmp_path / "l.log", also=(busy.pid,))
+        alone = measure([sys.executable, "-c", "import time; time.sleep(1.5)"], result_path=tmp_path / "r.json",
+                        log_path=tmp_path / "l.log")
+    finally:
+        busy.kill()
+        busy.wait()
+    # The busy process burns up to one core: during the case (~1.5 s) it adds about that much, not its 2 s before.
+    assert 0.5 < m.cpu_s - alone.cpu_s < 2.5, (m.cpu_s, alone.cpu_s)
+    assert m.peak_rss_mb > alone.peak_rss_mb and m.processes_seen == alone.processes_seen + 1

@@ -48,9 +48,10 @@ def grant_roles(shop, replay_version: str | None = None) -> None:
     grant(shop.connection, SASL_USER, [*resources.grants("pipeline"), *resources.grants("validator")])
 
 
-def airflow_for(shop, home: Path, kafka_broker, **kw) -> AirflowStandalone:
+def airflow_for(shop, home: Path, kafka_broker, connections: dict | None = None, overrides: dict | None = None,
+                **kw) -> AirflowStandalone:
     """Airflow whose Kafka connection is SASL_SSL/SCRAM as a principal holding only the
-    pipeline and validator ACLs on ``shop``."""
+    pipeline and validator ACLs on ``shop`` (plus ``connections`` and environment ``overrides``)."""
     grant_roles(shop)
     return AirflowStandalone(
         home=home,
@@ -63,9 +64,10 @@ def airflow_for(shop, home: Path, kafka_broker, **kw) -> AirflowStandalone:
                                 "login": SASL_USER, "password": SASL_PASSWORD,
                                 "extra": {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
                                           "ssl_ca_location": str(kafka_broker.ca_file)}},
+            **(connections or {}),
         },
         variables={"eos_etl_shop": shop_variable(shop)},
-        overrides={"EOS_ETL_VAR": str(home / "var"), "EOS_ETL_SPARK_DRIVER_MEMORY": "1g"},
+        overrides={"EOS_ETL_VAR": str(home / "var"), "EOS_ETL_SPARK_DRIVER_MEMORY": "1g", **(overrides or {})},
         **kw,
     )
 

@@ -37,7 +37,9 @@ def test_fenced_and_crashed_attempts_are_told_apart_per_run(spark):
         t.start()
     for t in threads:
         t.join(120)
-    assert outcomes["fenced-run"].to_dict() == {"total": 4, "succeeded": 3, "failed": 1, "fenced": 1, "killed": 0}
-    assert outcomes["crashed-run"].to_dict() == {"total": 4, "succeeded": 3, "failed": 1, "fenced": 0, "killed": 0}
+    assert outcomes["fenced-run"].to_dict() == {"total": 4, "succeeded": 3, "failed": 1, "fenced": 1, "killed": 0,
+                                                   "visible": True}
+    assert outcomes["crashed-run"].to_dict() == {"total": 4, "succeeded": 3, "failed": 1, "fenced": 0, "killed": 0,
+                                                    "visible": True}
     # Each thread's job group is restored: a later job of that thread is nobody's run.
     assert groups_after == {"fenced-run": None, "crashed-run": None}

@@ -271,6 +271,22 @@ def cmd_cluster(args) -> int:
     return 0
 
 
+def cmd_spark_connect(args) -> int:
+    from .stack.spark_connect import SparkConnectServer
+
+    server = SparkConnectServer.local()
+    if args.action in ("stop", "restart"):
+        server.stop()
+    if args.action in ("start", "restart"):
+        server.start()
+    print(server.describe())
+    if server.is_running() and args.action != "stop":
+        # The address only: the token stays in its file (never printed).
+        print(f"run windows on it: SPARK_REMOTE={server.url} SPARK_CONNECT_AUTHENTICATE_TOKEN=\"$(cat "
+              f"{server.token_file})\" python -m eos_etl run-window ...")
+    return 0
+
+
 def cmd_create_topics(args) -> int:
     from .kafka.admin import ClusterAdmin
     from .kafka.topics import Durability, ensure_topics
@@ -343,8 +359,11 @@ def cmd_run_window(args) -> int:
 
 
 def _spark_conf_from_args(args) -> dict[str, str]:
-    from .stack.spark import parse_conf_pairs
+    from .stack.spark import REMOTE_ENV, parse_conf_pairs
 
+    if args.master and os.environ.get(REMOTE_ENV):
+        raise ConfigurationError(f"--master {args.master} and ${REMOTE_ENV} both given: a Spark Connect client "
+                                 "runs on its server's master (unset one)")
     try:
         return parse_conf_pairs(args.spark_conf or [])
     except ValueError as exc:
@@ -498,6 +517,11 @@ def build_parser() -> argparse.ArgumentParser:
                                        "standalone master with 2 workers (var/spark-cluster)")
     p.add_argument("action", choices=["up", "down", "status"])
     p.set_defaults(func=cmd_cluster)
+
+    p = sub.add_parser("spark-connect", help="a long-lived Spark application that runs windows without a "
+                       "spark-submit each (var/spark-connect, loopback port $EOS_ETL_SPARK_CONNECT_PORT or 15002)")
+    p.add_argument("action", choices=["start", "stop", "restart", "status"])
+    p.set_defaults(func=cmd_spark_connect)
 
     p = sub.add_parser("create-topics", help="create the shop's input and output topics")
     _add_connection(p)

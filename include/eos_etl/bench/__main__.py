@@ -46,6 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-scale-b3", action="store_true", help="scale curve without B3")
     p.add_argument("--no-cluster-compare", action="store_true",
                    help="skip the cluster comparison (S and B3 on a 3-node Kafka cluster vs the single node)")
+    p.add_argument("--no-spark-connect", action="store_true",
+                   help="skip SC (the job as a client of a long-lived Spark Connect server) beside S")
     p.add_argument("--only", choices=["cluster-compare", "validation-scaling"], default=None,
                    help="run only this part: cluster-compare is merged into the earlier results in "
                         "--out/benchmarks.json; validation-scaling writes --out/validation_scaling.json")
@@ -104,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                        max_transactions=args.max_transactions, big_repeats=args.big_repeats,
                        big_b3_repeats=args.big_b3_repeats,
                        scale_b3=not args.no_scale_b3, out=args.out, quick=args.quick,
-                       cluster_compare=not args.no_cluster_compare,
+                       cluster_compare=not args.no_cluster_compare, spark_connect=not args.no_spark_connect,
                        only_cluster_compare=args.only == "cluster-compare")
         t0 = time.monotonic()
         data = Bench(opts).run()

@@ -15,6 +15,8 @@ confirmed.
 * ``B3`` Spark's Kafka writer (``df.write.format("kafka")``, at-least-once) of
   the same transform over the same window, with the same lineage headers;
 * ``S``  our exactly-once job (``run_shop_window``);
+* ``SC`` the same job as a client of a long-lived Spark Connect server (the
+  bench sets ``SPARK_REMOTE`` for it; ``startup_s`` is then the client session's);
 * ``N``  the one-transaction-per-record consume-produce-commit loop;
 * ``R``  Spark's Kafka read (read_committed) + ``count()``;
 * ``check`` the independent exactly-once checker over an ``S`` run;
@@ -347,7 +349,8 @@ def case_payloads(spec) -> dict:
 
 
 CASES = {"B1": case_b1, "B2": case_b2, "B3": case_b3, "S": case_s, "N": case_n, "R": case_r,
-         "check": case_check, "payloads": case_payloads}
+         "check": case_check, "payloads": case_payloads,
+         "SC": case_s}  # the session is the server's because of SPARK_REMOTE (stack.spark.spark_session)
 
 
 def main(argv: list[str]) -> int:

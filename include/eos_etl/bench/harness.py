@@ -12,6 +12,12 @@ is sampled with psutil every ``interval`` seconds:
   between processes (e.g. forked Python workers) are counted once per
   process, so this is an upper bound.
 
+A case whose work runs in a long-lived process (a Spark Connect server: the
+tasks run in its JVM and Python workers) names that process in ``also``: its
+tree is sampled alongside, its CPU counted from the case's start (what it had
+used before is not the case's), its RSS added to every sample (the server's
+memory is what the route costs, whatever earlier windows left in it).
+
 The case writes its own result (including the timing of its job part, which
 excludes interpreter and Spark start-up) as JSON to ``result_path``.
 """
@@ -58,17 +64,23 @@ def _children_cpu() -> float:
 class TreeSampler:
     """Samples CPU time and RSS of a process and all its descendants."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, *, from_now: bool = False):
         self.root = psutil.Process(pid)
         self.cpu: dict[tuple[int, float], float] = {}
         self.peak_rss = 0
         self.samples = 0
+        # CPU the tree had used before (from_now: a long-lived process) is not counted.
+        self.base: dict[tuple[int, float], float] = {}
+        if from_now:
+            self.sample()
+            self.base, self.peak_rss, self.samples = dict(self.cpu), 0, 0
 
-    def sample(self) -> None:
+    def sample(self) -> int:
+        """Read the tree once; returns its RSS now (bytes)."""
         try:
             procs = [self.root, *self.root.children(recursive=True)]
         except psutil.Error:
-            return
+            return 0
         rss = 0
         for p in procs:
             try:
@@ -82,10 +94,11 @@ class TreeSampler:
             rss += mem
         self.peak_rss = max(self.peak_rss, rss)
         self.samples += 1
+        return rss
 
     @property
     def cpu_seconds(self) -> float:
-        return sum(self.cpu.values())
+        return sum(v - self.base.get(k, 0.0) for k, v in self.cpu.items())
 
 
 def measure(
@@ -96,8 +109,10 @@ def measure(
     timeout_s: float = 3600.0,
     interval_s: float = 0.1,
     env: dict | None = None,
+    also: tuple[int, ...] = (),
 ) -> Measurement:
-    """Run ``argv`` to completion, sampling its process tree; stdout/stderr go to ``log_path``."""
+    """Run ``argv`` to completion, sampling its process tree (and the trees of the long-lived
+    processes ``also`` names); stdout/stderr go to ``log_path``."""
     result_path.unlink(missing_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     cpu_before = _children_cpu()
@@ -106,9 +121,11 @@ def measure(
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                 env=env or dict(os.environ))
         sampler = TreeSampler(proc.pid)
+        others = [TreeSampler(pid, from_now=True) for pid in also]
+        peak_rss = 0
         try:
             while proc.poll() is None:
-                sampler.sample()
+                peak_rss = max(peak_rss, sampler.sample() + sum(o.sample() for o in others))
                 if time.monotonic() - t0 > timeout_s:
                     log.error("%s exceeded %.0fs; killing it", argv[-2:], timeout_s)
                     _kill_tree(proc.pid)
@@ -117,6 +134,9 @@ def measure(
         finally:
             rc = proc.wait()
     wall = time.monotonic() - t0
+    for other in others:
+        other.sample()  # what it used up to the case's end
+    cpu_others = sum(o.cpu_seconds for o in others)
     cpu_rusage = _children_cpu() - cpu_before
     result = {}
     if result_path.is_file():
@@ -128,11 +148,11 @@ def measure(
         argv=argv,
         returncode=rc,
         wall_s=round(wall, 3),
-        cpu_s=round(max(sampler.cpu_seconds, cpu_rusage), 3),
-        cpu_sampled_s=round(sampler.cpu_seconds, 3),
+        cpu_s=round(max(sampler.cpu_seconds, cpu_rusage) + cpu_others, 3),
+        cpu_sampled_s=round(sampler.cpu_seconds + cpu_others, 3),
         cpu_rusage_s=round(cpu_rusage, 3),
-        peak_rss_mb=round(sampler.peak_rss / 2**20, 1),
-        processes_seen=len({pid for pid, _ in sampler.cpu}),
+        peak_rss_mb=round(max(peak_rss, sampler.peak_rss) / 2**20, 1),
+        processes_seen=len({pid for s in (sampler, *others) for pid, _ in s.cpu}),
         result=result,
         log_path=str(log_path),
     )

@@ -22,7 +22,9 @@ DESCRIPTIONS = {
     "B1": "raw confluent-kafka idempotent producer, pre-built records (Python producer ceiling)",
     "B2": "B1 in transactions of k purchases, offsets via send_offsets_to_transaction",
     "B3": "Spark `df.write.format(\"kafka\")` of the same transform (at-least-once)",
-    "S": "our exactly-once job (`run_shop_window`)",
+    "S": "our exactly-once job (`run_shop_window`), a fresh Spark application (spark-submit) per window",
+    "SC": "the same job as a client of a long-lived Spark Connect server (`eos_etl.stack.spark_connect`); "
+          "CPU and RSS include the server's",
     "N": "one transaction per purchase: consume, produce, send offsets, commit",
     "R": "Spark Kafka read (read_committed) + `count()`",
 }
@@ -127,11 +129,15 @@ def compute(data: dict) -> dict:
             b2_no_init[k] = _ratio(row["pps_no_init"], b1)
             ratios[f"B2(k={k})/B1 excl. init_transactions"] = b2_no_init[k]
     ratios["S/N"] = _ratio(s, nn)
+    if main.get("SC"):
+        ratios["SC/N"] = _ratio(main["SC"]["pps"], nn)
+        ratios["SC/B3"] = _ratio(main["SC"]["pps"], b3)
+        ratios["SC/S"] = _ratio(main["SC"]["pps"], s)
     # S publishes through the same Python producer as B1, so S/N can never exceed B1/N on this machine.
     ratios["B1/N (ceiling for S/N)"] = _ratio(b1, nn)
     sizes = {}
     for (label, size, pc), v in agg.items():
-        if pc == p and label in ("S", "B3"):
+        if pc == p and label in ("S", "SC", "B3"):
             sizes.setdefault(size, {})[label] = v
     parts = {pc: v for (label, size, pc), v in agg.items() if label == "S" and size == n}
     base = sizes.get(n, {}).get("S")
@@ -145,7 +151,7 @@ def compute(data: dict) -> dict:
                 "peak_rss_mb": sv["peak_rss_mb"], "mem_vs_base": sv["peak_rss_mb"] / base["peak_rss_mb"],
             }
     fits = {}
-    for label in ("S", "B3"):
+    for label in ("S", "SC", "B3"):
         pts = [(size, d[label]["job_s"]) for size, d in sizes.items() if label in d and d[label]["job_s"]]
         fits[label] = linear_fit(pts)
     targets = []
@@ -177,30 +183,70 @@ def compute(data: dict) -> dict:
         if size > n:
             target(f"memory flat, S peak RSS at {size:,} vs {n:,}", f"{d['mem_vs_base']:.2f}x",
                    d["mem_vs_base"] <= TARGETS["memory_growth"], "<= 1.2x")
-    _publish_targets(target, main, sizes, fits.get("S"), ratios)
+    for label in ("S", "SC"):
+        if main.get(label):
+            _publish_targets(target, label, main, sizes, fits.get(label), ratios, n)
     return {"agg": agg, "main": main, "ratios": ratios, "sizes": sizes, "parts": parts, "linear": linear,
             "targets": targets, "b2": b2, "fits": fits, "cluster": compute_cluster(data)}
 
 
-def _publish_targets(target, main: dict, sizes: dict, sfit: dict | None, ratios: dict) -> None:
-    """Issue 16's targets (:data:`PUBLISH_TARGETS`), each only when the run measured what it needs."""
+def _publish_targets(target, label: str, main: dict, sizes: dict, fit: dict | None, ratios: dict, n: int) -> None:
+    """Issue 16's targets (:data:`PUBLISH_TARGETS`) for ``label`` (S: a spark-submit per window; SC: a client
+    of a long-lived Spark Connect server), each only when the run measured what it needs."""
     t = PUBLISH_TARGETS
-    s_cpu, r_cpu, b1_cpu = (main.get(x, {}).get("cpu_per_m") for x in ("S", "R", "B1"))
-    if s_cpu and r_cpu and b1_cpu:
+    cpu, r_cpu, b1_cpu = (main.get(x, {}).get("cpu_per_m") for x in (label, "R", "B1"))
+    if cpu and r_cpu and b1_cpu:
         bound = t["S cpu vs R+B1"] * (r_cpu + b1_cpu)
-        target("issue 16: S CPU s per M purchases vs 1.3 x (R + B1)", f"{s_cpu:,.0f} vs {bound:,.0f}",
-               s_cpu <= bound, "<= 1.3 x (R + B1)")
-    big = max((size for size, d in sizes.items() if size >= 1_000_000 and d.get("S")), default=None)
+        target(f"issue 16: {label} CPU s per M purchases vs 1.3 x (R + B1)", f"{cpu:,.0f} vs {bound:,.0f}",
+               cpu <= bound, "<= 1.3 x (R + B1)")
+    big = max((size for size, d in sizes.items() if size >= 1_000_000 and d.get(label)), default=None)
     if big:
-        pps = sizes[big]["S"]["pps"]
-        target(f"issue 16: S purchases/s at {big:,}", f"{pps:,.0f}", pps >= t["S pps at 1M"], ">= 25,000")
-    if sfit:
-        target(f"issue 16: S fixed cost per window (affine fit over {sfit['points']} sizes)",
-               f"{sfit['fixed_s']:.1f} s", sfit["fixed_s"] <= t["S fixed s"], "<= 6 s")
-    if ratios.get("S/N") is not None:
-        target("issue 16: S/N", f"{ratios['S/N']:,.0f}x", ratios["S/N"] >= t["S/N"], ">= 250x")
-    if ratios.get("S/B3") is not None:
-        target("issue 16: S/B3 (job basis)", f"{ratios['S/B3']:.2f}", ratios["S/B3"] >= t["S/B3"], ">= 1.8")
+        pps = sizes[big][label]["pps"]
+        target(f"issue 16: {label} purchases/s at {big:,}", f"{pps:,.0f}", pps >= t["S pps at 1M"], ">= 25,000")
+    if fit:
+        target(f"issue 16: {label} fixed cost per window (affine fit over {fit['points']} sizes)",
+               f"{fit['fixed_s']:.1f} s", fit["fixed_s"] <= t["S fixed s"], "<= 6 s")
+    if ratios.get(f"{label}/N") is not None:
+        target(f"issue 16: {label}/N", f"{ratios[f'{label}/N']:,.0f}x", ratios[f"{label}/N"] >= t["S/N"], ">= 250x")
+    if ratios.get(f"{label}/B3") is not None:
+        target(f"issue 16: {label}/B3 (job basis)", f"{ratios[f'{label}/B3']:.2f}", ratios[f"{label}/B3"] >= t["S/B3"],
+               ">= 1.8")
+    if label != "S" and big and sizes.get(n, {}).get(label):  # S has its own memory row above
+        growth = sizes[big][label]["peak_rss_mb"] / sizes[n][label]["peak_rss_mb"]
+        target(f"issue 16: {label} peak RSS at {big:,} vs {n:,} (client + server)", f"{growth:.2f}x",
+               growth <= TARGETS["memory_growth"], "<= 1.2x")
+
+
+def _spark_connect_section(data: dict, c: dict, n: int) -> list[str]:
+    """SC beside S per window size: the same job, a long-lived Spark Connect server instead of a
+    fresh Spark application per window."""
+    meta = data.get("meta", {})
+    first = meta.get("spark_connect_first_window") or {}
+    lines = ["", "## Scale curve: window size, S vs SC (the job on a long-lived Spark Connect server)", "",
+             "SC runs `run_shop_window` as a client of one Spark Connect server (Spark's own "
+             "`SparkConnectServer`, started by `eos_etl.stack.spark_connect` with the same JVM options and "
+             "class-data archive as every Spark JVM here) that stays up for the whole bench; each SC run is "
+             "still its own client process, window, topics, group and transactional ids. CPU and peak RSS of "
+             "SC count the server's process tree (JVM and Python workers) during the run plus the client's. "
+             f"The server started in {_f(meta.get('spark_connect_start_s'), '{:.1f}')} s; its first window "
+             f"({n:,} purchases, the server still cold, not in the medians) took "
+             f"{_f(first.get('job_s'), '{:.2f}')} s job / {_f(first.get('cpu_s'), '{:.1f}')} CPU s.", "",
+             "| purchases | S job s (min-max) | SC job s (min-max) | SC/S time | S CPU s / M | SC CPU s / M "
+             "| S peak RSS MB | SC peak RSS MB | SC purchases/s (job) | runs S/SC |",
+             "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    for size, d in sorted(c["sizes"].items()):
+        sv, cv = d.get("S"), d.get("SC")
+        lines.append(
+            f"| {size:,} | {_f(sv and sv['job_s'], '{:.2f}')}{_spread(sv)} | {_f(cv and cv['job_s'], '{:.2f}')}{_spread(cv)} "
+            f"| {_f(sv and cv and cv['job_s'] / sv['job_s'], '{:.2f}')} | {_f(sv and sv['cpu_per_m'], '{:,.1f}')} "
+            f"| {_f(cv and cv['cpu_per_m'], '{:,.1f}')} | {_f(sv and sv['peak_rss_mb'])} | {_f(cv and cv['peak_rss_mb'])} "
+            f"| {_f(cv and cv['pps'])} | {sv['runs'] if sv else 0}/{cv['runs'] if cv else 0} |")
+    for label in ("S", "SC"):
+        fit = c["fits"].get(label)
+        if fit:
+            lines.append(f"\n* Time model for {label} (least squares over {fit['points']} sizes): job s = "
+                         f"{fit['fixed_s']:.1f} s fixed + {fit['per_m_s']:.1f} s per million purchases.")
+    return lines
 
 
 def compute_cluster(data: dict) -> dict | None:
@@ -336,7 +382,7 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
         "| Spark start-up s | CPU s / M purchases | broker CPU s / M | peak RSS MB | runs | load avg 1 min |",
         "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
-    order = ["B1", *[f"B2(k={k})" for k in o["txn_sizes"]], "B3", "S", "N", "R"]
+    order = ["B1", *[f"B2(k={k})" for k in o["txn_sizes"]], "B3", "S", "SC", "N", "R"]
     for label in order:
         v = c["main"].get(label)
         if not v:
@@ -375,6 +421,8 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
             f"| {_f(bv and bv['peak_rss_mb'])} | {sv['runs'] if sv else 0}/{bv['runs'] if bv else 0} "
             f"| {_f(sv and sv['load'], '{:.1f}')}/{_f(bv and bv['load'], '{:.1f}')} |"
         )
+    if any("SC" in d for d in c["sizes"].values()):
+        lines += _spark_connect_section(data, c, n)
     lines += [
         "",
         f"## Scale curve: input partitions ({n:,} purchases, S)",
@@ -386,11 +434,12 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
         lines.append(f"| {pc} | {_f(v['pps'])} | {_f(v['job_s'], '{:.2f}')} | {_f(v['wall_s'], '{:.1f}')} "
                      f"| {_f(v['cpu_per_m'], '{:,.1f}')} | {_f(v['peak_rss_mb'])} | {_f(v['transactions'])} | {v['runs']} "
                      f"| {_f(v['load'], '{:.1f}')} |")
-    lines += ["", "## Exactly-once checks of S (independent checker)", "",
-              "| purchases | partitions | committed inputs checked | committed outputs | violations | ok |",
-              "|--:|--:|--:|--:|---|---|"]
+    lines += ["", "## Exactly-once checks of S and SC (independent checker)", "",
+              "| case | purchases | partitions | committed inputs checked | committed outputs | violations | ok |",
+              "|---|--:|--:|--:|--:|---|---|"]
     for ch in (ch for ch in data["checks"] if TARGET_FIELD not in ch):
-        lines.append(f"| {ch['size']:,} | {ch['partitions']} | {_f(ch.get('committed_inputs'))} | {_f(sum((ch.get('outputs') or {}).values()))} "
+        lines.append(f"| {ch.get('case', 'S')} | {ch['size']:,} | {ch['partitions']} | {_f(ch.get('committed_inputs'))} "
+                     f"| {_f(sum((ch.get('outputs') or {}).values()))} "
                      f"| {ch.get('violations') or 'none'} | {'yes' if ch['ok'] else '**no**'} |")
     failed = [r for r in data["rows"] if not r.get("ok")]
     lines += ["", "Per-run verification: " + ("all runs passed." if not failed else
@@ -544,7 +593,8 @@ def render_png(data: dict, c: dict, path: Path) -> None:
     o = data["options"]
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))
     ax = axes[0][0]
-    labels = [lab for lab in ["B1", *[f"B2(k={k})" for k in o["txn_sizes"]], "B3", "S", "N", "R"] if lab in c["main"]]
+    labels = [lab for lab in ["B1", *[f"B2(k={k})" for k in o["txn_sizes"]], "B3", "S", "SC", "N", "R"]
+              if lab in c["main"]]
     vals = [c["main"][lab]["pps"] for lab in labels]
     colors = ["tab:red" if lab == "S" else "tab:gray" if lab.startswith("B") else "tab:blue" for lab in labels]
     ax.bar(labels, vals, color=colors)

@@ -52,6 +52,7 @@ class Options:
     cluster_compare: bool = True  # S and B3 on the single node and on a 3-node cluster, interleaved
     cluster_size: int = 3
     only_cluster_compare: bool = False  # run nothing but the cluster comparison
+    spark_connect: bool = True  # SC: S as a client of a long-lived Spark Connect server, beside S
 
 
 class Bench:
@@ -65,6 +66,7 @@ class Bench:
         self.meta: dict = {}
         self.windows: dict[str, object] = {}  # group -> the window its run was given
         self.cluster_compare_meta: dict = {}  # the cluster comparison's set-up and timing (cluster_compare.py)
+        self.connect = None  # the Spark Connect server SC runs on (started in run())
 
     # -- broker & inputs ------------------------------------------------------------------
     def start_broker(self) -> None:
@@ -77,6 +79,26 @@ class Bench:
     def stop_broker(self) -> None:
         if self.target is not None:
             self.target.stop()
+
+    def start_spark_connect(self) -> None:
+        """The long-lived server SC runs on, with the settings every Spark JVM here gets, and its first
+        window (cold: the server's own start-up, paid once per server) run and recorded apart."""
+        from ..stack.spark_connect import SparkConnectServer
+        from ..stack.tools import free_port
+
+        t0 = time.monotonic()
+        self.connect = SparkConnectServer(home=self.work / "spark-connect", port=free_port()).start()
+        self.meta["spark_connect_start_s"] = round(time.monotonic() - t0, 1)
+        o = self.opts
+        row, settings = self.run_case("SC", size=o.records, pc=o.partitions, rep=0, label="SC-first",
+                                      record=False, keep_topics=True)
+        self.meta["spark_connect_first_window"] = {k: row.get(k) for k in ("job_s", "wall_s", "cpu_s", "ok")}
+        self.check_s(settings, o.records, o.partitions, tags={"case": "SC"})
+        self.drop_outputs(settings)
+
+    def stop_spark_connect(self) -> None:
+        if self.connect is not None:
+            self.connect.stop()
 
     def prepare_inputs(self) -> None:
         o = self.opts
@@ -148,10 +170,14 @@ class Bench:
         spec_path.parent.mkdir(parents=True, exist_ok=True)
         spec_path.write_text(json.dumps(spec))
         result_path = self.work / "specs" / f"{name}.result.json"
+        env, also = None, ()
+        if spec["case"] == "SC":  # a client of the server: the work (and its CPU and memory) is the server's
+            env, also = {**os.environ, **self.connect.client_env()}, (self.connect.pid(),)
         broker_cpu0 = target.broker_cpu_seconds()
         load_before = os.getloadavg()[0]
         m = measure([sys.executable, "-m", "eos_etl.bench.cases", str(spec_path), str(result_path)],
-                    result_path=result_path, log_path=self.work / "logs" / f"{name}.log", timeout_s=self.opts.timeout_s)
+                    result_path=result_path, log_path=self.work / "logs" / f"{name}.log", timeout_s=self.opts.timeout_s,
+                    env=env, also=also)
         broker_cpu1 = target.broker_cpu_seconds()
         res = m.result
         row = {
@@ -194,7 +220,7 @@ class Bench:
         t = settings.topics
         res = row["result"]
         purchases, outputs = row["purchases"] or 0, row["outputs"] or 0
-        if case in ("S", "B3", "R") and purchases != window.span:
+        if case in ("S", "SC", "B3", "R") and purchases != window.span:
             problems.append(f"purchases {purchases} != window {window.span}")
         if case == "R":
             return problems
@@ -218,7 +244,7 @@ class Bench:
                 problems.append(f"output topics span {lso} offsets for {outputs} records and {txns} transactions")
             parts = sorted(window.ranges)
             committed = target.admin.committed_offsets(settings.group, t.purchases, parts)
-            if case == "S" or (case == "B2" and purchases == window.span):
+            if case in ("S", "SC") or (case == "B2" and purchases == window.span):
                 want = {p: r.end for p, r in window.ranges.items()}
             elif case == "N":
                 want = {int(p): e for p, e in res.get("ends", {}).items()}
@@ -283,7 +309,8 @@ class Bench:
             limit = min(o.records, k * o.max_transactions)
             cases.append(("B2", f"B2(k={k})", {**payloads, "txn_size": k,
                                                 "limit": limit if limit < o.records else None}))
-        cases += [("B3", "B3", {}), ("S", "S", {}), ("N", "N", {**payloads, "limit": o.sample}), ("R", "R", {})]
+        cases += [("B3", "B3", {}), ("S", "S", {}), *([("SC", "SC", {})] if o.spark_connect else []),
+                  ("N", "N", {**payloads, "limit": o.sample}), ("R", "R", {})]
         return cases
 
     def run_main(self) -> None:
@@ -299,10 +326,11 @@ class Bench:
                 continue  # the main table has it
             reps = o.repeats if size <= o.records or o.big_repeats is None else o.big_repeats
             for rep in range(1, reps + 1):
-                _row, settings = self.run_case("S", size=size, pc=o.partitions, rep=rep, keep_topics=rep == 1)
-                if rep == 1:
-                    self.check_s(settings, size, o.partitions)
-                    self.drop_outputs(settings)
+                for case in ("S", "SC") if o.spark_connect else ("S",):
+                    _row, settings = self.run_case(case, size=size, pc=o.partitions, rep=rep, keep_topics=rep == 1)
+                    if rep == 1:
+                        self.check_s(settings, size, o.partitions, tags={"case": case})
+                        self.drop_outputs(settings)
                 if o.scale_b3 and (size <= o.records or rep <= o.big_b3_repeats):
                     self.run_case("B3", size=size, pc=o.partitions, rep=rep)
         for pc in o.partition_counts:
@@ -338,12 +366,16 @@ class Bench:
                 self.prepare_inputs()
                 self.meta["prepare_inputs_s"] = round(time.monotonic() - t0, 1)
                 self.prepare_payloads()
+                if self.opts.spark_connect:
+                    self.start_spark_connect()
                 self.run_main()
                 self.run_scale()
+                self.stop_spark_connect()
             if self.opts.cluster_compare or self.opts.only_cluster_compare:
                 ClusterComparison(self).run()
         finally:
             self.save()
+            self.stop_spark_connect()
             self.stop_broker()
         from .machine import load_average
 

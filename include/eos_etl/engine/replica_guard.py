@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from confluent_kafka.admin import AdminClient
 
 from ..kafka.connection import KafkaConnection
+from .connect import cancel_jobs
 from .errors import NotEnoughReplicasError
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,7 @@ class ReplicaGuard:
             if now - short_since >= self.grace_s and not self._stop.is_set():
                 self.tripped = _error(short, live, down, now - short_since, "The run was cancelled.")
                 log.error("%s", self.tripped)
-                self._spark.sparkContext.cancelAllJobs()
+                cancel_jobs(self._spark)
                 return
 
     def raise_if_tripped(self, cause: BaseException) -> None:

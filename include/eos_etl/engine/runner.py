@@ -96,7 +96,7 @@ class RunSummary:
             "aborts": sum(r.aborts for r in self.partitions),
             # Tasks run side by side: the slowest one's wait for records is the run's read time.
             "read_seconds": max((r.read_seconds for r in self.partitions), default=0.0),
-            "fenced_attempts": self.task_attempts.fenced,
+            "fenced_attempts": self.task_attempts.fenced if self.task_attempts.visible else None,
             "task_attempts": self.task_attempts.to_dict(),
             "seconds": self.seconds,
             "partitions": [r.to_dict() for r in sorted(self.partitions, key=lambda r: r.partition)],
@@ -384,8 +384,9 @@ def run_window(
     warmup.wait()
     with ReplicaGuard(spark, config.connection, config.output_topics) as guard, \
             AttemptTracker(spark, config.run_id) as attempts:
-        log.info("run %s: preflight %.2fs, query built in %.2fs (Python workers started alongside in %ss); "
-                 "starting %d publishing tasks", config.run_id, t_preflight, t_build, warmup.seconds,
+        log.info("run %s: preflight %.2fs, query built in %.2fs%s; starting %d publishing tasks",
+                 config.run_id, t_preflight, t_build,
+                 "" if warmup.seconds is None else f" (Python workers started alongside in {warmup.seconds}s)",
                  len(window.nonempty()))
         try:
             rows = (
@@ -408,11 +409,12 @@ def run_window(
             done[p] = PartitionPublisher(config, p, rng).publish(())
     summary.partitions = list(done.values())
     summary.seconds = round(time.monotonic() - t0, 3)
+    a = summary.task_attempts
     log.info(
-        "run %s finished in %.1fs: read=%d published=%d skipped=%d outputs=%s transactions=%d "
-        "task attempts=%d (failed %d, fenced %d, killed %d)",
+        "run %s finished in %.1fs: read=%d published=%d skipped=%d outputs=%s transactions=%d task attempts=%s",
         config.run_id, summary.seconds, summary.records_read, summary.records_published,
-        summary.records_skipped, summary.outputs(), summary.transactions, summary.task_attempts.total,
-        summary.task_attempts.failed, summary.task_attempts.fenced, summary.task_attempts.killed,
+        summary.records_skipped, summary.outputs(), summary.transactions,
+        f"{a.total} (failed {a.failed}, fenced {a.fenced}, killed {a.killed})" if a.visible
+        else "not visible to a Spark Connect client",
     )
     return summary

@@ -8,12 +8,18 @@ so the run tags its jobs with a job group and, afterwards, reads how every task
 attempt of those jobs ended from the driver's status store (kept with the UI
 off too). The read is bounded: a window has one task per input partition, and
 at most :data:`MAX_TASKS_READ` attempts per stage are looked at.
+
+A Spark Connect client (``engine.connect``) has no status store to read: it tags
+its operations with the same name (``addTag``, for the server's logs and UI) and
+reports the attempts as not visible (``visible=False``, counts None in the summary).
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
+
+from .connect import is_connect
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +33,16 @@ _JOB_DESCRIPTION = "spark.job.description"
 
 @dataclass
 class TaskAttempts:
-    """Attempts of the run's tasks by how they ended (``fenced`` is a subset of ``failed``)."""
+    """Attempts of the run's tasks by how they ended (``fenced`` is a subset of ``failed``).
+
+    ``visible`` is False when Spark could not be asked (a Spark Connect client): the counts then say nothing."""
 
     total: int = 0
     succeeded: int = 0
     failed: int = 0
     fenced: int = 0
     killed: int = 0
+    visible: bool = True
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -58,22 +67,32 @@ class AttemptTracker:
     """
 
     def __init__(self, spark, run_id: str):
-        self._sc = spark.sparkContext
+        self._spark = spark
+        self._connect = is_connect(spark)
+        self._sc = None if self._connect else spark.sparkContext
         self.group = f"eos-etl-run-{run_id}"
         self._previous: tuple[str | None, str | None] = (None, None)
 
     def __enter__(self) -> "AttemptTracker":
+        if self._connect:
+            self._spark.addTag(self.group)
+            return self
         self._previous = (self._sc.getLocalProperty(_JOB_GROUP), self._sc.getLocalProperty(_JOB_DESCRIPTION))
         self._sc.setJobGroup(self.group, f"eos-etl publish ({self.group})")
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._connect:
+            self._spark.removeTag(self.group)
+            return
         group, description = self._previous
         self._sc.setLocalProperty(_JOB_GROUP, group)
         self._sc.setLocalProperty(_JOB_DESCRIPTION, description)
 
     def attempts(self) -> TaskAttempts:
         """Every task attempt of the group's jobs, by outcome; empty if Spark cannot tell."""
+        if self._connect:
+            return TaskAttempts(visible=False)
         out = TaskAttempts()
         try:
             store = self._sc._jsc.sc().statusStore()

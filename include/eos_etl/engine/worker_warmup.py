@@ -12,6 +12,7 @@ function: 2.7 -> 1.8 s).
 Only an optimisation: its job has its own job group (the run's task attempts never count it),
 the run waits for it at most :data:`WAIT_S` once the query is built, and whatever goes wrong in it
 is logged and the run goes on as it would have. ``EOS_ETL_WORKER_WARMUP=off`` switches it off.
+A Spark Connect client never starts it: the server's workers stay up between runs (``engine.connect``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import threading
 import time
 
 from ..arguments import switch_on
+from .connect import is_connect
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +56,9 @@ class PythonWorkerWarmup:
 
     def __init__(self, spark, tasks: int, modules: tuple[str, ...] = TASK_MODULES):
         self._spark = spark
+        self._connect = is_connect(spark)
         # No more workers than the window has tasks, nor than the application has slots.
-        self.tasks = max(1, min(tasks, spark.sparkContext.defaultParallelism))
+        self.tasks = tasks if self._connect else max(1, min(tasks, spark.sparkContext.defaultParallelism))
         self._modules = modules
         self._thread: threading.Thread | None = None
         self.seconds: float | None = None
@@ -65,7 +68,7 @@ class PythonWorkerWarmup:
         return switch_on(SWITCH_ENV)
 
     def start(self) -> "PythonWorkerWarmup":
-        if self.enabled():
+        if self.enabled() and not self._connect:
             self._thread = threading.Thread(target=self._run, name="eos-etl-worker-warmup", daemon=True)
             self._thread.start()
         return self

@@ -1,7 +1,7 @@
 """Build the shop pipeline DAGs (main and replay) from one definition.
 
 Tasks: ``plan_window`` -> ``has_new_records`` -> ``run_window`` (spark-submit
-through the Spark connection) -> ``validate`` (Great Expectations) ->
+through the Spark connection, or a client of a Spark Connect server) -> ``validate`` (Great Expectations) ->
 ``report``. Heavy imports (Spark, Great Expectations, confluent-kafka) happen
 inside the tasks, so parsing the DAG file stays fast.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -19,8 +20,8 @@ from airflow.utils.types import DagRunType
 from .. import paths
 from .alerts import RunFailureNotifier, run_deadline
 from .assets import output_aliases
-from .operators import WindowSparkSubmitOperator, run_dir
-from .settings import KAFKA_CONN_ID, SPARK_CONN_ID
+from .operators import WindowSparkConnectOperator, WindowSparkSubmitOperator, run_dir
+from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_ROUTE_ENV
 
 log = logging.getLogger(__name__)
 
@@ -206,6 +207,18 @@ def _replay_params() -> dict:
                                          "group/prefix <name>-replay-<version>.")}
 
 
+def _run_window_operator(dag_id: str):
+    """spark-submit per window, or, with ``$EOS_ETL_SPARK_CONNECT_CONN_ID`` set, a client of that
+    connection's long-lived Spark Connect server (settings.py)."""
+    if connect_conn_id := os.environ.get(SPARK_CONNECT_ROUTE_ENV):
+        return WindowSparkConnectOperator(task_id="run_window", conn_id=connect_conn_id,
+                                          kafka_conn_id=KAFKA_CONN_ID, application=str(RUN_WINDOW_JOB),
+                                          outlets=output_aliases(dag_id))
+    return WindowSparkSubmitOperator(task_id="run_window", conn_id=SPARK_CONN_ID, kafka_conn_id=KAFKA_CONN_ID,
+                                     application=str(RUN_WINDOW_JOB), name=f"eos-etl-{dag_id}",
+                                     outlets=output_aliases(dag_id))
+
+
 def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, tags: list[str],
                    is_paused_upon_creation: bool | None = None):
     params = {**_common_params(None), **(_replay_params() if version_param else {})}
@@ -238,14 +251,7 @@ def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, t
                 return False
             return True
 
-        run_window = WindowSparkSubmitOperator(
-            task_id="run_window",
-            conn_id=SPARK_CONN_ID,
-            kafka_conn_id=KAFKA_CONN_ID,
-            application=str(RUN_WINDOW_JOB),
-            name=f"eos-etl-{dag_id}",
-            outlets=output_aliases(dag_id),
-        )
+        run_window = _run_window_operator(dag_id)
 
         @task
         def validate(plan: dict, **context) -> dict:

@@ -5,15 +5,18 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
+from airflow.sdk import BaseOperator
 
 from .. import paths
 from ..arguments import attempt_run_id
 from ..errors import ConfigurationError
-from .settings import KAFKA_CONN_ID, SPARK_CONN_ID
+from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_CONN_ID
 
 
 def run_dir(dag_id: str, run_id: str) -> Path:
@@ -21,58 +24,34 @@ def run_dir(dag_id: str, run_id: str) -> Path:
     return paths.var_dir() / "reports" / paths.safe_name(dag_id) / paths.safe_name(run_id)
 
 
-class WindowSparkSubmitOperator(SparkSubmitOperator):
-    """spark-submit of ``jobs/run_window.py`` with the Kafka connection handed over as a private file.
+class _WindowRun:
+    """What both routes share: the window's job arguments, its Kafka connection as a private
+    file, the run summary, the window's asset events and its lineage. A route implements
+    :meth:`_run_job` (run ``jobs/run_window.py`` with these arguments and wait for it)."""
 
-    The Kafka connection (with its password) is read from the Airflow
-    connection at execute time and written to a file only this user can read,
-    in a fresh private directory, removed when the submission ends. The driver
-    gets the file's *path* (``--connection-json-file``): the password is never
-    on a command line, in the environment, the rendered templates or the task
-    log. Not the provider's ``env_vars``: on YARN and Kubernetes it turns them
-    into ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*``
-    on spark-submit's command line (readable by every local user) and in the
-    driver's container or pod spec.
-
-    The driver must therefore run here (deploy mode ``client``, the default),
-    on any master: executors on YARN or Kubernetes then receive the connection
-    inside their tasks, never in a spec. Deploy mode ``cluster`` is refused
-    before anything is submitted (:func:`check_deploy_mode`).
-
-    The connector jars (``--jars``) and the ``eos_etl`` code zip
-    (``--py-files``, rebuilt when a source changed) are resolved here, not at
-    DAG parse time, so executors on a cluster run exactly the code of this
-    submission. Returns the run summary (pushed to XCom).
-    """
-
-    def __init__(self, *, kafka_conn_id: str = KAFKA_CONN_ID, plan_task_id: str = "plan_window", **kwargs):
-        super().__init__(**kwargs)
-        self.kafka_conn_id = kafka_conn_id
-        self.plan_task_id = plan_task_id
-        # Kept from the public constructor arguments: the deploy mode is checked before submitting.
-        self.spark_conn_id = kwargs.get("conn_id", SPARK_CONN_ID)
-        self.deploy_mode_override = kwargs.get("deploy_mode")
+    kafka_conn_id: str
+    plan_task_id: str
 
     def execute(self, context):
         try:
-            return self._submit_window(context)
+            return self._run_window(context)
         except Exception as exc:
             from .alerts import record_error
 
             record_error(context, self.task_id, exc)
             raise
 
-    def _submit_window(self, context):
-        from ..stack.package_zip import package_zip
-        from ..stack.spark import connector_jars, spark_submit_conf
+    def _before_connection(self) -> None:
+        """Checks that must pass before the Kafka password is read."""
+
+    def _run_job(self, context, application_args: list[str]) -> None:
+        raise NotImplementedError
+
+    def _run_window(self, context):
         from .settings import get_kafka_connection
 
-        check_deploy_mode(self.spark_conn_id, self.deploy_mode_override)  # before the password is read
+        self._before_connection()
         connection = get_kafka_connection(self.kafka_conn_id)
-        self.jars = ",".join(connector_jars())
-        code_zip = str(package_zip())
-        self.py_files = ",".join([code_zip, *(f for f in (self.py_files or "").split(",") if f and f != code_zip)])
-        self.conf = {**spark_submit_conf(), **(self.conf or {})}
         out = run_dir(context["dag"].dag_id, context["run_id"])
         out.mkdir(parents=True, exist_ok=True)
         summary_file = out / "summary.json"
@@ -81,13 +60,11 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
         # Unique per attempt: the outputs' run_id header then tells which attempt of which run wrote them.
         run_id = attempt_run_id(context["run_id"], context["ti"].try_number)
         with private_connection_file(connection.to_json()) as connection_file:
-            self.application_args = [
+            self._run_job(context, [
                 "run-window", *plan["cli_args"], "--window-json", plan["window_json"], "--run-id", run_id,
                 "--chunk-records", str(plan["chunk_records"]), "--connection-json-file", str(connection_file),
                 "--summary-file", str(summary_file), "--compact",
-            ]
-            # The provider builds its hook from these attributes on first use, inside execute.
-            super().execute(context)
+            ])
         summary = json.loads(summary_file.read_text())
         self.log.info(
             "window run %s: read=%d invoices=%d shipments=%d dead_letters=%d transactions=%d in %.1fs",
@@ -133,6 +110,106 @@ class WindowSparkSubmitOperator(SparkSubmitOperator):
             self.log.info("asset event %s -> %s: ranges %s", output_alias(dag_id, output).name, extra["topic"],
                           extra["ranges"])
         return extras
+
+
+class WindowSparkSubmitOperator(_WindowRun, SparkSubmitOperator):
+    """spark-submit of ``jobs/run_window.py`` with the Kafka connection handed over as a private file.
+
+    The Kafka connection (with its password) is read from the Airflow
+    connection at execute time and written to a file only this user can read,
+    in a fresh private directory, removed when the submission ends. The driver
+    gets the file's *path* (``--connection-json-file``): the password is never
+    on a command line, in the environment, the rendered templates or the task
+    log. Not the provider's ``env_vars``: on YARN and Kubernetes it turns them
+    into ``--conf spark.yarn.appMasterEnv.*`` / ``spark.kubernetes.driverEnv.*``
+    on spark-submit's command line (readable by every local user) and in the
+    driver's container or pod spec.
+
+    The driver must therefore run here (deploy mode ``client``, the default),
+    on any master: executors on YARN or Kubernetes then receive the connection
+    inside their tasks, never in a spec. Deploy mode ``cluster`` is refused
+    before anything is submitted (:func:`check_deploy_mode`).
+
+    The connector jars (``--jars``) and the ``eos_etl`` code zip
+    (``--py-files``, rebuilt when a source changed) are resolved here, not at
+    DAG parse time, so executors on a cluster run exactly the code of this
+    submission. Returns the run summary (pushed to XCom).
+    """
+
+    def __init__(self, *, kafka_conn_id: str = KAFKA_CONN_ID, plan_task_id: str = "plan_window", **kwargs):
+        super().__init__(**kwargs)
+        self.kafka_conn_id = kafka_conn_id
+        self.plan_task_id = plan_task_id
+        # Kept from the public constructor arguments: the deploy mode is checked before submitting.
+        self.spark_conn_id = kwargs.get("conn_id", SPARK_CONN_ID)
+        self.deploy_mode_override = kwargs.get("deploy_mode")
+
+    def _before_connection(self) -> None:
+        check_deploy_mode(self.spark_conn_id, self.deploy_mode_override)
+
+    def _run_job(self, context, application_args: list[str]) -> None:
+        from ..stack.package_zip import package_zip
+        from ..stack.spark import connector_jars, spark_submit_conf
+
+        self.jars = ",".join(connector_jars())
+        code_zip = str(package_zip())
+        self.py_files = ",".join([code_zip, *(f for f in (self.py_files or "").split(",") if f and f != code_zip)])
+        self.conf = {**spark_submit_conf(), **(self.conf or {})}
+        self.application_args = application_args
+        # The provider builds its hook from these attributes on first use, inside execute.
+        SparkSubmitOperator.execute(self, context)
+
+
+class WindowSparkConnectOperator(_WindowRun, BaseOperator):
+    """Run ``jobs/run_window.py`` as a client of a long-lived Spark Connect server.
+
+    No spark-submit and no Spark application per window: the job is a plain
+    Python process (the window's driver logic) whose session lives on the
+    server named by the provider's ``spark_connect`` connection
+    (``SparkConnectHook``; its password is the server's token). The server's
+    JVM, its compiled code and its Python workers stay warm across windows
+    (``eos_etl.stack.spark_connect``; docs/benchmarks.md). The server's
+    address with the token reaches the job in its environment
+    (``SPARK_REMOTE``), the Kafka connection as a private file, as for
+    spark-submit; neither is ever on a command line or in the log.
+    """
+
+    template_fields = ("application",)
+
+    def __init__(self, *, application: str, conn_id: str = SPARK_CONNECT_CONN_ID,
+                 kafka_conn_id: str = KAFKA_CONN_ID, plan_task_id: str = "plan_window", **kwargs):
+        super().__init__(**kwargs)
+        self.application = application
+        self.conn_id = conn_id
+        self.kafka_conn_id = kafka_conn_id
+        self.plan_task_id = plan_task_id
+        self._proc: subprocess.Popen | None = None
+
+    def _run_job(self, context, application_args: list[str]) -> None:
+        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+        from airflow.sdk.exceptions import AirflowException
+
+        from ..stack.package_zip import package_dir
+        from ..stack.spark import REMOTE_ENV
+
+        remote = SparkConnectHook(self.conn_id).get_connection_url()  # carries the token: never logged
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+        env.update({REMOTE_ENV: remote, "PYTHONPATH": os.pathsep.join(
+            [str(package_dir().parent), *filter(None, [os.environ.get("PYTHONPATH")])])})
+        self.log.info("running %s on the Spark Connect server of connection %r", self.application, self.conn_id)
+        self._proc = subprocess.Popen([sys.executable, self.application, *application_args], env=env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                      text=True, errors="replace")
+        for line in self._proc.stdout:
+            self.log.info("%s", line.rstrip())
+        if (rc := self._proc.wait()) != 0:
+            raise AirflowException(f"{self.application} exited with {rc} on the Spark Connect server of "
+                                   f"connection {self.conn_id!r} (its log above)")
+
+    def on_kill(self) -> None:
+        # The job's tasks on the server end with it or are fenced by the next attempt's.
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
 
 
 def check_deploy_mode(spark_conn_id: str, override: str | None = None) -> None:

@@ -4,7 +4,12 @@
   host or a comma-separated bootstrap list, ``port`` optional, ``login`` /
   ``password`` for SASL, ``extra`` may set ``security_protocol``,
   ``sasl_mechanism`` and ``ssl_ca_location``.
-* Spark: Airflow connection ``spark_default`` (the provider's own).
+* Spark: Airflow connection ``spark_default`` (the provider's own): a
+  spark-submit per window. With ``$EOS_ETL_SPARK_CONNECT_CONN_ID`` set when
+  the DAGs are parsed (e.g. ``spark_connect_default``, conn type
+  ``spark_connect``: host ``localhost``, the port, the token as password), every
+  window runs on that long-lived Spark Connect server instead
+  (``python -m eos_etl spark-connect start`` runs one on loopback).
 * Topics, group, transactional-id prefix and defaults: Airflow Variable
   ``eos_etl_shop`` (JSON), every key optional::
 
@@ -26,6 +31,8 @@ from ..shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
 
 KAFKA_CONN_ID = "kafka_purchases"
 SPARK_CONN_ID = "spark_default"
+SPARK_CONNECT_CONN_ID = "spark_connect_default"
+SPARK_CONNECT_ROUTE_ENV = "EOS_ETL_SPARK_CONNECT_CONN_ID"
 SHOP_VARIABLE = "eos_etl_shop"
 
 

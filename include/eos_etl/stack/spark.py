@@ -7,6 +7,10 @@ everything else (speculation included) is the user's to set.
 
 The master is, in this order: the caller's (``run-window --master``), the one
 spark-submit chose, ``$EOS_ETL_SPARK_MASTER``, the embedded ``local[*,4]``.
+With ``$SPARK_REMOTE`` set (pyspark's own variable, e.g. ``sc://localhost:15002``)
+the session is a Spark Connect client of a long-lived server instead
+(:mod:`.spark_connect`): the server was started with these same settings, the
+client only sets the per-session ones it depends on.
 On a cluster master (anything not ``local``) the session ships what executors
 on other machines need, as a real cluster requires: the connector jars
 (``spark.jars``, served by the driver), this package as a zip
@@ -21,8 +25,10 @@ import os
 import sys
 from urllib.parse import urlsplit
 
+from ..errors import ConfigurationError
 from . import maven
 from .jvm import spark_jvm_options_string
+from .tools import port_accepts
 from .package_zip import package_zip
 from .versions import SPARK_KAFKA
 
@@ -30,6 +36,8 @@ from .versions import SPARK_KAFKA
 # retries a task, and retries are part of the recovery story).
 DEFAULT_MASTER = "local[*,4]"
 MASTER_ENV = "EOS_ETL_SPARK_MASTER"
+REMOTE_ENV = "SPARK_REMOTE"  # pyspark's own: a Spark Connect server's sc:// address
+TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # Spark's own, on the server and the client
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 # Settings the job's code depends on: always these, whatever else is set.
@@ -120,6 +128,12 @@ def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: di
     """Get (or create) the SparkSession for this process."""
     from pyspark.sql import SparkSession
 
+    if remote := os.environ.get(REMOTE_ENV):
+        if master:
+            raise ValueError(f"--master {master} and ${REMOTE_ENV} both given: a Spark Connect client runs on "
+                             "its server's master")
+        return connect_session(remote, app_name, conf)
+
     # Python workers must run the same interpreter (the project's venv).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -143,6 +157,35 @@ def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: di
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("EOS_ETL_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str] | None = None):
+    """A Spark Connect client session on ``remote`` (``sc://host:port``; the token from
+    ``$SPARK_CONNECT_AUTHENTICATE_TOKEN``). Only session settings apply here: the application's
+    (master, jars, JVM options) are the server's. Never logs ``remote``: a URL may carry the token."""
+    from pyspark.sql import SparkSession
+
+    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
+    from grpc import StatusCode
+
+    address = urlsplit(remote)
+    where = f"the Spark Connect server at {address.netloc}"  # never the URL's parameters: they carry the token
+    # pyspark's client retries an unreachable server for ~10 minutes: a server that is not there is one error now.
+    if not port_accepts(address.port or 15002, address.hostname or "localhost", timeout=5.0):
+        raise ConfigurationError(f"{where} cannot be reached (python -m eos_etl spark-connect status)")
+    builder = SparkSession.builder.remote(remote).appName(app_name)
+    for key, value in {**(conf or {}), **REQUIRED_CONF}.items():
+        builder = builder.config(key, value)
+    try:
+        return builder.getOrCreate()
+    except SparkConnectGrpcException as exc:
+        code = exc.getGrpcStatusCode()
+        if code == StatusCode.UNAUTHENTICATED:
+            raise ConfigurationError(f"{where} refused this client's token (${TOKEN_ENV}, or the password of the "
+                                     "Airflow spark_connect connection, must be the server's)") from None
+        if code == StatusCode.UNAVAILABLE:
+            raise ConfigurationError(f"{where} cannot be reached (python -m eos_etl spark-connect status)") from None
+        raise
 
 
 def _submitted_conf() -> dict[str, str]:

@@ -76,7 +76,7 @@ def spark_home() -> Path:
     return Path(pyspark.__file__).resolve().parent
 
 
-def _live_pid(pid_file: Path) -> int | None:
+def live_pid(pid_file: Path) -> int | None:
     """The pid recorded in ``pid_file`` while that process exists (zombies reaped and reported gone)."""
     try:
         pid = int(pid_file.read_text().strip())
@@ -258,7 +258,7 @@ class _SparkDaemon:
         return f"{self.host}:{self.port}"
 
     def pid(self) -> int | None:
-        return _live_pid(self.pid_file)
+        return live_pid(self.pid_file)
 
     def is_running(self) -> bool:
         return self.pid() is not None

@@ -1,0 +1,29 @@
+"""What changes when a run's session is a Spark Connect client (``stack.spark_connect``).
+
+The engine drives Spark through the DataFrame API, which a classic session and a
+Connect client share; the publishing tasks run on the server's executors
+exactly as under spark-submit. Three things reach for the application itself
+(``spark.sparkContext``), which a client has no handle on:
+
+* how the run's task attempts ended (``engine.task_attempts``): read from the
+  driver's status store; a client tags its operations instead and cannot tell;
+* cancelling the run's jobs (``engine.replica_guard``): a client interrupts its
+  own session's operations;
+* starting Python workers ahead of the run (``engine.worker_warmup``): a
+  server's workers stay up between runs, so there is nothing to start.
+"""
+
+from __future__ import annotations
+
+
+def is_connect(spark) -> bool:
+    """True for a Spark Connect client session (``pyspark.sql.connect``), False for a classic one."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def cancel_jobs(spark) -> None:
+    """Cancel what this run started: every job of a classic application, or this client's operations."""
+    if is_connect(spark):
+        spark.interruptAll()
+    else:
+        spark.sparkContext.cancelAllJobs()

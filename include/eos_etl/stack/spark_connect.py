@@ -1,0 +1,253 @@
+"""A Spark Connect server: one long-lived Spark application that every window's run joins.
+
+A spark-submit per window starts a fresh Spark application: a JVM, its class
+loading and JIT compilation (HotSpot C1/C2 and Janino for the transform),
+planning on a cold JVM, Python workers. For a 100,000-purchase window that is
+more than half of the run (docs/benchmarks.md, issue 16, fourth round). Spark's
+own Connect server (``org.apache.spark.sql.connect.service.SparkConnectServer``
+from the pyspark wheel's jars, started with the wheel's ``bin/spark-submit``)
+stays up instead; each run is a thin client (``SPARK_REMOTE``) with a session of
+its own on the server and pays none of that after the server's first window.
+
+Exactly-once does not depend on the route: the publishing tasks run on the
+server's executors exactly as under spark-submit, one transactional id per input
+partition, so a retried or duplicate run (another client, another server) fences
+what an earlier attempt left open. A client that dies leaves its tasks running
+until they finish or a new attempt fences them, as a killed spark-submit driver
+would not: either way nothing is visible without its offsets.
+
+Security: the server listens on loopback only (``spark.connect.grpc.binding.address``)
+unless a host is configured, and requires a pre-shared token from every client.
+The token is made at the first start, kept in ``<home>/token`` (mode 0600) and
+handed to the server and to clients in their environment
+(``SPARK_CONNECT_AUTHENTICATE_TOKEN``, the variable Spark reads on both sides),
+never on a command line. The Spark UI stays off, as for every session here.
+
+Layout under ``home`` (default ``var/spark-connect``): ``server.json`` (port,
+master, start time), ``server.pid``, ``token``, ``logs/server.out`` (Spark logs to the
+console), ``local/`` (Spark's scratch space), ``conf/`` (empty: no stray
+spark-defaults.conf). The server imports this package from the directory it was
+started from; restart it (``python -m eos_etl spark-connect restart``) after
+changing the code, as with any long-running Spark application.
+
+Usage::
+
+    server = SparkConnectServer.local().start()   # idempotent; waits until it accepts clients
+    os.environ.update(server.client_env())        # SPARK_REMOTE + the token, for this process's children
+    server.stop()
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import paths
+from .errors import StackError
+from .package_zip import package_dir
+from .spark import DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, TOKEN_ENV, connector_jars, spark_conf
+from .spark_cluster import live_pid, spark_home
+from .tools import free_port, port_accepts, require_free_port
+
+log = logging.getLogger(__name__)
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+DEFAULT_PORT = 15002  # Spark Connect's own default
+PORT_ENV = "EOS_ETL_SPARK_CONNECT_PORT"
+# A cold JVM with the connector jars starts in 10-20 s on a busy 2-core machine.
+READY_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
+_STARTED_MARKER = "Spark Connect server started at"
+
+
+@dataclass
+class SparkConnectServer:
+    """One Spark Connect server (a spark-submit JVM) with its home directory."""
+
+    home: Path
+    port: int | None = None  # None: the stored one, else a free port chosen at the first start
+    master: str | None = None  # None: $EOS_ETL_SPARK_MASTER, else local[*,4] (stack.spark)
+    host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        self.home = Path(self.home).absolute()
+
+    @classmethod
+    def local(cls) -> "SparkConnectServer":
+        """The project's own server: var/spark-connect on $EOS_ETL_SPARK_CONNECT_PORT (15002)."""
+        return cls(home=paths.var_dir() / "spark-connect", port=int(os.environ.get(PORT_ENV, DEFAULT_PORT)))
+
+    # -- files -------------------------------------------------------------------------
+    @property
+    def state_file(self) -> Path:
+        return self.home / "server.json"
+
+    @property
+    def token_file(self) -> Path:
+        return self.home / "token"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "logs" / "server.out"
+
+    def _state(self) -> dict:
+        return json.loads(self.state_file.read_text()) if self.state_file.is_file() else {}
+
+    def token(self) -> str:
+        """The pre-shared token (made at the first start, readable by this user only)."""
+        if not self.token_file.is_file():
+            self.home.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(secrets.token_urlsafe(32))
+        return self.token_file.read_text().strip()
+
+    # -- state -------------------------------------------------------------------------
+    @property
+    def pid_file(self) -> Path:
+        return self.home / "server.pid"
+
+    def pid(self) -> int | None:
+        return live_pid(self.pid_file)
+
+    def is_running(self) -> bool:
+        return self.pid() is not None
+
+    @property
+    def bound_port(self) -> int:
+        port = self._state().get("port") or self.port
+        if not port:
+            raise StackError(f"the Spark Connect server in {self.home} was never started")
+        return port
+
+    @property
+    def url(self) -> str:
+        """The clients' ``sc://`` address. ``localhost``, not an IP: pyspark sends the token over a
+        plain local channel only to ``localhost`` (any other host needs TLS)."""
+        host = "localhost" if self.host in ("127.0.0.1", "localhost", "::1") else self.host
+        return f"sc://{host}:{self.bound_port}"
+
+    def client_env(self) -> dict[str, str]:
+        """What a client process needs in its environment (the token is a secret: never log this)."""
+        return {REMOTE_ENV: self.url, TOKEN_ENV: self.token()}
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def command(self) -> list[str]:
+        """spark-submit of Spark's Connect server, with the settings of every session here."""
+        master = self.master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
+        conf = spark_conf(master=master)
+        conf.pop("spark.jars", None)  # --jars below: spark-submit puts them on the driver's class path too
+        conf.update({
+            "spark.connect.grpc.binding.address": self.host,
+            "spark.connect.grpc.binding.port": str(self.bound_port),
+        })
+        args = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS,
+                "--name", "eos-etl Spark Connect server", "--master", master,
+                "--jars", ",".join(connector_jars())]
+        for key, value in conf.items():
+            args += ["--conf", f"{key}={value}"]
+        return [*args, "spark-internal"]
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
+        env.update({
+            "SPARK_HOME": str(spark_home()),
+            "SPARK_CONF_DIR": str(self.home / "conf"),
+            "SPARK_LOCAL_DIRS": str(self.home / "local"),
+            "SPARK_LOCAL_IP": self.host,
+            # The server's Python workers run the publishing tasks: this package, this interpreter.
+            "PYTHONPATH": str(package_dir().parent),
+            "PYSPARK_PYTHON": sys.executable,
+            TOKEN_ENV: self.token(),
+        })
+        return env
+
+    def start(self, timeout: float = READY_TIMEOUT_S) -> "SparkConnectServer":
+        """Start the server unless it runs already; wait until it accepts clients."""
+        if self.is_running():
+            self._wait_ready(timeout)
+            return self
+        port = self._state().get("port") or self.port or free_port(self.host)
+        require_free_port(port, "the Spark Connect server", self.host)
+        for sub in ("logs", "local", "conf"):
+            (self.home / sub).mkdir(parents=True, exist_ok=True)
+        self._write_state({"port": port})
+        offset = self.log_file.stat().st_size if self.log_file.is_file() else 0
+        with open(self.log_file, "ab") as out:
+            # spark-submit execs the JVM, so this pid is the server's own; its own session outlives the CLI.
+            proc = subprocess.Popen(self.command(), env=self._env(), cwd=self.home, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.pid_file.write_text(str(proc.pid))
+        self._write_state({"port": port, "master": self.master or "",
+                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        log.info("Spark Connect server starting (pid %d) on %s:%d, log %s", proc.pid, self.host, port, self.log_file)
+        self._wait_ready(timeout, log_offset=offset)
+        return self
+
+    def _wait_ready(self, timeout: float, log_offset: int | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if not self.is_running():
+                raise StackError(f"the Spark Connect server exited while starting; last lines of "
+                                 f"{self.log_file}:\n{self.tail_log()}")
+            started = log_offset is None or _STARTED_MARKER in self._log_since(log_offset)
+            if started and port_accepts(self.bound_port, self.host):
+                return
+            if time.monotonic() > deadline:
+                raise StackError(f"the Spark Connect server did not accept clients within {timeout:.0f}s; "
+                                 f"last lines of {self.log_file}:\n{self.tail_log()}")
+            time.sleep(0.2)
+
+    def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
+        """SIGTERM (Spark stops its application and Python workers); SIGKILL after ``timeout``."""
+        pid = self.pid()
+        if pid is not None:
+            os.kill(pid, signal.SIGTERM)
+            if not self._wait_gone(timeout):
+                log.warning("Spark Connect server (pid %d) ignored SIGTERM for %.0fs; killing it", pid, timeout)
+                os.kill(pid, signal.SIGKILL)
+                if not self._wait_gone(30.0):
+                    raise StackError(f"Spark Connect server (pid {pid}) survived SIGKILL for 30 s")
+            log.info("Spark Connect server (pid %d) stopped", pid)
+        self.pid_file.unlink(missing_ok=True)
+
+    def _wait_gone(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.pid() is not None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def describe(self) -> str:
+        state = self._state()
+        if not self.is_running():
+            return f"Spark Connect server ({self.home}): not running"
+        return (f"Spark Connect server ({self.home}): running, pid {self.pid()}, {self.url}, "
+                f"master {state.get('master') or 'default'}, started {state.get('started_at')}")
+
+    # -- files -------------------------------------------------------------------------
+    def _write_state(self, state: dict) -> None:
+        tmp = self.state_file.with_suffix(".tmp")
+        tmp.write_text(json.dumps(state))
+        tmp.replace(self.state_file)
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_file, "rb") as f:
+                f.seek(offset)
+                return f.read().decode(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def tail_log(self, lines: int = 25) -> str:
+        text = self._log_since(0)
+        return "\n".join(text.splitlines()[-lines:]) or "(empty)"

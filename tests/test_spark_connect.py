@@ -1,0 +1,179 @@
+"""Windows on a long-lived Spark Connect server: the same exactly-once runs without a Spark application each.
+
+One real server per module (Spark's own SparkConnectServer from the pyspark wheel,
+started by ``eos_etl.stack.spark_connect`` on a free loopback port); clients are
+real ``python -m eos_etl run-window`` processes and a real Airflow DAG run, against
+the session's real broker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from eos_etl.checker import check_shop, read_topic
+from eos_etl.shop.generator import generate
+from eos_etl.stack.spark_connect import SparkConnectServer
+from eos_etl.stack.tools import free_port
+
+from .conftest import SASL_PASSWORD
+from .test_cli import assert_untouched, cli, shop_args
+from .test_dag import airflow_for, dag_test, task_logs
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory):
+    before = os.environ.get("EOS_ETL_SPARK_DRIVER_MEMORY")
+    os.environ["EOS_ETL_SPARK_DRIVER_MEMORY"] = "1g"
+    server = SparkConnectServer(home=tmp_path_factory.mktemp("spark-connect"), port=free_port(), master="local[2,4]")
+    try:
+        server.start()
+        yield server
+    finally:
+        server.stop()
+        if before is None:
+            os.environ.pop("EOS_ETL_SPARK_DRIVER_MEMORY", None)
+        else:
+            os.environ["EOS_ETL_SPARK_DRIVER_MEMORY"] = before
+
+
+def committed(admin, shop) -> dict[int, int | None]:
+    return admin.committed_offsets(shop.group, shop.topics.purchases, admin.partitions(shop.topics.purchases))
+
+
+def input_ends(admin, shop) -> dict[int, int]:
+    topic = shop.topics.purchases
+    return {p: o.high_watermark for p, o in admin.offsets(topic, admin.partitions(topic)).items()}
+
+
+def test_the_server_listens_on_loopback_only_and_its_token_is_never_on_a_command_line(connect_server):
+    server = connect_server
+    token = server.token()
+    assert stat.S_IMODE(server.token_file.stat().st_mode) == 0o600 and len(token) >= 32
+    jvm = psutil.Process(server.pid())
+    assert "org.apache.spark.sql.connect.service.SparkConnectServer" in jvm.cmdline()
+    for proc in [jvm, *jvm.children(recursive=True)]:
+        try:
+            argv = proc.cmdline()
+        except psutil.Error:  # exited meanwhile (or a zombie): no command line left
+            continue
+        assert not any(token in arg for arg in argv), argv
+    listening = [c.laddr for c in jvm.net_connections(kind="inet")
+                 if c.status == psutil.CONN_LISTEN and c.laddr.port == server.bound_port]
+    assert listening and all(a.ip in ("127.0.0.1", "::ffff:127.0.0.1") for a in listening), listening
+    assert server.url == f"sc://localhost:{server.bound_port}" and token not in server.describe()
+
+
+def test_windows_on_the_server_publish_exactly_once_in_one_spark_application(shop_factory, admin, connect_server):
+    shop = shop_factory(partitions=2)
+    stats = generate(shop.connection, shop.topics.purchases, 600, invalid_share=0.1, seed=17,
+                     transaction_size=50, abort_share=0.1)
+    server_pid = connect_server.pid()
+    env = connect_server.client_env()
+    first = cli("run-window", "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop),
+                "--max-records-per-partition", "150", "--chunk-records", "40", "--compact", env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    second = cli("run-window", "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop),
+                 "--chunk-records", "40", "--compact", env=env)
+    assert second.returncode == 0, second.stderr[-3000:]
+    runs = [json.loads(r.stdout.strip().splitlines()[-1]) for r in (first, second)]
+    # Both windows ran on the one server application; a client cannot see task attempts, and says so.
+    assert connect_server.pid() == server_pid
+    assert [r["fenced_attempts"] for r in runs] == [None, None]
+    assert all(r["task_attempts"]["visible"] is False for r in runs)
+    assert "not visible to a Spark Connect client" in first.stderr
+    assert runs[0]["records_read"] > 0 and runs[1]["records_read"] > 0
+    assert sum(r["invoices"] for r in runs) == stats.valid
+    assert sum(r["dead_letters"] for r in runs) == sum(stats.invalid.values())
+    report = check_shop(shop)
+    assert report.ok, report.violations
+    assert committed(admin, shop) == input_ends(admin, shop)
+    assert connect_server.token() not in first.stderr + second.stderr
+
+
+def test_a_wrong_token_is_refused_with_one_clear_error_and_moves_nothing(shop_factory, admin, connect_server):
+    shop = shop_factory(partitions=1)
+    generate(shop.connection, shop.topics.purchases, 20)
+    env = {**connect_server.client_env(), "SPARK_CONNECT_AUTHENTICATE_TOKEN": "not-the-token"}
+    res = cli("run-window", "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop), env=env,
+              timeout=120)
+    assert res.returncode == 2, res.stderr[-3000:]
+    errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "refused this client's token" in errors[0], res.stderr[-3000:]
+    assert "Traceback" not in res.stderr and "not-the-token" not in res.stderr
+    assert_untouched(shop, admin)
+
+    # A server that is not there: one error at once (pyspark alone would retry for minutes).
+    t0 = time.monotonic()
+    res = cli("run-window", "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop),
+              env={**env, "SPARK_REMOTE": f"sc://localhost:{free_port()}"}, timeout=120)
+    assert res.returncode == 2 and "cannot be reached" in res.stderr and time.monotonic() - t0 < 60, res.stderr
+    # And --master makes no sense for a client: refused before anything connects.
+    res = cli("run-window", "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop),
+              "--master", "local[1]", env=env, timeout=120)
+    assert res.returncode == 2 and "runs on its server's master" in res.stderr, res.stderr
+    assert_untouched(shop, admin)
+
+
+def test_a_killed_client_leaves_nothing_visible_and_its_retry_publishes_exactly_once(shop_factory, admin,
+                                                                                     connect_server):
+    shop = shop_factory(partitions=2)
+    stats = generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.0, seed=23)
+    stall_s = 25
+    env = {**os.environ, **connect_server.client_env(),
+           "EOS_ETL_FAILPOINTS": f"mid_produce=sleep:{stall_s},partition=0,after=30"}
+    client = subprocess.Popen([sys.executable, "-m", "eos_etl", "run-window", "--bootstrap-servers",
+                               shop.connection.bootstrap_servers, *shop_args(shop), "--compact"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    t_killed = None
+    try:
+        # The server's task for partition 0 has produced (uncommitted) records and now stalls.
+        deadline = time.monotonic() + 120
+        while not read_topic(shop.connection, shop.topics.invoices, isolation="read_uncommitted"):
+            assert client.poll() is None and time.monotonic() < deadline, client.stderr.read()[-3000:]
+            time.sleep(0.5)
+        os.killpg(client.pid, signal.SIGKILL)
+        t_killed = time.monotonic()
+        client.wait(30)
+    finally:
+        if client.poll() is None:
+            os.killpg(client.pid, signal.SIGKILL)
+    assert check_shop(shop).ok  # the orphaned transaction is invisible to a read_committed reader
+    retry = cli("run-window", "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop),
+                "--compact", env=connect_server.client_env())
+    assert retry.returncode == 0, retry.stderr[-3000:]
+    # Let the orphaned task wake up on the server: its producer was fenced by the retry, it commits nothing.
+    time.sleep(max(0.0, t_killed + stall_s + 5 - time.monotonic()))
+    report = check_shop(shop)
+    assert report.ok, report.violations
+    assert len(read_topic(shop.connection, shop.topics.invoices)) == stats.valid
+    assert committed(admin, shop) == input_ends(admin, shop)
+
+
+def test_the_dag_runs_its_window_on_the_connect_server(shop_factory, kafka_broker, connect_server, tmp_path):
+    shop = shop_factory(partitions=2)
+    stats = generate(shop.connection, shop.topics.purchases, 500, invalid_share=0.05, seed=41)
+    token = connect_server.token()
+    af = airflow_for(shop, tmp_path / "af", kafka_broker, connections={"spark_connect_default": {
+        "conn_type": "spark_connect", "host": "localhost", "port": connect_server.bound_port, "password": token}},
+        overrides={"EOS_ETL_SPARK_CONNECT_CONN_ID": "spark_connect_default"})
+    assert af.airflow_cmd("db", "migrate", timeout=300).returncode == 0
+    server_pid = connect_server.pid()
+    state, _run_id, out = dag_test(af, "shop_invoicing")
+    assert state == "success", out[-6000:]
+    logs = task_logs(af) + out
+    assert "on the Spark Connect server of connection 'spark_connect_default'" in logs
+    assert connect_server.pid() == server_pid
+    assert len(read_topic(shop.connection, shop.topics.invoices)) == stats.valid
+    assert check_shop(shop).ok
+    assert token not in logs and SASL_PASSWORD not in logs
