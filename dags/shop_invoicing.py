@@ -11,7 +11,9 @@ Kafka transaction per input partition.
 **Tasks**: `plan_window` (per-partition offsets, shown in its XCom and log) ->
 `has_new_records` (a run with nothing new stops here, successfully) ->
 `run_window` (spark-submit through the `spark_default` connection; local by
-default, a cluster by changing the connection) -> `validate` (Great
+default, a cluster by changing the connection; or, with
+`EOS_ETL_SPARK_CONNECT_CONN_ID` set, a client of that long-lived Spark Connect
+server, which saves each window a Spark application's start) -> `validate` (Great
 Expectations on what a read_committed reader sees; a failed critical
 expectation fails the run) -> `report` (HTML + JSON, "Run report" tab).
 
@@ -23,7 +25,8 @@ which the publisher skips because the group's offsets already cover it. To
 reprocess published purchases (say after a transform bug) use the separate
 `shop_invoicing_replay` DAG, which writes a new output version.
 
-Connections: `kafka_purchases` (bootstrap servers, SASL login), `spark_default`.
+Connections: `kafka_purchases` (bootstrap servers, SASL login), `spark_default`
+(or the Spark Connect one: conn type `spark_connect`, the server's token as password).
 Variable `eos_etl_shop` (optional JSON) overrides topic names, group and
 transactional-id prefix.
 """

@@ -228,7 +228,9 @@ def cmd_up(args) -> int:
     broker = KafkaCluster.local().start()
     print(broker.status().describe())
     if not args.no_airflow:
-        af = AirflowStandalone.local().start()
+        from .stack.spark_connect import start_for_windows
+
+        af = AirflowStandalone.local(spark_connect=start_for_windows()).start()
         print(af.describe())
     return 0
 
@@ -237,9 +239,12 @@ def cmd_down(_args) -> int:
     from .stack.airflow import AirflowStandalone
     from .stack.kafka_cluster import KafkaCluster
 
+    from .stack.spark_connect import SparkConnectServer
+
     AirflowStandalone.local().stop()
+    SparkConnectServer.local().stop()
     KafkaCluster.local().stop()
-    print("stopped Airflow and the Kafka broker")
+    print("stopped Airflow, the Spark Connect server and the Kafka broker")
     return 0
 
 
@@ -247,7 +252,10 @@ def cmd_status(_args) -> int:
     from .stack.airflow import AirflowStandalone
     from .stack.kafka_cluster import KafkaCluster
 
+    from .stack.spark_connect import SparkConnectServer
+
     print(KafkaCluster.local().status().describe())
+    print(SparkConnectServer.local().describe())
     print(AirflowStandalone.local().status().describe())
     return 0
 
@@ -507,10 +515,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["start", "stop", "status"])
     p.set_defaults(func=cmd_airflow)
 
-    p = sub.add_parser("up", help="start the broker and Airflow")
+    p = sub.add_parser("up", help="start the broker, the Spark Connect server the DAGs' windows run on "
+                       "(EOS_ETL_SPARK_CONNECT=off: a spark-submit per window) and Airflow")
     p.add_argument("--no-airflow", action="store_true")
     p.set_defaults(func=cmd_up)
-    sub.add_parser("down", help="stop Airflow and the broker").set_defaults(func=cmd_down)
+    sub.add_parser("down", help="stop Airflow, the Spark Connect server and the broker").set_defaults(func=cmd_down)
     sub.add_parser("status", help="show what runs where").set_defaults(func=cmd_status)
 
     p = sub.add_parser("cluster", help="the local clusters: 3 Kafka nodes (var/kafka-cluster) and a Spark "

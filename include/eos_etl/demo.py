@@ -49,8 +49,11 @@ def run_demo(args) -> int:
     if not args.no_airflow:
         from .stack.airflow import AirflowStandalone
 
+        from .stack.spark_connect import start_for_windows
+
         airflow = AirflowStandalone.local(bootstrap_servers=broker.bootstrap_servers if cluster else None,
-                                          spark_master=spark_master).start()
+                                          spark_master=spark_master,
+                                          spark_connect=start_for_windows(spark_master)).start()
     conn = KafkaConnection(broker.bootstrap_servers)
     settings = ShopSettings(conn)
     t = settings.topics

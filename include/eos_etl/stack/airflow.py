@@ -179,25 +179,32 @@ class AirflowStandalone:
             return None
 
     @classmethod
-    def local(cls, *, bootstrap_servers: str | None = None, spark_master: str | None = None) -> "AirflowStandalone":
+    def local(cls, *, bootstrap_servers: str | None = None, spark_master: str | None = None,
+              spark_connect=None) -> "AirflowStandalone":
         """The project's development Airflow: var/airflow, port from EOS_ETL_AIRFLOW_PORT or 8080.
 
         Its connections point at the embedded broker and local-mode Spark unless
         told otherwise (``demo --cluster`` passes the 3-node Kafka cluster and
-        the standalone Spark master).
+        the standalone Spark master). With a running ``spark_connect`` server
+        (:class:`.spark_connect.SparkConnectServer`) the DAGs run their windows
+        on it (connection ``spark_connect_default``), else a spark-submit each.
         """
+        from ..orchestration.settings import SPARK_CONNECT_CONN_ID, SPARK_CONNECT_ROUTE_ENV
+
         kafka_port = int(os.environ.get("EOS_ETL_KAFKA_PORT", 9092))
-        return cls(
-            home=paths.var_dir() / "airflow",
-            connections={
-                # spark-submit in local mode, 4 attempts per task; point it at
-                # spark://host:7077 (or yarn, k8s://...) to run on a cluster.
-                "spark_default": {"conn_type": "spark",
-                                  "host": spark_master or os.environ.get("EOS_ETL_SPARK_MASTER", "local[*,4]")},
-                "kafka_purchases": {"conn_type": "generic", "host": bootstrap_servers or f"127.0.0.1:{kafka_port}",
-                                    "extra": {"security_protocol": "PLAINTEXT"}},
-            },
-        )
+        connections = {
+            # spark-submit in local mode, 4 attempts per task; point it at
+            # spark://host:7077 (or yarn, k8s://...) to run on a cluster.
+            "spark_default": {"conn_type": "spark",
+                              "host": spark_master or os.environ.get("EOS_ETL_SPARK_MASTER", "local[*,4]")},
+            "kafka_purchases": {"conn_type": "generic", "host": bootstrap_servers or f"127.0.0.1:{kafka_port}",
+                                "extra": {"security_protocol": "PLAINTEXT"}},
+        }
+        overrides = {}
+        if spark_connect is not None:
+            connections[SPARK_CONNECT_CONN_ID] = spark_connect.airflow_connection()
+            overrides[SPARK_CONNECT_ROUTE_ENV] = SPARK_CONNECT_CONN_ID
+        return cls(home=paths.var_dir() / "airflow", connections=connections, overrides=overrides)
 
     # -- layout ---------------------------------------------------------------
     @property

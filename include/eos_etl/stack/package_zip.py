@@ -40,15 +40,21 @@ def _sources(root: Path) -> list[Path]:
     )
 
 
+def source_digest() -> str:
+    """A hash of the package's sources (names and contents): equal exactly when the code is."""
+    root = package_dir()
+    digest = hashlib.sha256()
+    for f in _sources(root):
+        digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def package_zip(cache: Path | None = None) -> Path:
     """Path of a zip holding ``eos_etl/...`` (build it if the sources changed since the last one)."""
     root = package_dir()
     files = _sources(root)
-    digest = hashlib.sha256()
-    for f in files:
-        digest.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     out_dir = cache or paths.cache_dir() / "pyfiles"
-    target = out_dir / f"eos_etl-{digest.hexdigest()[:16]}.zip"
+    target = out_dir / f"eos_etl-{source_digest()}.zip"
     if target.is_file():
         return target
     try:

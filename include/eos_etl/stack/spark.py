@@ -21,6 +21,7 @@ every worker).
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from urllib.parse import urlsplit
@@ -28,9 +29,11 @@ from urllib.parse import urlsplit
 from ..errors import ConfigurationError
 from . import maven
 from .jvm import spark_jvm_options_string
+from .package_zip import package_zip, source_digest
 from .tools import port_accepts
-from .package_zip import package_zip
 from .versions import SPARK_KAFKA
+
+log = logging.getLogger(__name__)
 
 # `local[N,F]`: N threads, each task may fail F times (plain `local[*]` never
 # retries a task, and retries are part of the recovery story).
@@ -38,6 +41,7 @@ DEFAULT_MASTER = "local[*,4]"
 MASTER_ENV = "EOS_ETL_SPARK_MASTER"
 REMOTE_ENV = "SPARK_REMOTE"  # pyspark's own: a Spark Connect server's sc:// address
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # Spark's own, on the server and the client
+SOURCE_DIGEST_CONF = "spark.eos_etl.sourceDigest"  # the code a Spark Connect server's workers run
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 # Settings the job's code depends on: always these, whatever else is set.
@@ -177,7 +181,7 @@ def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str]
     for key, value in {**(conf or {}), **REQUIRED_CONF}.items():
         builder = builder.config(key, value)
     try:
-        return builder.getOrCreate()
+        spark = builder.getOrCreate()
     except SparkConnectGrpcException as exc:
         code = exc.getGrpcStatusCode()
         if code == StatusCode.UNAUTHENTICATED:
@@ -186,6 +190,21 @@ def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str]
         if code == StatusCode.UNAVAILABLE:
             raise ConfigurationError(f"{where} cannot be reached (python -m eos_etl spark-connect status)") from None
         raise
+    _require_same_code(spark, where)
+    return spark
+
+
+def _require_same_code(spark, where: str) -> None:
+    """The server's Python workers run the publishing tasks with the code *they* imported when the
+    server started; a client with other code would have its tasks run by that older code."""
+    served = spark.conf.get(SOURCE_DIGEST_CONF, None)
+    if served is None:
+        log.warning("%s was not started by eos_etl (no %s): its Python workers must import this same eos_etl",
+                    where, SOURCE_DIGEST_CONF)
+    elif served != source_digest():
+        spark.stop()
+        raise ConfigurationError(f"{where} runs other eos_etl code than this client (it started before the code "
+                                 "changed): restart it (python -m eos_etl spark-connect restart)")
 
 
 def _submitted_conf() -> dict[str, str]:

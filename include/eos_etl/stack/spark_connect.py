@@ -27,8 +27,9 @@ Layout under ``home`` (default ``var/spark-connect``): ``server.json`` (port,
 master, start time), ``server.pid``, ``token``, ``logs/server.out`` (Spark logs to the
 console), ``local/`` (Spark's scratch space), ``conf/`` (empty: no stray
 spark-defaults.conf). The server imports this package from the directory it was
-started from; restart it (``python -m eos_etl spark-connect restart``) after
-changing the code, as with any long-running Spark application.
+started from, once; it records a hash of the sources it started with
+(``spark.eos_etl.sourceDigest``) and a client whose code differs refuses to run
+on it (one error: restart the server, ``python -m eos_etl spark-connect restart``).
 
 Usage::
 
@@ -51,9 +52,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
+from ..arguments import switch_on
 from .errors import StackError
-from .package_zip import package_dir
-from .spark import DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, TOKEN_ENV, connector_jars, spark_conf
+from .package_zip import package_dir, source_digest
+from .spark import (DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, SOURCE_DIGEST_CONF, TOKEN_ENV, connector_jars,
+                    spark_conf)
 from .spark_cluster import live_pid, spark_home
 from .tools import free_port, port_accepts, require_free_port
 
@@ -66,6 +69,8 @@ PORT_ENV = "EOS_ETL_SPARK_CONNECT_PORT"
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 _STARTED_MARKER = "Spark Connect server started at"
+# `make up` and the demo run the DAGs' windows on the project's server unless this is "off".
+SWITCH_ENV = "EOS_ETL_SPARK_CONNECT"
 
 
 @dataclass
@@ -81,9 +86,14 @@ class SparkConnectServer:
         self.home = Path(self.home).absolute()
 
     @classmethod
-    def local(cls) -> "SparkConnectServer":
+    def local(cls, master: str | None = None) -> "SparkConnectServer":
         """The project's own server: var/spark-connect on $EOS_ETL_SPARK_CONNECT_PORT (15002)."""
-        return cls(home=paths.var_dir() / "spark-connect", port=int(os.environ.get(PORT_ENV, DEFAULT_PORT)))
+        return cls(home=paths.var_dir() / "spark-connect", port=int(os.environ.get(PORT_ENV, DEFAULT_PORT)),
+                   master=master)
+
+    def airflow_connection(self) -> dict:
+        """The provider's ``spark_connect`` connection to this server (the token as password)."""
+        return {"conn_type": "spark_connect", "host": "localhost", "port": self.bound_port, "password": self.token()}
 
     # -- files -------------------------------------------------------------------------
     @property
@@ -148,6 +158,7 @@ class SparkConnectServer:
         conf.update({
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.bound_port),
+            SOURCE_DIGEST_CONF: source_digest(),  # what clients compare their own code with
         })
         args = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS,
                 "--name", "eos-etl Spark Connect server", "--master", master,
@@ -171,10 +182,14 @@ class SparkConnectServer:
         return env
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> "SparkConnectServer":
-        """Start the server unless it runs already; wait until it accepts clients."""
+        """Start the server unless it runs already (on the same master); wait until it accepts clients."""
         if self.is_running():
-            self._wait_ready(timeout)
-            return self
+            if self._state().get("master", "") == (self.master or ""):
+                self._wait_ready(timeout)
+                return self
+            log.warning("the Spark Connect server runs on another master; restarting it on %s",
+                        self.master or "the default")
+            self.stop()
         port = self._state().get("port") or self.port or free_port(self.host)
         require_free_port(port, "the Spark Connect server", self.host)
         for sub in ("logs", "local", "conf"):
@@ -251,3 +266,13 @@ class SparkConnectServer:
     def tail_log(self, lines: int = 25) -> str:
         text = self._log_since(0)
         return "\n".join(text.splitlines()[-lines:]) or "(empty)"
+
+
+def start_for_windows(master: str | None = None) -> SparkConnectServer | None:
+    """The project's server (:meth:`SparkConnectServer.local`), started, for the DAGs' windows
+    (``make up``, the demo); None with ``EOS_ETL_SPARK_CONNECT=off``: a spark-submit per window then."""
+    if not switch_on(SWITCH_ENV):
+        return None
+    server = SparkConnectServer.local(master).start()
+    print(server.describe(), flush=True)
+    return server
