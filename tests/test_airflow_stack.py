@@ -246,3 +246,20 @@ def test_standalone_starts_logs_in_and_stops(tmp_path_factory):
     assert _session_members(pid) == []
     assert port_is_free(af.port)
     assert not af.status().running
+
+
+def test_the_projects_airflow_runs_windows_on_its_spark_connect_server(tmp_path, monkeypatch):
+    """make up / the demo: the DAGs get the server's connection (token as password) and the route switch;
+    without a server (EOS_ETL_SPARK_CONNECT=off) they keep spark-submit."""
+    from eos_etl.stack.spark_connect import SparkConnectServer, start_for_windows
+
+    server = SparkConnectServer(home=tmp_path / "spark-connect", port=15999)
+    af = AirflowStandalone.local(spark_connect=server)
+    assert af.connections["spark_connect_default"] == {
+        "conn_type": "spark_connect", "host": "localhost", "port": 15999, "password": server.token()}
+    assert af.overrides == {"EOS_ETL_SPARK_CONNECT_CONN_ID": "spark_connect_default"}
+    plain = AirflowStandalone.local()
+    assert "spark_connect_default" not in plain.connections and not plain.overrides
+    assert plain.connections["spark_default"] == af.connections["spark_default"]
+    monkeypatch.setenv("EOS_ETL_SPARK_CONNECT", "off")
+    assert start_for_windows() is None

@@ -33,18 +33,12 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    before = os.environ.get("EOS_ETL_SPARK_DRIVER_MEMORY")
-    os.environ["EOS_ETL_SPARK_DRIVER_MEMORY"] = "1g"
     server = SparkConnectServer(home=tmp_path_factory.mktemp("spark-connect"), port=free_port(), master="local[2,4]")
     try:
         server.start()
         yield server
     finally:
         server.stop()
-        if before is None:
-            os.environ.pop("EOS_ETL_SPARK_DRIVER_MEMORY", None)
-        else:
-            os.environ["EOS_ETL_SPARK_DRIVER_MEMORY"] = before
 
 
 def committed(admin, shop) -> dict[int, int | None]:

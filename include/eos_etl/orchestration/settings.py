@@ -28,11 +28,12 @@ from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
 from ..shop.job import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX, ShopSettings
 from ..shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
+from ..stack.spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
 
 KAFKA_CONN_ID = "kafka_purchases"
 SPARK_CONN_ID = "spark_default"
-SPARK_CONNECT_CONN_ID = "spark_connect_default"
-SPARK_CONNECT_ROUTE_ENV = "EOS_ETL_SPARK_CONNECT_CONN_ID"
+SPARK_CONNECT_CONN_ID = AIRFLOW_CONN_ID
+SPARK_CONNECT_ROUTE_ENV = AIRFLOW_ROUTE_ENV
 SHOP_VARIABLE = "eos_etl_shop"
 
 

@@ -54,6 +54,7 @@ from typing import Any
 
 from .. import paths
 from .errors import PortInUseError, StackError
+from .spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
 from .tools import port_accepts, require_free_port, require_tool
 
 log = logging.getLogger(__name__)
@@ -189,8 +190,6 @@ class AirflowStandalone:
         (:class:`.spark_connect.SparkConnectServer`) the DAGs run their windows
         on it (connection ``spark_connect_default``), else a spark-submit each.
         """
-        from ..orchestration.settings import SPARK_CONNECT_CONN_ID, SPARK_CONNECT_ROUTE_ENV
-
         kafka_port = int(os.environ.get("EOS_ETL_KAFKA_PORT", 9092))
         connections = {
             # spark-submit in local mode, 4 attempts per task; point it at
@@ -202,8 +201,8 @@ class AirflowStandalone:
         }
         overrides = {}
         if spark_connect is not None:
-            connections[SPARK_CONNECT_CONN_ID] = spark_connect.airflow_connection()
-            overrides[SPARK_CONNECT_ROUTE_ENV] = SPARK_CONNECT_CONN_ID
+            connections[AIRFLOW_CONN_ID] = spark_connect.airflow_connection()
+            overrides[AIRFLOW_ROUTE_ENV] = AIRFLOW_CONN_ID
         return cls(home=paths.var_dir() / "airflow", connections=connections, overrides=overrides)
 
     # -- layout ---------------------------------------------------------------

@@ -94,6 +94,31 @@ def live_pid(pid_file: Path) -> int | None:
     return pid
 
 
+def end_process(pid_file: Path, what: str, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S) -> int | None:
+    """Send ``sig`` to the process recorded in ``pid_file``, SIGKILL it if it is still there after
+    ``timeout``, forget the pid file. Returns the pid it ended (None: nothing was running)."""
+    pid = live_pid(pid_file)
+    if pid is not None:
+        os.kill(pid, sig)
+        if not _wait_gone(pid_file, timeout):
+            log.warning("%s (pid %d) ignored %s for %.0fs; killing it", what, pid, signal.Signals(sig).name, timeout)
+            os.kill(pid, signal.SIGKILL)
+            if not _wait_gone(pid_file, 30.0):
+                raise StackError(f"{what} (pid {pid}) survived SIGKILL for 30 s (stuck in the kernel?); "
+                                 f"check it with `ps -o pid,stat,cmd {pid}`")
+    pid_file.unlink(missing_ok=True)
+    return pid
+
+
+def _wait_gone(pid_file: Path, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while live_pid(pid_file) is not None:
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def _proc_state(pid: int) -> str | None:
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -321,17 +346,7 @@ class _SparkDaemon:
         self._signal_and_wait(signal.SIGKILL, 10.0)
 
     def _signal_and_wait(self, sig: int, timeout: float) -> None:
-        pid = self.pid()
-        if pid is not None:
-            os.kill(pid, sig)
-            if not self._wait_gone(timeout):
-                log.warning("Spark %s (pid %d) ignored %s for %.0fs; killing it",
-                            self.name, pid, signal.Signals(sig).name, timeout)
-                os.kill(pid, signal.SIGKILL)
-                if not self._wait_gone(30.0):
-                    raise StackError(f"Spark {self.name} (pid {pid}) survived SIGKILL for 30 s "
-                                     f"(stuck in the kernel?); check it with `ps -o pid,stat,cmd {pid}`")
-        self.pid_file.unlink(missing_ok=True)
+        end_process(self.pid_file, f"Spark {self.name}", sig, timeout)
         # Like a Kafka node: a restart right away needs the ports released by the kernel.
         deadline = time.monotonic() + 30
         while not all(port_is_free(p, self.host) for p in (self.port, self.ui_port)):
@@ -339,14 +354,6 @@ class _SparkDaemon:
                 raise StackError(f"ports {self.port}, {self.ui_port} of the Spark {self.name} still busy "
                                  "30 s after it exited")
             time.sleep(0.1)
-
-    def _wait_gone(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.pid() is not None:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.05)
-        return True
 
 
 @dataclass

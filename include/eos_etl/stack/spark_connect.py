@@ -44,7 +44,6 @@ import json
 import logging
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -57,7 +56,7 @@ from .errors import StackError
 from .package_zip import package_dir, source_digest
 from .spark import (DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, SOURCE_DIGEST_CONF, TOKEN_ENV, connector_jars,
                     spark_conf)
-from .spark_cluster import live_pid, spark_home
+from .spark_cluster import end_process, live_pid, spark_home
 from .tools import free_port, port_accepts, require_free_port
 
 log = logging.getLogger(__name__)
@@ -65,12 +64,17 @@ log = logging.getLogger(__name__)
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002  # Spark Connect's own default
 PORT_ENV = "EOS_ETL_SPARK_CONNECT_PORT"
+MEMORY_ENV = "EOS_ETL_SPARK_CONNECT_MEMORY"  # the server JVM's heap (driver and local executors)
+DEFAULT_MEMORY = "1g"
 # A cold JVM with the connector jars starts in 10-20 s on a busy 2-core machine.
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 30.0
 _STARTED_MARKER = "Spark Connect server started at"
 # `make up` and the demo run the DAGs' windows on the project's server unless this is "off".
 SWITCH_ENV = "EOS_ETL_SPARK_CONNECT"
+# The Airflow connection to the server, and the variable that makes the DAGs run their windows on it.
+AIRFLOW_CONN_ID = "spark_connect_default"
+AIRFLOW_ROUTE_ENV = "EOS_ETL_SPARK_CONNECT_CONN_ID"
 
 
 @dataclass
@@ -155,6 +159,9 @@ class SparkConnectServer:
         master = self.master or os.environ.get(MASTER_ENV) or DEFAULT_MASTER
         conf = spark_conf(master=master)
         conf.pop("spark.jars", None)  # --jars below: spark-submit puts them on the driver's class path too
+        # A long-lived JVM's heap grows to its maximum over its life, whatever one window needs: the
+        # maximum is what the server costs. Windows stream through it (bounded Arrow batches per task).
+        conf["spark.driver.memory"] = os.environ.get(MEMORY_ENV, DEFAULT_MEMORY)
         conf.update({
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.bound_port),
@@ -223,24 +230,8 @@ class SparkConnectServer:
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM (Spark stops its application and Python workers); SIGKILL after ``timeout``."""
-        pid = self.pid()
-        if pid is not None:
-            os.kill(pid, signal.SIGTERM)
-            if not self._wait_gone(timeout):
-                log.warning("Spark Connect server (pid %d) ignored SIGTERM for %.0fs; killing it", pid, timeout)
-                os.kill(pid, signal.SIGKILL)
-                if not self._wait_gone(30.0):
-                    raise StackError(f"Spark Connect server (pid {pid}) survived SIGKILL for 30 s")
+        if (pid := end_process(self.pid_file, "the Spark Connect server", timeout=timeout)) is not None:
             log.info("Spark Connect server (pid %d) stopped", pid)
-        self.pid_file.unlink(missing_ok=True)
-
-    def _wait_gone(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while self.pid() is not None:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.1)
-        return True
 
     def describe(self) -> str:
         state = self._state()
