@@ -28,7 +28,8 @@ from .conftest import SASL_PASSWORD
 from .test_cli import assert_untouched, cli, shop_args
 from .test_dag import airflow_for, dag_test, task_logs
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# One server for the module: its tests share one xdist worker.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-connect")]
 
 
 @pytest.fixture(scope="module")
@@ -95,6 +96,35 @@ def test_windows_on_the_server_publish_exactly_once_in_one_spark_application(sho
     assert connect_server.token() not in first.stderr + second.stderr
 
 
+def python_daemons(server) -> list[int]:
+    jvm = psutil.Process(server.pid())
+    out = []
+    for proc in jvm.children():
+        try:
+            if "eos_etl.stack.pyspark_daemon" in proc.cmdline():
+                out.append(proc.pid)
+        except psutil.Error:
+            continue
+    return out
+
+
+def test_python_daemons_of_ended_sessions_exit(shop_factory, connect_server):
+    """Spark 4.1 starts a Python worker daemon per client session and never stops it (SPARK-54055):
+    on a long-lived server each window would leave one behind. Ours exit once idle."""
+    shop = shop_factory(partitions=1)
+    generate(shop.connection, shop.topics.purchases, 50, seed=5)
+    res = cli("run-window", "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop), "--compact",
+              env=connect_server.client_env())
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert python_daemons(connect_server), "the window's session started no Python daemon"
+    # Spark stops workers idle for 60 s; their daemon exits 30 s after its last worker.
+    deadline = time.monotonic() + 180
+    while python_daemons(connect_server):
+        assert time.monotonic() < deadline, f"daemons still running: {python_daemons(connect_server)}"
+        time.sleep(2)
+    assert connect_server.is_running()
+
+
 def test_a_wrong_token_is_refused_with_one_clear_error_and_moves_nothing(shop_factory, admin, connect_server):
     shop = shop_factory(partitions=1)
     generate(shop.connection, shop.topics.purchases, 20)
@@ -142,7 +172,11 @@ def test_a_killed_client_leaves_nothing_visible_and_its_retry_publishes_exactly_
     finally:
         if client.poll() is None:
             os.killpg(client.pid, signal.SIGKILL)
-    assert check_shop(shop).ok  # the orphaned transaction is invisible to a read_committed reader
+    # The orphaned transaction (input partition 0) is invisible to a read_committed reader. (Input
+    # partition 1's committed outputs may be too, for now: no read_committed reader reads past an open
+    # transaction on the same output partition until it is resolved; the retry's fencing resolves it.)
+    for topic in shop.topics.outputs:
+        assert not [r for r in read_topic(shop.connection, topic) if r.headers.get("source_partition") == b"0"]
     retry = cli("run-window", "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop),
                 "--compact", env=connect_server.client_env())
     assert retry.returncode == 0, retry.stderr[-3000:]

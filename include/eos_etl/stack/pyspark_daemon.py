@@ -14,15 +14,23 @@ An archive is dropped only when it lies inside the installed pyspark package and
 any other layout (a Spark distribution without pyspark installed) the path is left as Spark set it.
 Only sessions whose executors run on this machine use this module (:func:`.spark.spark_conf`):
 they run this venv's Python, so this module is importable before pyspark is.
+
+With ``EOS_ETL_PYTHON_DAEMON_IDLE_EXIT_S`` set (the Spark Connect server sets it), the daemon exits
+once it has had no worker for that long: see :func:`exit_when_idle`.
 """
 
 from __future__ import annotations
 
 import importlib.machinery
 import os
+import signal
 import sys
+import threading
+import time
 
 _ARCHIVE_SUFFIXES = (".zip", ".jar")
+# Seconds without a single worker after which the daemon exits (unset: never; stack.spark_connect sets it).
+IDLE_EXIT_ENV = "EOS_ETL_PYTHON_DAEMON_IDLE_EXIT_S"
 
 
 def _package_dir(name: str, path: list[str]) -> str | None:
@@ -44,7 +52,41 @@ def redundant_archives(path: list[str]) -> list[str]:
     return [p for p in path if p.endswith(_ARCHIVE_SUFFIXES) and os.path.abspath(p).startswith(inside)]
 
 
+def child_count(pid: int) -> int:
+    """How many processes have ``pid`` as their parent (read from /proc)."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
+                        count += 1
+            except (OSError, IndexError, ValueError):
+                continue  # gone meanwhile
+    return count
+
+
+def exit_when_idle(idle_s: float, poll_s: float = 2.0) -> None:
+    """SIGTERM this daemon (pyspark's clean shutdown) once it has had no worker for ``idle_s`` seconds.
+
+    A long-lived Spark Connect server on Spark 4.1 starts a daemon per client session and never
+    stops it (SPARK-54055). Spark stops workers idle for a minute; their daemon then idles here and
+    exits. If its session asks for a worker again, Spark finds the daemon gone and starts another."""
+    me, idle_since = os.getpid(), None
+    while True:
+        time.sleep(poll_s)
+        if child_count(me):
+            idle_since = None
+        elif idle_since is None:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since >= idle_s:
+            os.kill(me, signal.SIGTERM)
+            return
+
+
 def main() -> None:
+    if idle_s := float(os.environ.get(IDLE_EXIT_ENV) or 0):
+        threading.Thread(target=exit_when_idle, args=(idle_s,), name="idle-exit", daemon=True).start()
     drop = set(redundant_archives(sys.path))
     sys.path[:] = [p for p in sys.path if p not in drop]
     # Forget this package: the forked workers import it afresh from their own path, where the code a

@@ -54,16 +54,18 @@ from .. import paths
 from ..arguments import switch_on
 from .errors import StackError
 from .package_zip import package_dir, source_digest
+from .pyspark_daemon import IDLE_EXIT_ENV as DAEMON_IDLE_EXIT_ENV
 from .spark import (DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, SOURCE_DIGEST_CONF, TOKEN_ENV, connector_jars,
                     spark_conf)
 from .spark_cluster import end_process, live_pid, spark_home
-from .tools import free_port, port_accepts, require_free_port
+from .tools import free_port, port_accepts, port_is_free, require_free_port
 
 log = logging.getLogger(__name__)
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = 15002  # Spark Connect's own default
 PORT_ENV = "EOS_ETL_SPARK_CONNECT_PORT"
+DAEMON_IDLE_EXIT_S = 30
 MEMORY_ENV = "EOS_ETL_SPARK_CONNECT_MEMORY"  # the server JVM's heap (driver and local executors)
 DEFAULT_MEMORY = "1g"
 # A cold JVM with the connector jars starts in 10-20 s on a busy 2-core machine.
@@ -184,6 +186,11 @@ class SparkConnectServer:
             # The server's Python workers run the publishing tasks: this package, this interpreter.
             "PYTHONPATH": str(package_dir().parent),
             "PYSPARK_PYTHON": sys.executable,
+            # Spark 4.1 starts a Python worker daemon per client session and keeps it until the application
+            # ends (SPARK-54055, fixed after 4.1): one more idle daemon (~45 MB) per window on a long-lived
+            # server. The project's daemon (stack.pyspark_daemon) exits once it has had no worker this long
+            # (Spark stops workers idle for a minute); Spark starts a new one if that session needs it again.
+            DAEMON_IDLE_EXIT_ENV: str(DAEMON_IDLE_EXIT_S),
             TOKEN_ENV: self.token(),
         })
         return env
@@ -232,6 +239,10 @@ class SparkConnectServer:
         """SIGTERM (Spark stops its application and Python workers); SIGKILL after ``timeout``."""
         if (pid := end_process(self.pid_file, "the Spark Connect server", timeout=timeout)) is not None:
             log.info("Spark Connect server (pid %d) stopped", pid)
+            # A restart right away needs the port released by the kernel.
+            port, deadline = self._state().get("port"), time.monotonic() + 30
+            while port and not port_is_free(port, self.host) and time.monotonic() < deadline:
+                time.sleep(0.1)
 
     def describe(self) -> str:
         state = self._state()
