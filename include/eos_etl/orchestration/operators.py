@@ -167,7 +167,8 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
     Python process (the window's driver logic) whose session lives on the
     server named by the provider's ``spark_connect`` connection
     (``SparkConnectHook``; its password is the server's token). The server's
-    JVM, its compiled code and its Python workers stay warm across windows
+    JVM and its compiled code stay warm across windows; Python workers are
+    still started per window (Spark 4.1 gives each client session its own)
     (``eos_etl.stack.spark_connect``; docs/benchmarks.md). The server's
     address with the token reaches the job in its environment
     (``SPARK_REMOTE``), the Kafka connection as a private file, as for

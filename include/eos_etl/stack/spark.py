@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MASTER = "local[*,4]"
 MASTER_ENV = "EOS_ETL_SPARK_MASTER"
 REMOTE_ENV = "SPARK_REMOTE"  # pyspark's own: a Spark Connect server's sc:// address
+CONNECT_DEFAULT_PORT = 15002  # Spark Connect's own default
 TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"  # Spark's own, on the server and the client
 SOURCE_DIGEST_CONF = "spark.eos_etl.sourceDigest"  # the code a Spark Connect server's workers run
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -175,7 +176,7 @@ def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str]
     address = urlsplit(remote)
     where = f"the Spark Connect server at {address.netloc}"  # never the URL's parameters: they carry the token
     # pyspark's client retries an unreachable server for ~10 minutes: a server that is not there is one error now.
-    if not port_accepts(address.port or 15002, address.hostname or "localhost", timeout=5.0):
+    if not port_accepts(address.port or CONNECT_DEFAULT_PORT, address.hostname or "localhost", timeout=5.0):
         raise ConfigurationError(f"{where} cannot be reached (python -m eos_etl spark-connect status)")
     builder = SparkSession.builder.remote(remote).appName(app_name)
     for key, value in {**(conf or {}), **REQUIRED_CONF}.items():
@@ -186,9 +187,9 @@ def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str]
         code = exc.getGrpcStatusCode()
         if code == StatusCode.UNAUTHENTICATED:
             raise ConfigurationError(f"{where} refused this client's token (${TOKEN_ENV}, or the password of the "
-                                     "Airflow spark_connect connection, must be the server's)") from None
+                                     "Airflow spark_connect connection, must be the server's)") from exc
         if code == StatusCode.UNAVAILABLE:
-            raise ConfigurationError(f"{where} cannot be reached (python -m eos_etl spark-connect status)") from None
+            raise ConfigurationError(f"{where} cannot be reached (python -m eos_etl spark-connect status)") from exc
         raise
     _require_same_code(spark, where)
     return spark

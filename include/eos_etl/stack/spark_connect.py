@@ -7,7 +7,9 @@ more than half of the run (docs/benchmarks.md, issue 16, fourth round). Spark's
 own Connect server (``org.apache.spark.sql.connect.service.SparkConnectServer``
 from the pyspark wheel's jars, started with the wheel's ``bin/spark-submit``)
 stays up instead; each run is a thin client (``SPARK_REMOTE``) with a session of
-its own on the server and pays none of that after the server's first window.
+its own on the server and pays none of the JVM's start after the server's first
+window. (Python workers are still started per window: Spark 4.1 gives each
+client session workers of its own; see ``stack.pyspark_daemon`` for their end.)
 
 Exactly-once does not depend on the route: the publishing tasks run on the
 server's executors exactly as under spark-submit, one transactional id per input
@@ -55,15 +57,15 @@ from ..arguments import switch_on
 from .errors import StackError
 from .package_zip import package_dir, source_digest
 from .pyspark_daemon import IDLE_EXIT_ENV as DAEMON_IDLE_EXIT_ENV
-from .spark import (DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, SOURCE_DIGEST_CONF, TOKEN_ENV, connector_jars,
-                    spark_conf)
+from .spark import (CONNECT_DEFAULT_PORT, DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, SOURCE_DIGEST_CONF, TOKEN_ENV,
+                    connector_jars, spark_conf)
 from .spark_cluster import end_process, live_pid, spark_home
 from .tools import free_port, port_accepts, port_is_free, require_free_port
 
 log = logging.getLogger(__name__)
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-DEFAULT_PORT = 15002  # Spark Connect's own default
+DEFAULT_PORT = CONNECT_DEFAULT_PORT
 PORT_ENV = "EOS_ETL_SPARK_CONNECT_PORT"
 DAEMON_IDLE_EXIT_S = 30
 MEMORY_ENV = "EOS_ETL_SPARK_CONNECT_MEMORY"  # the server JVM's heap (driver and local executors)
