@@ -94,9 +94,12 @@ def live_pid(pid_file: Path) -> int | None:
     return pid
 
 
-def end_process(pid_file: Path, what: str, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S) -> int | None:
+def end_process(pid_file: Path, what: str, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S, *,
+                ports: tuple[int, ...] = (), host: str = "127.0.0.1") -> int | None:
     """Send ``sig`` to the process recorded in ``pid_file``, SIGKILL it if it is still there after
-    ``timeout``, forget the pid file. Returns the pid it ended (None: nothing was running)."""
+    ``timeout``, forget the pid file, then wait (30 s at most) until its ``ports`` are free again:
+    like a Kafka node, a restart right away needs them released by the kernel. Returns the pid it
+    ended (None: nothing was running)."""
     pid = live_pid(pid_file)
     if pid is not None:
         os.kill(pid, sig)
@@ -107,6 +110,11 @@ def end_process(pid_file: Path, what: str, sig: int = signal.SIGTERM, timeout: f
                 raise StackError(f"{what} (pid {pid}) survived SIGKILL for 30 s (stuck in the kernel?); "
                                  f"check it with `ps -o pid,stat,cmd {pid}`")
     pid_file.unlink(missing_ok=True)
+    deadline = time.monotonic() + 30
+    while not all(port_is_free(p, host) for p in ports):
+        if time.monotonic() > deadline:
+            raise StackError(f"ports {', '.join(map(str, ports))} of {what} still busy 30 s after it exited")
+        time.sleep(0.1)
     return pid
 
 
@@ -346,14 +354,8 @@ class _SparkDaemon:
         self._signal_and_wait(signal.SIGKILL, 10.0)
 
     def _signal_and_wait(self, sig: int, timeout: float) -> None:
-        end_process(self.pid_file, f"Spark {self.name}", sig, timeout)
-        # Like a Kafka node: a restart right away needs the ports released by the kernel.
-        deadline = time.monotonic() + 30
-        while not all(port_is_free(p, self.host) for p in (self.port, self.ui_port)):
-            if time.monotonic() > deadline:
-                raise StackError(f"ports {self.port}, {self.ui_port} of the Spark {self.name} still busy "
-                                 "30 s after it exited")
-            time.sleep(0.1)
+        end_process(self.pid_file, f"the Spark {self.name}", sig, timeout, ports=(self.port, self.ui_port),
+                    host=self.host)
 
 
 @dataclass

@@ -59,8 +59,8 @@ from .package_zip import package_dir, source_digest
 from .pyspark_daemon import IDLE_EXIT_ENV as DAEMON_IDLE_EXIT_ENV
 from .spark import (CONNECT_DEFAULT_PORT, DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, SOURCE_DIGEST_CONF, TOKEN_ENV,
                     connector_jars, spark_conf)
-from .spark_cluster import end_process, live_pid, spark_home
-from .tools import free_port, port_accepts, port_is_free, require_free_port
+from .spark_cluster import STOP_TIMEOUT_S, end_process, live_pid, spark_home
+from .tools import free_port, port_accepts, require_free_port
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,6 @@ MEMORY_ENV = "EOS_ETL_SPARK_CONNECT_MEMORY"  # the server JVM's heap (driver and
 DEFAULT_MEMORY = "1g"
 # A cold JVM with the connector jars starts in 10-20 s on a busy 2-core machine.
 READY_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 30.0
 _STARTED_MARKER = "Spark Connect server started at"
 # `make up` and the demo run the DAGs' windows on the project's server unless this is "off".
 SWITCH_ENV = "EOS_ETL_SPARK_CONNECT"
@@ -239,12 +238,11 @@ class SparkConnectServer:
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM (Spark stops its application and Python workers); SIGKILL after ``timeout``."""
-        if (pid := end_process(self.pid_file, "the Spark Connect server", timeout=timeout)) is not None:
+        port = self._state().get("port")
+        pid = end_process(self.pid_file, "the Spark Connect server", timeout=timeout,
+                          ports=(port,) if port else (), host=self.host)
+        if pid is not None:
             log.info("Spark Connect server (pid %d) stopped", pid)
-            # A restart right away needs the port released by the kernel.
-            port, deadline = self._state().get("port"), time.monotonic() + 30
-            while port and not port_is_free(port, self.host) and time.monotonic() < deadline:
-                time.sleep(0.1)
 
     def describe(self) -> str:
         state = self._state()
