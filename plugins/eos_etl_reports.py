@@ -43,14 +43,29 @@ def list_backfills(dag_id: str, limit: int) -> list[dict]:
             rows = session.execute(
                 select(BackfillDagRun, DagRun).outerjoin(DagRun, DagRun.id == BackfillDagRun.dag_run_id)
                 .where(BackfillDagRun.backfill_id == b.id).order_by(BackfillDagRun.sort_ordinal)).all()
+            intervals = []
+            for row, run in rows:
+                # An interval has a run or the reason it has none; with neither, the run it had is
+                # gone from Airflow's tables (its link is set null on delete). Seen on SQLite: a later
+                # backfill that reprocessed (cleared) it hit "database is locked", and Airflow's
+                # clean-up deletes every run carrying that backfill's id, runs it had only cleared
+                # included; its retry made a new run, under the same id, for the same date. The
+                # run's reports are kept by run id, so the run now at that date tells what it did.
+                replaced = run is None and not row.exception_reason
+                if replaced:
+                    run = session.scalars(select(DagRun).where(DagRun.dag_id == dag_id,
+                                                               DagRun.logical_date == row.logical_date)
+                                          .limit(1)).first()
+                intervals.append({
+                    "logical_date": row.logical_date, "exception_reason": row.exception_reason,
+                    "run_id": run.run_id if run else None, "state": str(run.state) if run else None,
+                    "run_replaced": replaced,
+                })
             out.append({
                 "id": b.id, "from_date": b.from_date, "to_date": b.to_date, "created_at": b.created_at,
                 "completed_at": b.completed_at,
                 "reprocess_behavior": getattr(b.reprocess_behavior, "value", b.reprocess_behavior),
-                "intervals": [{
-                    "logical_date": row.logical_date, "exception_reason": row.exception_reason,
-                    "run_id": run.run_id if run else None, "state": str(run.state) if run else None,
-                } for row, run in rows],
+                "intervals": intervals,
             })
         return out
 

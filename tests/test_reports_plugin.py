@@ -400,6 +400,42 @@ def test_the_backfills_page_says_what_each_backfill_did_per_interval(var):
     assert client.get(f"/backfills/{OTHER_DAG}/", headers={"x-test-user": "carol"}).status_code == 403
 
 
+def test_a_backfill_whose_run_airflow_deleted_still_says_what_it_did(var):
+    """Airflow 3.3 on SQLite: a backfill that reprocesses runs and then meets "database is locked"
+    deletes every run carrying its id, runs it had only cleared included; its retry makes them again
+    under the same run id. The earlier backfill's interval then points at a run that is gone: the page
+    reads what it did from the run id's reports (the run now at that date), counts only what was
+    reported while that backfill ran, and says when nothing is left to tell."""
+    from datetime import datetime, timezone
+
+    def at(hour: int, minute: int = 0) -> datetime:
+        return datetime(2026, 11, 24, hour, minute, tzinfo=timezone.utc)
+
+    with _frozen_report_time("2026-11-24T10:05:00Z"):  # backfill 1's execution, before the deletion
+        write(var, DAG, "backfill__h1", reports.build_report(dag_id=DAG, run_id="backfill__h1", plan=plan(),
+                                                             summary=summary(), quality=quality()))
+    for run_id in ("backfill__h1", "scheduled__h2"):  # the runs made again, executed after backfill 1
+        with _frozen_report_time("2026-11-24T12:05:00Z"):
+            write(var, DAG, run_id, reports.build_report(dag_id=DAG, run_id=run_id, plan=plan(empty=True, span=0),
+                                                         summary=None, quality=None))
+    rows = [{"id": 1, "from_date": at(1), "to_date": at(3), "created_at": at(10), "completed_at": at(10, 10),
+             "reprocess_behavior": "none", "intervals": [
+                 {"logical_date": at(1), "run_id": "backfill__h1", "state": "success", "exception_reason": None,
+                  "run_replaced": True},
+                 {"logical_date": at(2), "run_id": "scheduled__h2", "state": "success", "exception_reason": None,
+                  "run_replaced": True},
+                 {"logical_date": at(3), "run_id": None, "state": None, "exception_reason": None,
+                  "run_replaced": True}]}]
+    app = create_app(current_user=_user, require_dag_read=_require_dag_read, readable_dag_ids=_readable,
+                     list_backfills=lambda dag_id, limit: rows)
+    page = TestClient(app, headers={"x-test-user": "alice"}).get(f"/backfills/{DAG}/").text
+    assert "<strong>1 published, 2 deleted</strong>" in page
+    assert ("new run (since deleted from Airflow, made again later): read 500 purchases, published 490 invoices"
+            in page)
+    assert page.count("no report of this backfill&#39;s execution") == 2
+    assert "new run (since deleted from Airflow): no report" in page and "not reported yet" not in page
+
+
 def _frozen_report_time(stamp: str):
     """Reports written as if at ``stamp`` (their generated_at), to order executions."""
     import time as time_module
