@@ -27,8 +27,9 @@ never on a command line. The Spark UI stays off, as for every session here.
 
 Layout under ``home`` (default ``var/spark-connect``): ``server.json`` (port,
 master, start time), ``server.pid``, ``token``, ``logs/server.out`` (Spark logs to the
-console), ``local/`` (Spark's scratch space), ``conf/`` (empty: no stray
-spark-defaults.conf). The server imports this package from the directory it was
+console: warnings, the server's own start line and the publishing tasks' log lines;
+kept as ``server.out.1`` at a start once it passed 10 MB), ``local/`` (Spark's
+scratch space), ``conf/`` (only ``log4j2.properties``: no stray spark-defaults.conf). The server imports this package from the directory it was
 started from, once; it records a hash of the sources it started with
 (``spark.eos_etl.sourceDigest``) and a client whose code differs refuses to run
 on it (one error: restart the server, ``python -m eos_etl spark-connect restart``).
@@ -73,6 +74,20 @@ DEFAULT_MEMORY = "1g"
 # A cold JVM with the connector jars starts in 10-20 s on a busy 2-core machine.
 READY_TIMEOUT_S = 120.0
 _STARTED_MARKER = "Spark Connect server started at"
+LOG_ROTATE_BYTES = 10 * 1024 * 1024  # server.out is moved to server.out.1 at a start once it is this big
+# Spark's default is INFO for everything: ~30 KB of configuration dumps per window, for the server's life.
+# Warnings only, but the line the start waits for.
+_LOG4J2 = f"""\
+rootLogger.level = warn
+rootLogger.appenderRef.stdout.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
+logger.server.name = {SERVER_CLASS}
+logger.server.level = info
+"""
 # `make up` and the demo run the DAGs' windows on the project's server unless this is "off".
 SWITCH_ENV = "EOS_ETL_SPARK_CONNECT"
 # The Airflow connection to the server, and the variable that makes the DAGs run their windows on it.
@@ -110,6 +125,10 @@ class SparkConnectServer:
     @property
     def token_file(self) -> Path:
         return self.home / "token"
+
+    @property
+    def log4j_file(self) -> Path:
+        return self.home / "conf" / "log4j2.properties"
 
     @property
     def log_file(self) -> Path:
@@ -165,6 +184,12 @@ class SparkConnectServer:
         # A long-lived JVM's heap grows to its maximum over its life, whatever one window needs: the
         # maximum is what the server costs. Windows stream through it (bounded Arrow batches per task).
         conf["spark.driver.memory"] = os.environ.get(MEMORY_ENV, DEFAULT_MEMORY)
+        # Spark 4.1 gives every client session its own pool of Python workers and stops idle ones only
+        # after 60 s, so windows seconds apart each kept the previous windows' workers alive (~100-150 MB
+        # each, four per window). A publishing task runs on a worker of its own anyway (one transaction
+        # per input partition): workers that end with their task cost a fork per task, not a pool per window.
+        conf["spark.python.worker.reuse"] = "false"
+        conf["spark.driver.extraJavaOptions"] += f" -Dlog4j2.configurationFile={self.log4j_file}"
         conf.update({
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.bound_port),
@@ -181,7 +206,9 @@ class SparkConnectServer:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
         env.update({
             "SPARK_HOME": str(spark_home()),
-            "SPARK_CONF_DIR": str(self.home / "conf"),
+            # No SPARK_CONF_DIR: the wheel's (absent) one, as when the class-data archive was trained.
+            # HotSpot maps that archive only for the class path it was made with, whose first entry
+            # is the configuration directory; SPARK_* is not inherited, so no stray spark-defaults.conf.
             "SPARK_LOCAL_DIRS": str(self.home / "local"),
             "SPARK_LOCAL_IP": self.host,
             # The server's Python workers run the publishing tasks: this package, this interpreter.
@@ -209,6 +236,9 @@ class SparkConnectServer:
         require_free_port(port, "the Spark Connect server", self.host)
         for sub in ("logs", "local", "conf"):
             (self.home / sub).mkdir(parents=True, exist_ok=True)
+        self.log4j_file.write_text(_LOG4J2)
+        if self.log_file.is_file() and self.log_file.stat().st_size >= LOG_ROTATE_BYTES:
+            self.log_file.replace(self.log_file.with_name(self.log_file.name + ".1"))
         self._write_state({"port": port})
         offset = self.log_file.stat().st_size if self.log_file.is_file() else 0
         with open(self.log_file, "ab") as out:
