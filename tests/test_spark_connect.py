@@ -15,12 +15,14 @@ import stat
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.shop.generator import generate
+from eos_etl.stack import class_data
 from eos_etl.stack.spark_connect import SparkConnectServer
 from eos_etl.stack.tools import free_port
 
@@ -94,6 +96,14 @@ def test_windows_on_the_server_publish_exactly_once_in_one_spark_application(sho
     assert report.ok, report.violations
     assert committed(admin, shop) == input_ends(admin, shop)
     assert connect_server.token() not in first.stderr + second.stderr
+    # Two windows later the server's log has warnings and its own start line, not Spark's INFO stream.
+    info = [line for line in connect_server.log_file.read_text(errors="replace").splitlines()
+            if " INFO " in line and "eos_etl." not in line]  # the publishing tasks' own lines stay
+    assert info and all(" INFO SparkConnectServer: " in line for line in info), info[:5]
+    # HotSpot mapped the machine's class-data archive (it refuses one made for another class path).
+    archive = class_data.usable_archive()
+    if archive is not None:
+        assert str(archive) in open(f"/proc/{server_pid}/maps").read()
 
 
 def python_daemons(server) -> list[int]:
@@ -228,3 +238,28 @@ def test_a_client_with_other_code_than_the_server_is_refused(connect_server):
     same = subprocess.run([sys.executable, "-c", STALE_CLIENT.replace("spark_module.source_digest = ", "_ = ")],
                           env=env, capture_output=True, text=True, timeout=120)
     assert "CONNECTED" in same.stdout, same.stdout + same.stderr[-2000:]
+
+
+def _token_of(home: str, out) -> None:
+    out.put(SparkConnectServer(home=Path(home), port=1).token())
+
+
+def test_first_starts_at_once_share_one_whole_token(tmp_path):
+    """Eight processes asking for the token of a new server home at the same moment: one token for all,
+    mode 0600, no draft left behind (none of them fails on the file another one made)."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("fork")
+    for attempt in range(5):
+        home = tmp_path / f"home-{attempt}"
+        out = ctx.Queue()
+        procs = [ctx.Process(target=_token_of, args=(str(home), out)) for _ in range(8)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join(30)
+        assert [p.exitcode for p in procs] == [0] * 8
+        tokens = {out.get(timeout=5) for _ in procs}
+        assert len(tokens) == 1 and len(next(iter(tokens))) >= 32
+        assert [f.name for f in home.iterdir()] == ["token"]
+        assert stat.S_IMODE((home / "token").stat().st_mode) == 0o600

@@ -141,9 +141,18 @@ class SparkConnectServer:
         """The pre-shared token (made at the first start, readable by this user only)."""
         if not self.token_file.is_file():
             self.home.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            # Written whole under a private name, then linked into place: two first starts at once both
+            # end up with the one token that won, and nobody ever reads a half-written file.
+            draft = self.home / f".token.{os.getpid()}"
+            fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             with os.fdopen(fd, "w") as f:
                 f.write(secrets.token_urlsafe(32))
+            try:
+                os.link(draft, self.token_file)
+            except FileExistsError:
+                pass
+            finally:
+                draft.unlink()
         return self.token_file.read_text().strip()
 
     # -- state -------------------------------------------------------------------------
