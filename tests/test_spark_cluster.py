@@ -24,6 +24,7 @@ from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
 from eos_etl.shop.job import ShopSettings
 from eos_etl.shop.schema import ShopTopics
+from eos_etl.stack import class_data
 from eos_etl.stack.jvm import jvm_options
 from eos_etl.stack.package_zip import package_dir, package_zip
 from eos_etl.stack.spark_cluster import SparkStandalone
@@ -79,6 +80,11 @@ def test_run_window_on_the_standalone_cluster_is_exact(kafka_cluster, spark_clus
     assert len(apps) == 1, spark_cluster.master_state()
     app_dirs = [w.work_dir / apps[0]["id"] for w in spark_cluster.worker_nodes]
     assert all(d.is_dir() for d in app_dirs), f"not every worker ran an executor: {app_dirs}"
+    # Its executors mapped the machine's class-data archive: HotSpot says so on an executor's stdout
+    # when it refuses one (a class path other than the training's, as a worker's own conf dir made it).
+    if class_data.usable_archive() is not None:
+        outs = [f.read_text(errors="replace") for d in app_dirs for f in d.glob("*/stdout")]
+        assert outs and not [o for o in outs if "Unable to use shared archive" in o], outs
 
 
 _WHERE_IS_THE_CODE = textwrap.dedent("""

@@ -306,7 +306,9 @@ class _SparkDaemon:
         env.update({
             "SPARK_HOME": str(self.cluster.spark_home),
             "SPARK_LOCAL_IP": self.host,
-            "SPARK_CONF_DIR": str(self.cluster.home / "conf"),  # empty: no stray spark-defaults.conf
+            # No SPARK_CONF_DIR (SPARK_* is not inherited: no stray spark-defaults.conf): a worker puts
+            # its configuration directory first on its executors' class path, and HotSpot maps the
+            # class-data archive only for the class path it was trained with, the wheel's (absent) one.
             "SPARK_DAEMON_MEMORY": self.cluster.daemon_memory,
             "SPARK_LOCAL_DIRS": str(self.home / "local"),
         })
@@ -319,7 +321,6 @@ class _SparkDaemon:
         for port in (self.port, self.ui_port):
             require_free_port(port, f"the Spark {self.name}", self.host)
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        (self.cluster.home / "conf").mkdir(parents=True, exist_ok=True)
         (self.home / "local").mkdir(parents=True, exist_ok=True)
         self._log_offset = self.log_file.stat().st_size if self.log_file.is_file() else 0
         spark_class = self.cluster.spark_home / "bin" / "spark-class"

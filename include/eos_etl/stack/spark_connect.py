@@ -29,10 +29,12 @@ Layout under ``home`` (default ``var/spark-connect``): ``server.json`` (port,
 master, start time), ``server.pid``, ``token``, ``logs/server.out`` (Spark logs to the
 console: warnings, the server's own start line and the publishing tasks' log lines;
 kept as ``server.out.1`` at a start once it passed 10 MB), ``local/`` (Spark's
-scratch space), ``conf/`` (only ``log4j2.properties``: no stray spark-defaults.conf). The server imports this package from the directory it was
-started from, once; it records a hash of the sources it started with
-(``spark.eos_etl.sourceDigest``) and a client whose code differs refuses to run
-on it (one error: restart the server, ``python -m eos_etl spark-connect restart``).
+scratch space), ``conf/log4j2.properties`` (its log configuration, given by a JVM
+option: Spark reads no configuration directory here, so no stray spark-defaults.conf
+either). The server imports this package from the directory it was started from,
+once; it records a hash of the sources it started with (``spark.eos_etl.sourceDigest``)
+and a client whose code differs refuses to run on it (one error: restart the
+server, ``python -m eos_etl spark-connect restart``).
 
 Usage::
 
