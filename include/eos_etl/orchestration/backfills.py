@@ -36,8 +36,11 @@ def _iso(value) -> str | None:
 def execution_for(history: list[dict], created_at: str | None, until: str | None = None) -> dict | None:
     """The first execution of a run reported at or after ``created_at`` (the backfill's) and, with
     ``until``, not after it."""
-    return next((e for e in history if (created_at is None or str(e.get("generated_at") or "") >= created_at)
-                 and (until is None or str(e.get("generated_at") or "") <= until)), None)
+    def reported(e: dict) -> str:
+        return str(e.get("generated_at") or "")
+
+    return next((e for e in history if (created_at is None or reported(e) >= created_at)
+                 and (until is None or reported(e) <= until)), None)
 
 
 def outcome(row: dict, execution: dict | None, *, reprocessed: bool) -> tuple[str, str]:

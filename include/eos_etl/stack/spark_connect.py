@@ -200,13 +200,12 @@ class SparkConnectServer:
         # window; sized once, its footprint is what it will be from the first windows on.
         memory = os.environ.get(MEMORY_ENV, DEFAULT_MEMORY)
         conf["spark.driver.memory"] = memory
-        conf["spark.driver.extraJavaOptions"] += f" -Xms{memory}"
+        conf["spark.driver.extraJavaOptions"] += f" -Xms{memory} -Dlog4j2.configurationFile={self.log4j_file}"
         # Spark 4.1 gives every client session its own pool of Python workers and stops idle ones only
         # after 60 s, so windows seconds apart each kept the previous windows' workers alive (~100-150 MB
         # each, four per window). A publishing task runs on a worker of its own anyway (one transaction
         # per input partition): workers that end with their task cost a fork per task, not a pool per window.
         conf["spark.python.worker.reuse"] = "false"
-        conf["spark.driver.extraJavaOptions"] += f" -Dlog4j2.configurationFile={self.log4j_file}"
         conf.update({
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.bound_port),
