@@ -264,7 +264,6 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
             shipments=f"shipments-{tag}",
             dead_letters=f"purchases-{tag}.dlq",
         )
-        ensure_topics(admin, topics.specs(partitions))
         shop = ShopSettings(
             connection=conn or connection,
             topics=topics,
@@ -272,6 +271,7 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
             transactional_id_prefix=f"shop-{tag}",
             **kwargs,
         )
+        ensure_topics(admin, shop.specs(partitions))
         if shop.connection.sasl_username:
             resources = shop.pipeline().resources()
             grant(connection, shop.connection.sasl_username, [g for r in roles for g in resources.grants(r)])

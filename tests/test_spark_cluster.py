@@ -42,8 +42,9 @@ def _cluster_shop(kafka_cluster) -> ShopSettings:
     topics = ShopTopics(purchases=f"purchases-{tag}", invoices=f"invoices-{tag}",
                         shipments=f"shipments-{tag}", dead_letters=f"purchases-{tag}.dlq")
     connection = KafkaConnection(kafka_cluster.bootstrap_servers)
-    ensure_topics(ClusterAdmin(connection), topics.specs(2))  # replication factor 3, min ISR 2 on 3 nodes
-    return ShopSettings(connection=connection, topics=topics, group=f"shop-{tag}", transactional_id_prefix=f"shop-{tag}")
+    shop = ShopSettings(connection=connection, topics=topics, group=f"shop-{tag}", transactional_id_prefix=f"shop-{tag}")
+    ensure_topics(ClusterAdmin(connection), shop.specs(2))  # replication factor 3, min ISR 2 on 3 nodes
+    return shop
 
 
 def test_run_window_on_the_standalone_cluster_is_exact(kafka_cluster, spark_cluster: SparkStandalone) -> None:

@@ -2,7 +2,7 @@
 
 Stack:    fetch-jars | broker {start,stop,kill,restart,status} | airflow {start,stop,status} | up | down | status
           cluster {up,down,status}
-Pipeline: create-topics | generate | plan-window | run-window
+Pipeline: create-topics | generate | plan-window | run-window | offsets {show,restore}
 Demo:     demo
 
 Kafka connection options are shared by every pipeline command. Passwords are
@@ -141,10 +141,13 @@ def _add_planning(p: argparse.ArgumentParser) -> None:
     g.add_argument("--window-json", help="run exactly this window (from plan-window) instead of planning")
 
 
-def plan_from_args(settings, args):
+def plan_from_args(settings, args, *, write: bool = True, run_id: str | None = None):
+    """The window to run: ``--window-json``, or the next one (``write``, ``run_id``: see ``ShopSettings.plan``)."""
     if args.window_json is not None:  # an empty --window-json is a bad window, never "plan one instead"
         return _given_window(settings, args.window_json)
     return settings.plan(
+        write=write,
+        run_id=run_id,
         start_policy=args.start_policy,
         max_records_per_partition=args.max_records_per_partition,
         until_timestamp_ms=args.until,
@@ -305,7 +308,7 @@ def cmd_create_topics(args) -> int:
     brokers = admin.broker_count()
     durability = Durability.for_cluster(brokers, args.replication_factor, args.min_insync_replicas)
     print(f"create-topics: {brokers} live broker(s): {durability.describe()}", file=sys.stderr)
-    states = ensure_topics(admin, settings.topics.specs(args.partitions), durability,
+    states = ensure_topics(admin, settings.specs(args.partitions), durability,
                            allow_existing=args.allow_existing)
     print(json.dumps({name: state.to_dict() for name, state in states.items()}))
     return 0
@@ -325,7 +328,7 @@ def cmd_generate(args) -> int:
 
 def cmd_plan_window(args) -> int:
     settings = shop_settings_from_args(args)
-    window = plan_from_args(settings, args)
+    window = plan_from_args(settings, args, write=False)
     print(json.dumps(window.to_dict(), indent=None if args.compact else 2))
     return 0
 
@@ -350,12 +353,15 @@ def cmd_run_window(args) -> int:
 
     pipeline = settings.pipeline(**_pipeline_overrides(args))
     preflight(pipeline)  # before Spark starts: misconfiguration fails in seconds
-    window = plan_from_args(settings, args)
-    spark = spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master, conf=spark_conf)
+    window = plan_from_args(settings, args, run_id=pipeline.run_id)
+    # A window with nothing new only renews its commits: no Spark session for that.
+    spark = None if window.is_empty else spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master,
+                                                       conf=spark_conf)
     try:
-        summary = run_shop_window(spark, settings, window, check=False, **_pipeline_overrides(args))
+        summary = run_shop_window(spark, settings, window, check=False,
+                                  **{**_pipeline_overrides(args), "run_id": pipeline.run_id})
     finally:
-        if not args.keep_spark:
+        if spark is not None and not args.keep_spark:
             spark.stop()
     data = summary_dict(settings, summary)
     data["wall_seconds"] = round(time.monotonic() - t0, 3)
@@ -414,6 +420,52 @@ def cmd_transactions(args) -> int:
                               output_topics=settings.topics.outputs)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.describe())
     return 1 if report.stuck else 0
+
+
+def cmd_offsets(args) -> int:
+    """Each input partition's position and where it comes from; ``restore`` commits the recoverable ones."""
+    from .engine import checkpoint_log
+    from .engine.lineage_positions import last_published
+    from .engine.publisher import publish_without_spark
+    from .engine.window import OffsetRange
+    from .kafka.admin import ClusterAdmin
+
+    settings = shop_settings_from_args(args)
+    pipeline = settings.pipeline()
+    admin = ClusterAdmin(settings.connection)
+    admin.check_reachable()
+    parts = admin.partitions(pipeline.input_topic)
+    group = admin.committed_offsets(pipeline.group, pipeline.input_topic, parts)
+    entries = checkpoint_log.read_entries(settings.connection, pipeline.checkpoint_topic, pipeline.group,
+                                          pipeline.input_topic)
+    inputs = admin.offsets(pipeline.input_topic, parts)
+    lineage = {}
+    if args.from_lineage:
+        lineage = last_published(admin, pipeline.input_topic, [p for p in parts if group[p] is None
+                                                               and p not in entries], pipeline.output_topics,
+                                 progress=lambda line: print(line, file=sys.stderr))
+    rows, todo = {}, {}
+    for p in parts:
+        row = {"group_offset": group[p], "checkpoint": entries[p].to_dict() if p in entries else None,
+               "input_earliest": inputs[p].earliest, "input_last_stable": inputs[p].last_stable}
+        if group[p] is not None:
+            position, source = group[p], "group"
+        elif p in entries:
+            position = todo[p] = entries[p].next_offset
+            source = "checkpoint topic"
+        elif args.from_lineage:
+            position = todo[p] = lineage[p] + 1 if p in lineage else inputs[p].earliest
+            source = "lineage" if p in lineage else "no output: earliest"
+        else:
+            position, source = None, "unknown: --from-lineage reads the outputs"
+        rows[str(p)] = {**row, "position": position, "from": source}
+    if args.action == "restore" and todo:
+        publish_without_spark(pipeline, {p: OffsetRange(o, o) for p, o in todo.items()})
+        print(f"restored {pipeline.input_topic} partitions {sorted(todo)} for group {pipeline.group} "
+              "(group offsets and checkpoint records, one transaction per partition)", file=sys.stderr)
+    print(json.dumps({"input_topic": pipeline.input_topic, "group": pipeline.group,
+                      "checkpoint_topic": pipeline.checkpoint_topic, "partitions": rows}, indent=2))
+    return 0
 
 
 def cmd_check(args) -> int:
@@ -585,6 +637,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a Spark setting for this run (repeatable), e.g. spark.speculation=true")
     p.add_argument("--keep-spark", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run_window)
+
+    p = sub.add_parser("offsets", help="each input partition's committed position and where it comes from (group "
+                       "offset, checkpoint topic, outputs' lineage); restore: commit it where the group's is gone")
+    p.add_argument("action", choices=["show", "restore"])
+    p.add_argument("--from-lineage", action="store_true",
+                   help="for partitions with neither a group offset nor a checkpoint record: one past the largest "
+                        "source_offset in the outputs' lineage headers (reads the outputs back from their end)")
+    _add_connection(p)
+    _add_shop(p)
+    p.set_defaults(func=cmd_offsets)
 
     p = sub.add_parser("check", help="independent exactly-once check of inputs, outputs and committed offsets")
     _add_connection(p)

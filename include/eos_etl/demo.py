@@ -58,7 +58,7 @@ def run_demo(args) -> int:
     settings = ShopSettings(conn)
     t = settings.topics
     admin = ClusterAdmin(conn)
-    ensure_topics(admin, t.specs(args.partitions), allow_existing=True)
+    ensure_topics(admin, settings.specs(args.partitions), allow_existing=True)
     stats = generate(conn, t.purchases, args.count, invalid_share=args.invalid_share,
                      transaction_size=500, abort_share=0.05, progress=True, seed=int(time.time()))
     print(f"generated: {json.dumps(stats.to_dict())}", flush=True)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from ..checker import check_shop
 from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
+from ..kafka.group_offsets import GroupOffsetsReader
+from ..kafka.topics import ensure_topics
 from ..shop.job import ShopSettings
 from ..shop.schema import ShopTopics
 from .process import JobProcess, run_window_args
@@ -95,10 +97,10 @@ class Lab:
         tag = f"{name}-{uuid.uuid4().hex[:8]}"
         topics = ShopTopics(purchases=f"purchases-{tag}", invoices=f"invoices-{tag}",
                             shipments=f"shipments-{tag}", dead_letters=f"purchases-{tag}.dlq")
-        self.admin.create_topics({topics.purchases: partitions, topics.invoices: partitions,
-                                  topics.shipments: partitions, topics.dead_letters: 1})
-        return ShopSettings(connection=self.connection, topics=topics, group=f"group-{tag}",
+        shop = ShopSettings(connection=self.connection, topics=topics, group=f"group-{tag}",
                             transactional_id_prefix=f"txn-{tag}", **kwargs)
+        ensure_topics(self.admin, shop.specs(partitions), allow_existing=True)
+        return shop
 
     def input_ends(self, shop: ShopSettings, timeout_s: float = 60) -> dict[int, int]:
         """Where a complete run must leave the group's offsets: each input partition's LSO, once settled.
@@ -136,11 +138,26 @@ class Lab:
             raise RecoveryFailed(f"recovery run exited with {code} (log: {where or 'not kept'}):\n{job.tail(25)}")
         return job
 
+    def wait_for_expired_offsets(self, shop: ShopSettings, timeout_s: float = 180) -> float:
+        """Wait until the broker deleted the group's committed offsets (its offsets retention ran out
+        since the last commit); return how long that took. Raises TimeoutError past ``timeout_s``."""
+        t0 = time.monotonic()
+        parts = self.admin.partitions(shop.topics.purchases)
+        with GroupOffsetsReader(self.connection.client_config(), shop.group) as reader:
+            while True:
+                left = {p: o for p, o in reader.unstable(shop.topics.purchases, parts, 10).items() if o is not None}
+                if not left:
+                    return time.monotonic() - t0
+                if time.monotonic() - t0 > timeout_s:
+                    raise TimeoutError(f"group {shop.group} still has committed offsets {left} after {timeout_s:.0f}s")
+                time.sleep(2)
+
     def outputs_settled(self, shop: ShopSettings, timeout_s: float = 60) -> bool:
-        """No transaction left hanging: every output partition's LSO reaches its high watermark."""
+        """No transaction left hanging: every output partition's LSO reaches its high watermark (and
+        every partition of the checkpoint topic, written in the same transactions)."""
         deadline = time.monotonic() + timeout_s
         admin = self.admin
-        lagging = [(t, p) for t in shop.topics.outputs
+        lagging = [(t, p) for t in (*shop.topics.outputs, shop.pipeline().checkpoint_topic)
                    for p, o in admin.settled_offsets(t, timeout_s=max(0.0, deadline - time.monotonic()),
                                                      poll_s=0.5).items() if not o.settled]
         if lagging:

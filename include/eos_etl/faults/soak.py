@@ -33,7 +33,11 @@ SOAK_USER = "soak"
 SOAK_PASSWORD = secrets.token_urlsafe(18)  # one per soak process: no password is written down anywhere
 
 SCENARIOS = ("kill_at_step", "random_kills", "broker_restart", "zombie", "concurrent_runs",
-             "transaction_timeout", "hostile_input", "misconfiguration", "start_phase_broker_kill")
+             "transaction_timeout", "hostile_input", "misconfiguration", "start_phase_broker_kill",
+             "offsets_expired")
+#: The offsets_expired scenario's broker deletes a group's committed offsets a minute after its last
+#: commit (checked every 2 s), so a trial's pause past the retention takes about a minute, not 7 days.
+SHORT_RETENTION = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "2000"}
 
 
 @dataclass
@@ -48,8 +52,10 @@ class SoakOptions:
     out: Path | None = None  # the markdown table; default docs/reliability.md
 
 
-def _plan(opts: SoakOptions, round_: int) -> list[tuple[str, Callable[[Lab], list[TrialResult]]]]:
-    """(scenario, run) pairs for one pass; seeds differ between passes."""
+def _plan(opts: SoakOptions, round_: int, short_retention: Callable[[], Lab]
+          ) -> list[tuple[str, Callable[[Lab], list[TrialResult]]]]:
+    """(scenario, run) pairs for one pass; seeds differ between passes. ``short_retention()``: the lab
+    whose broker keeps a group's offsets one minute (offsets_expired runs there)."""
     base = round_ * 100
     seeds = [base + s for s in range(1, opts.seeds + 1)]
     steps: list = []
@@ -73,6 +79,9 @@ def _plan(opts: SoakOptions, round_: int) -> list[tuple[str, Callable[[Lab], lis
             steps += [(name, lambda lab, s=s: [sc.hostile_input(lab, s)]) for s in seeds]
         elif name == "misconfiguration":
             steps.append((name, sc.misconfiguration))
+        elif name == "offsets_expired":
+            steps += [(name, lambda _lab, p=p, s=s: [sc.offsets_expired(short_retention(), p, s)])
+                      for s in seeds for p in sc.EXPIRY_POINTS]
         elif name == "start_phase_broker_kill":
             steps += [(name, lambda lab, s=s: [sc.start_phase_broker_kill(lab, base + s)])
                       for s in range(1, opts.start_phase_kills + 1)]
@@ -93,12 +102,21 @@ def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
               sasl_bootstrap_servers=broker.sasl_bootstrap_servers, sasl_user=SOAK_USER, sasl_password=SOAK_PASSWORD,
               sasl_ca_file=broker.ca_file,
               log_dir=paths.var_dir() / "soak" / "logs")
+    short: list[KafkaCluster] = []
+
+    def short_retention() -> Lab:
+        if not short:
+            short_home = paths.var_dir() / "soak" / "kafka-short-retention"
+            shutil.rmtree(short_home, ignore_errors=True)
+            short.append(KafkaCluster(home=short_home, port=free_port(), overrides=SHORT_RETENTION).start())
+        return Lab(KafkaConnection(short[0].bootstrap_servers), log_dir=paths.var_dir() / "soak" / "logs")
+
     results: list[TrialResult] = []
     t0 = time.monotonic()
     round_ = 0
     try:
         while True:
-            for name, run in _plan(opts, round_):
+            for name, run in _plan(opts, round_, short_retention):
                 if not broker.is_running():  # a failed broker trial must not sink the rest
                     broker.start()
                 results += run(lab)
@@ -108,6 +126,8 @@ def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
                 break
     finally:
         broker.stop()
+        for b in short:
+            b.stop()
     return results, time.monotonic() - t0
 
 
@@ -273,6 +293,11 @@ def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, c
         "(connect, metadata, committed offsets, fencing, preflight, planning, Spark start) and restarted "
         "2-5 s later: the run exits 0, or 2 with exactly one `error:` line (\"cannot reach Kafka\" while the "
         "only broker is down), never by a signal and never with a traceback; a clean run then finishes the window.",
+        "- **offsets_expired**: on a broker that deletes a group's committed offsets one minute after the last "
+        "commit, a pause past that retention (until the group's offsets are gone) between two complete windows, "
+        "between an attempt killed at a random transaction step and its retry, and while a frozen attempt holds "
+        "a transaction (resumed after the retry: it must be fenced); the next run resumes from the pipeline's "
+        "checkpoint topic and publishes nothing twice.",
         "",
         "### Trials" if subset else "## Trials",
         "",

@@ -6,11 +6,13 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
+from ..engine import checkpoint_log
 from ..engine.pipeline import PipelineConfig
 from ..engine.planner import plan_window
 from ..engine.recovery import fence_transactional_ids
 from ..engine.runner import RunSummary, run_window
-from ..engine.window import Window
+from ..engine.publisher import publish_without_spark
+from ..engine.window import OffsetRange, Window
 from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
 from .schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
@@ -47,6 +49,11 @@ class ShopSettings:
         return dataclasses.replace(self, topics=topics, group=f"{self.group}-replay-{version}",
                                    transactional_id_prefix=f"{self.transactional_id_prefix}-replay-{version}")
 
+    def specs(self, partitions: int, *, outputs_only: bool = False) -> list:
+        """Every topic the pipeline needs (:meth:`ShopTopics.specs`) and its checkpoint topic."""
+        return [*self.topics.specs(partitions, outputs_only=outputs_only),
+                checkpoint_log.topic_spec(self.pipeline().checkpoint_topic, partitions)]
+
     def transform(self):
         return functools.partial(purchases_to_outputs, topics=self.topics, max_payload_bytes=self.max_payload_bytes)
 
@@ -54,10 +61,16 @@ class ShopSettings:
         """Kafka source rows -> the same rows with ``_reason`` (null: a valid purchase)."""
         return functools.partial(with_reject_reason, max_payload_bytes=self.max_payload_bytes)
 
-    def plan(self, **kwargs) -> Window:
-        pipeline = self.pipeline()
+    def plan(self, *, write: bool = True, run_id: str | None = None, **kwargs) -> Window:
+        """The next window. ``write``: commit the start of partitions the group had no offset for
+        (their checkpoint record, or the start policy's), as run ``run_id``; False plans only
+        (``plan-window``)."""
+        pipeline = self.pipeline(**({"run_id": run_id} if run_id else {}))
         kwargs.setdefault("recover", lambda parts: fence_transactional_ids(pipeline, parts))
-        return plan_window(ClusterAdmin(self.connection), self.topics.purchases, self.group, **kwargs)
+        if write:
+            kwargs.setdefault("restore", lambda starts: publish_without_spark(
+                pipeline, {p: OffsetRange(start, start) for p, start in starts.items()}))
+        return plan_window(ClusterAdmin(self.connection), pipeline, **kwargs)
 
 
 def summary_dict(settings: ShopSettings, summary: RunSummary) -> dict:

@@ -78,6 +78,11 @@ _BASE_PROPERTIES: dict[str, str] = {
     # Abort transactions that outlive their timeout within a second, not a minute.
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     "transaction.max.timeout.ms": "900000",
+    # A group without members (a batch pipeline's, between runs) keeps its committed offsets this
+    # long after its last commit: 30 days rather than Kafka's 7, so a pipeline paused over a holiday
+    # or a month-long upstream fix still shows its position and lag to monitoring tools. Nothing
+    # depends on it: the pipeline's checkpoint topic keeps its position for as long as it exists.
+    "offsets.retention.minutes": "43200",
     # Authorization is always on. The PLAINTEXT listener, the controller listener and
     # inter-broker traffic carry the ANONYMOUS principal, which is the super-user: whoever can
     # reach them administers the broker, so every listener binds loopback only (KafkaCluster
