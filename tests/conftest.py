@@ -284,7 +284,7 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
 def spark():
     from eos_etl.shop.jvm_training import SHOP_JVM_WORKLOAD
     from eos_etl.stack import class_data
-    from eos_etl.stack.spark import spark_session
+    from eos_etl.stack.session import spark_session
 
     try:
         class_data.build(SHOP_JVM_WORKLOAD)  # make setup built it; a no-op then

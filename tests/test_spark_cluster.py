@@ -90,7 +90,7 @@ def test_run_window_on_the_standalone_cluster_is_exact(kafka_cluster, spark_clus
 
 _WHERE_IS_THE_CODE = textwrap.dedent("""
     import json, sys
-    from eos_etl.stack.spark import spark_session
+    from eos_etl.stack.session import spark_session
 
     spark = spark_session("eos-etl-shipped-code", master=sys.argv[1])
     sc = spark.sparkContext

@@ -344,7 +344,9 @@ def _pipeline_overrides(args) -> dict:
 
 def cmd_run_window(args) -> int:
     from .shop.job import run_shop_window, summary_dict
-    from .stack.spark import spark_session
+    from .stack.connect_client import server_lost
+    from .stack.session import spark_session, stop_session
+    from .stack.spark import REMOTE_ENV
 
     t0 = time.monotonic()
     spark_conf = _spark_conf_from_args(args)  # before anything connects: bad arguments touch nothing
@@ -360,9 +362,14 @@ def cmd_run_window(args) -> int:
     try:
         summary = run_shop_window(spark, settings, window, check=False,
                                   **{**_pipeline_overrides(args), "run_id": pipeline.run_id})
+    except Exception as exc:
+        remote = os.environ.get(REMOTE_ENV)
+        if remote and (lost := server_lost(exc, remote)) is not None:
+            raise lost from exc
+        raise
     finally:
         if spark is not None and not args.keep_spark:
-            spark.stop()
+            stop_session(spark)
     data = summary_dict(settings, summary)
     data["wall_seconds"] = round(time.monotonic() - t0, 3)
     text = json.dumps(data, indent=None if args.compact else 2)
@@ -723,7 +730,7 @@ def main(argv: list[str] | None = None) -> int:
     except EosEtlError as exc:
         # Diagnosed problems: one clear message, no traceback.
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from .kafka.connection import KafkaConnection
 from .shop.generator import generate
 from .shop.job import ShopSettings, run_shop_window, summary_dict
 from .stack.kafka_cluster import KafkaCluster
-from .stack.spark import spark_session
+from .stack.session import spark_session
 from .stack.spark_cluster import SparkStandalone
 
 CLUSTER_SIZE = 3

@@ -203,7 +203,7 @@ def size_phase(target: KafkaTarget, spark, opts: ScalingOptions, work: Path, rec
 
 
 def run(opts: ScalingOptions) -> dict:
-    from ..stack.spark import spark_session
+    from ..stack.session import spark_session
 
     work = paths.var_dir() / "bench-validation"
     stop_leftovers(work)

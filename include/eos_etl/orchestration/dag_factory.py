@@ -167,7 +167,7 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
 def _validate(ctx, plan: dict) -> dict:
     from ..engine.window import Window
     from ..quality.validation import validate_run
-    from ..stack.spark import spark_session
+    from ..stack.session import spark_session
     from .settings import ShopDagConfig, get_kafka_connection, validation_spark_master
 
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
@@ -231,16 +231,24 @@ def _replay_params() -> dict:
                                          "group/prefix <name>-replay-<version>.")}
 
 
+#: The outer bound of one run_window try (``$EOS_ETL_RUN_TIMEOUT_S``): Airflow kills a try that
+#: outlives it (``on_kill``) and retries. Every wait inside a window has a bound of its own (the
+#: publishing tasks' stall watchdog, the Connect client's server watch); this one catches the rest.
+RUN_TIMEOUT_ENV = "EOS_ETL_RUN_TIMEOUT_S"
+DEFAULT_RUN_TIMEOUT_S = 3600
+
+
 def _run_window_operator(dag_id: str):
     """spark-submit per window, or, with ``$EOS_ETL_SPARK_CONNECT_CONN_ID`` set, a client of that
     connection's long-lived Spark Connect server (settings.py)."""
+    timeout = timedelta(seconds=float(os.environ.get(RUN_TIMEOUT_ENV, DEFAULT_RUN_TIMEOUT_S)))
     if connect_conn_id := os.environ.get(SPARK_CONNECT_ROUTE_ENV):
         return WindowSparkConnectOperator(task_id="run_window", conn_id=connect_conn_id,
                                           kafka_conn_id=KAFKA_CONN_ID, application=str(RUN_WINDOW_JOB),
-                                          outlets=output_aliases(dag_id))
+                                          outlets=output_aliases(dag_id), execution_timeout=timeout)
     return WindowSparkSubmitOperator(task_id="run_window", conn_id=SPARK_CONN_ID, kafka_conn_id=KAFKA_CONN_ID,
                                      application=str(RUN_WINDOW_JOB), name=f"eos-etl-{dag_id}",
-                                     outlets=output_aliases(dag_id))
+                                     outlets=output_aliases(dag_id), execution_timeout=timeout)
 
 
 def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, tags: list[str],

@@ -42,14 +42,14 @@ from pathlib import Path
 
 from .. import paths
 from ..arguments import switch_on
+from ..kafka.users import MECHANISM as SASL_MECHANISM
 from . import maven
 from .errors import BrokerStartError, StackError
 from .jvm import jvm_options
-from ..kafka.users import MECHANISM as SASL_MECHANISM
+from .process import PidFile
 from .tools import (
     free_port,
     port_accepts,
-    port_is_free,
     require_free_port,
     require_tool,
 )
@@ -332,36 +332,13 @@ class KafkaNode:
 
     def pid(self) -> int | None:
         """The node's pid while the process exists (running or paused); None once it is gone."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[-1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return None
-        if state == "Z":
-            # Only a zombie is left: every thread has exited. Reap it if it is our child.
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            return None
-        return pid
+        return PidFile(self.pid_file).pid()
 
     def is_running(self) -> bool:
         return self.pid() is not None
 
     def is_paused(self) -> bool:
-        pid = self.pid()
-        if pid is None:
-            return False
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[-1].split()[0] == "T"
-        except FileNotFoundError:
-            return False
+        return PidFile(self.pid_file).state() == "T"
 
     def spawn(self) -> None:
         """Start the process (storage must be formatted); returns without waiting."""
@@ -374,7 +351,7 @@ class KafkaNode:
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # outlives the CLI that started it
             )
-        self.pid_file.write_text(str(proc.pid))
+        PidFile(self.pid_file).record(proc.pid)
         log.info("Kafka node %d starting (pid %d) on %s, log %s", self.node_id, proc.pid, self.address, self.log_file)
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> "KafkaNode":
@@ -424,41 +401,17 @@ class KafkaNode:
 
     def pause(self) -> None:
         """SIGSTOP: the process freezes with its sockets open (a stand-in for a network partition)."""
-        pid = self.pid()
-        if pid is None:
+        if not PidFile(self.pid_file).signal(signal.SIGSTOP):
             raise StackError(f"Kafka node {self.node_id} is not running")
-        os.kill(pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        pid = self.pid()
-        if pid is not None:
-            os.kill(pid, signal.SIGCONT)
+        PidFile(self.pid_file).signal(signal.SIGCONT)
 
     def _signal_and_wait(self, sig: int, timeout: float) -> None:
-        pid = self.pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return
-        os.kill(pid, sig)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.pid() is not None:
-            time.sleep(0.05)
-        if self.pid() is not None:
-            log.warning("Kafka node %d (pid %d) ignored %s for %.0fs; killing it",
-                        self.node_id, pid, signal.Signals(sig).name, timeout)
-            os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 30
-            while self.pid() is not None and time.monotonic() < deadline:
-                time.sleep(0.05)
-        self.pid_file.unlink(missing_ok=True)
-        # The process is gone, but the kernel may still hold its ports for a moment
-        # (sockets closing). A start right now would fail on them: wait until every
-        # port this node listens on can be bound again.
-        deadline = time.monotonic() + 30
-        while not all(port_is_free(p, self.cluster.host) for p in self.ports):
-            if time.monotonic() > deadline:
-                raise StackError(f"ports {self.ports} of Kafka node {self.node_id} still busy 30 s after it exited")
-            time.sleep(0.05)
+        # The kernel may hold the ports a moment after the process is gone (sockets closing):
+        # a start right after needs every port this node listens on free again.
+        PidFile(self.pid_file).end(f"Kafka node {self.node_id}", sig, timeout, ports=tuple(self.ports),
+                                   host=self.cluster.host)
 
     def restart(self, *, hard: bool = False, timeout: float = READY_TIMEOUT_S) -> "KafkaNode":
         self.kill() if hard else self.stop()

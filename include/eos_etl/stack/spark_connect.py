@@ -45,24 +45,40 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from .. import paths
 from ..arguments import switch_on
+from .connect_probe import PROBE_TIMEOUT_S, STALL_BOUND_S, probe, wait_answering
 from .errors import StackError
 from .package_zip import package_dir, source_digest
+from .process import PidFile
 from .pyspark_daemon import IDLE_EXIT_ENV as DAEMON_IDLE_EXIT_ENV
-from .spark import (CONNECT_DEFAULT_PORT, DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, SOURCE_DIGEST_CONF, TOKEN_ENV,
-                    connector_jars, spark_conf)
-from .spark_cluster import STOP_TIMEOUT_S, end_process, live_pid, spark_home
+from .spark import (
+    CONNECT_DEFAULT_PORT,
+    DEFAULT_MASTER,
+    MASTER_ENV,
+    REMOTE_ENV,
+    SOURCE_DIGEST_CONF,
+    TOKEN_ENV,
+    connector_jars,
+    spark_conf,
+    spark_home,
+)
+from .spark_cluster import STOP_TIMEOUT_S
 from .tools import free_port, port_accepts, require_free_port
 
 log = logging.getLogger(__name__)
@@ -90,6 +106,35 @@ appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
 logger.server.name = {SERVER_CLASS}
 logger.server.level = info
 """
+# An operation no client is attached to any more (its client was killed) is cancelled, with its
+# jobs, after this: Spark's default is 5 minutes, checked every 30 s, and until then a retry's
+# tasks queue behind the orphan's. A living client is attached all along (it reattaches at once).
+DETACHED_TIMEOUT = "15s"
+MAINTENANCE_INTERVAL = "5s"
+# A killed client's session (and what it holds on the server) goes after this, not after 60 minutes.
+SESSION_TIMEOUT = "10min"
+# Spark 4.1 makes a Python worker factory (and an "Idle Worker Monitor" thread) per session when
+# sessions isolate their artifacts, and never frees it (SPARK-54055): one per window, for the
+# server's life. Windows add no artifacts, so the server runs with isolation off: every session
+# shares one factory. Should threads of that kind pile up anyway, a server with more than this
+# many is restarted between windows.
+MAX_IDLE_WORKER_MONITORS = 16
+_IDLE_WORKER_MONITOR = "Idle Worker Mon"  # the thread's name as the kernel keeps it (15 characters)
+# Redaction of the Kafka login in what the server shows and logs (plans, event logs, the UI): Spark
+# redacts option and configuration values whose key matches; a JAAS string holds the password.
+REDACTION = {
+    "spark.redaction.regex": "(?i)secret|password|token|access[.]?key|jaas",
+    "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token",
+    "spark.sql.redaction.string.regex": "(?i)password\\s*=\\s*\"[^\"]*\"",
+}
+# The server's event log (Spark's own listener, JSON lines): how each window's task attempts ended,
+# which a client cannot ask the server's status store for. Rolled at this size; between windows the
+# supervisor keeps the newest few files only.
+EVENT_LOG_ROLL = "10m"
+EVENT_LOG_KEEP = 3
+# Where a client of the project's own server finds its home (set for the project's Airflow): the
+# run task then makes sure the server is up and answering before each window.
+HOME_ENV = "EOS_ETL_SPARK_CONNECT_HOME"
 # `make up` and the demo run the DAGs' windows on the project's server unless this is "off".
 SWITCH_ENV = "EOS_ETL_SPARK_CONNECT"
 # The Airflow connection to the server, and the variable that makes the DAGs run their windows on it.
@@ -115,6 +160,14 @@ class SparkConnectServer:
         return cls(home=paths.var_dir() / "spark-connect", port=int(os.environ.get(PORT_ENV, DEFAULT_PORT)),
                    master=master)
 
+    @classmethod
+    def at(cls, home: Path) -> "SparkConnectServer":
+        """The server whose home is ``home``, on the port and master it was started with."""
+        server = cls(home=home)
+        state = server._state()
+        server.port, server.master = state.get("port"), state.get("master") or None
+        return server
+
     def airflow_connection(self) -> dict:
         """The provider's ``spark_connect`` connection to this server (the token as password)."""
         return {"conn_type": "spark_connect", "host": "localhost", "port": self.bound_port, "password": self.token()}
@@ -135,6 +188,10 @@ class SparkConnectServer:
     @property
     def log_file(self) -> Path:
         return self.home / "logs" / "server.out"
+
+    @property
+    def event_log_dir(self) -> Path:
+        return self.home / "events"
 
     def _state(self) -> dict:
         return json.loads(self.state_file.read_text()) if self.state_file.is_file() else {}
@@ -163,7 +220,8 @@ class SparkConnectServer:
         return self.home / "server.pid"
 
     def pid(self) -> int | None:
-        return live_pid(self.pid_file)
+        """The server JVM's pid while it runs (paused included); never another process's that got the number."""
+        return PidFile(self.pid_file).pid()
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -206,6 +264,18 @@ class SparkConnectServer:
         # each, four per window). A publishing task runs on a worker of its own anyway (one transaction
         # per input partition): workers that end with their task cost a fork per task, not a pool per window.
         conf["spark.python.worker.reuse"] = "false"
+        conf.update(REDACTION)
+        conf.update({
+            "spark.connect.execute.manager.detachedTimeout": DETACHED_TIMEOUT,
+            "spark.connect.execute.manager.maintenanceInterval": MAINTENANCE_INTERVAL,
+            "spark.connect.session.manager.defaultSessionTimeout": SESSION_TIMEOUT,
+            "spark.sql.artifact.isolation.enabled": "false",
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": self.event_log_dir.as_uri(),
+            "spark.eventLog.rolling.enabled": "true",
+            "spark.eventLog.rolling.maxFileSize": EVENT_LOG_ROLL,
+            "spark.eventLog.compress": "false",
+        })
         conf.update({
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.bound_port),
@@ -250,20 +320,20 @@ class SparkConnectServer:
             self.stop()
         port = self._state().get("port") or self.port or free_port(self.host)
         require_free_port(port, "the Spark Connect server", self.host)
-        for sub in ("logs", "local", "conf"):
-            (self.home / sub).mkdir(parents=True, exist_ok=True)
+        for sub in ("logs", "local", "conf", "events"):
+            (self.home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         self.log4j_file.write_text(_LOG4J2)
-        if self.log_file.is_file() and self.log_file.stat().st_size >= LOG_ROTATE_BYTES:
-            self.log_file.replace(self.log_file.with_name(self.log_file.name + ".1"))
+        self.rotate_log()
         self._write_state({"port": port})
         offset = self.log_file.stat().st_size if self.log_file.is_file() else 0
         with open(self.log_file, "ab") as out:
             # spark-submit execs the JVM, so this pid is the server's own; its own session outlives the CLI.
             proc = subprocess.Popen(self.command(), env=self._env(), cwd=self.home, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        self.pid_file.write_text(str(proc.pid))
+        PidFile(self.pid_file).record(proc.pid)
         self._write_state({"port": port, "master": self.master or "",
-                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "health_session": str(uuid.uuid4())})
         log.info("Spark Connect server starting (pid %d) on %s:%d, log %s", proc.pid, self.host, port, self.log_file)
         self._wait_ready(timeout, log_offset=offset)
         return self
@@ -283,12 +353,110 @@ class SparkConnectServer:
             time.sleep(0.2)
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM (Spark stops its application and Python workers); SIGKILL after ``timeout``."""
+        """SIGTERM (Spark stops its application and Python workers; a paused server is continued
+        first); SIGKILL after ``timeout``."""
         port = self._state().get("port")
-        pid = end_process(self.pid_file, "the Spark Connect server", timeout=timeout,
-                          ports=(port,) if port else (), host=self.host)
+        pid = PidFile(self.pid_file).end("the Spark Connect server", timeout=timeout,
+                                         ports=(port,) if port else (), host=self.host)
         if pid is not None:
             log.info("Spark Connect server (pid %d) stopped", pid)
+
+    # -- supervision -------------------------------------------------------------------
+    def health(self, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+        """None when the server answers a trivial request within ``timeout_s``; else why not.
+
+        Asked in a session of its own, the same one every time (no session piles up on the
+        server), on a connection of its own."""
+        return probe(self.probe_url(), timeout_s)
+
+    def probe_url(self) -> str:
+        """The server's address with its token and the one session every probe of a supervisor uses
+        (no session piles up on the server). Carries the token: never logged."""
+        session = self._state().get("health_session") or str(uuid.uuid4())
+        return f"{self.url}/;token={self.token()};session_id={session}"
+
+    def ensure_running(self, stall_bound_s: float = STALL_BOUND_S) -> "SparkConnectServer":
+        """Make sure the server is up and answering before a window: start it when it is not
+        running; restart it when it has answered no probe for ``stall_bound_s`` (stuck, or paused);
+        between windows, rotate its log and restart a server whose per-session threads piled up.
+        One supervisor at a time (a lock in the home); same port, token and master."""
+        with self._lock("supervisor.lock", fcntl.LOCK_EX):
+            self.rotate_log()
+            self.prune_event_log()
+            if not self.is_running():
+                log.warning("the Spark Connect server (%s) is not running; starting it", self.home)
+                return self.start()
+            reason = wait_answering(self.probe_url(), stall_bound_s)
+            if reason is not None:
+                log.warning("the Spark Connect server (pid %s) answered no probe for %.0fs (%s); restarting it",
+                            self.pid(), stall_bound_s, reason)
+                self.stop(timeout=10.0)
+                return self.start()
+            monitors = self.idle_worker_monitors()
+            if monitors > MAX_IDLE_WORKER_MONITORS and self._no_window_in_flight():
+                log.warning("the Spark Connect server holds %d per-session Python worker monitors; restarting it "
+                            "between windows", monitors)
+                self.stop()
+                return self.start()
+        return self
+
+    @contextlib.contextmanager
+    def window(self) -> Iterator[None]:
+        """Held (shared) by every window the project runs on this server: a restart for
+        housekeeping waits for no window, it only happens when none holds it."""
+        with self._lock("windows.lock", fcntl.LOCK_SH):
+            yield
+
+    def _no_window_in_flight(self) -> bool:
+        try:
+            with self._lock("windows.lock", fcntl.LOCK_EX | fcntl.LOCK_NB):
+                return True
+        except BlockingIOError:
+            return False
+
+    @contextlib.contextmanager
+    def _lock(self, name: str, mode: int) -> Iterator[None]:
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.home / name, "a") as f:
+            fcntl.flock(f, mode)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def idle_worker_monitors(self) -> int:
+        """Threads of the server JVM that watch a Python worker factory (one per factory)."""
+        pid = self.pid()
+        if pid is None:
+            return 0
+        count = 0
+        for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else ():
+            try:
+                count += Path(f"/proc/{pid}/task/{tid}/comm").read_text().startswith(_IDLE_WORKER_MONITOR)
+            except OSError:
+                continue
+        return count
+
+    def prune_event_log(self) -> None:
+        """Keep the newest :data:`EVENT_LOG_KEEP` event log files of the newest application (the
+        file being written among them) and nothing of earlier ones (earlier starts of the server)."""
+        apps = sorted(self.event_log_dir.glob("eventlog_v2_*"), key=lambda p: p.stat().st_mtime)
+        for ended in apps[:-1]:
+            shutil.rmtree(ended, ignore_errors=True)
+        if apps:
+            files = sorted(apps[-1].glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
+            for old in files[:-EVENT_LOG_KEEP]:
+                old.unlink(missing_ok=True)
+
+    def rotate_log(self) -> None:
+        """Copy ``server.out`` to ``server.out.1`` and empty it once it passed :data:`LOG_ROTATE_BYTES`.
+
+        While the server runs: it writes with O_APPEND, so after the truncation its next line
+        starts the emptied file (lines written between the copy and the truncation are lost)."""
+        if self.log_file.is_file() and self.log_file.stat().st_size >= LOG_ROTATE_BYTES:
+            shutil.copyfile(self.log_file, self.log_file.with_name(self.log_file.name + ".1"))
+            with open(self.log_file, "r+b") as f:
+                f.truncate(0)
 
     def describe(self) -> str:
         state = self._state()
@@ -321,6 +489,10 @@ def start_for_windows(master: str | None = None) -> SparkConnectServer | None:
     (``make up``, the demo); None with ``EOS_ETL_SPARK_CONNECT=off``: a spark-submit per window then."""
     if not switch_on(SWITCH_ENV):
         return None
-    server = SparkConnectServer.local(master).start()
+    server = SparkConnectServer.local(master)
+    if server.is_running() and server._state().get("master", "") != (master or ""):
+        server.start()  # restarts it on this master
+    server.ensure_running()
     print(server.describe(), flush=True)
     return server
+
