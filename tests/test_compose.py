@@ -832,7 +832,9 @@ def test_kafka_init_script_sets_up_a_working_least_privilege_login(kafka_broker)
                                                  topics.dead_letters)} == {
         topics.purchases: 2, topics.invoices: 2, topics.shipments: 2, topics.dead_letters: 1}
     resources = ShopSettings(connection=login).pipeline().resources()
-    expected = {(g.resource.upper().replace("-", "_"), g.name, "PREFIXED" if g.prefixed else "LITERAL",
+    kinds = {"cluster": "BROKER"}  # confluent-kafka's name of Kafka's cluster resource
+    expected = {(kinds.get(g.resource, g.resource.upper().replace("-", "_")), g.name,
+                 "PREFIXED" if g.prefixed else "LITERAL",
                  g.operation, "ALLOW") for role in ("pipeline", "validator", "watcher") for g in resources.grants(role)}
     assert acls_of(KafkaConnection(kafka_broker.bootstrap_servers), f"User:{user}") == expected
 

@@ -141,13 +141,10 @@ def _add_planning(p: argparse.ArgumentParser) -> None:
     g.add_argument("--window-json", help="run exactly this window (from plan-window) instead of planning")
 
 
-def plan_from_args(settings, args, *, write: bool = True, run_id: str | None = None):
-    """The window to run: ``--window-json``, or the next one (``write``, ``run_id``: see ``ShopSettings.plan``)."""
+def plan_from_args(settings, args):
     if args.window_json is not None:  # an empty --window-json is a bad window, never "plan one instead"
         return _given_window(settings, args.window_json)
     return settings.plan(
-        write=write,
-        run_id=run_id,
         start_policy=args.start_policy,
         max_records_per_partition=args.max_records_per_partition,
         until_timestamp_ms=args.until,
@@ -328,7 +325,7 @@ def cmd_generate(args) -> int:
 
 def cmd_plan_window(args) -> int:
     settings = shop_settings_from_args(args)
-    window = plan_from_args(settings, args, write=False)
+    window = plan_from_args(settings, args)
     print(json.dumps(window.to_dict(), indent=None if args.compact else 2))
     return 0
 
@@ -355,7 +352,7 @@ def cmd_run_window(args) -> int:
 
     pipeline = settings.pipeline(**_pipeline_overrides(args))
     preflight(pipeline)  # before Spark starts: misconfiguration fails in seconds
-    window = plan_from_args(settings, args, run_id=pipeline.run_id)
+    window = plan_from_args(settings, args)
     # A window with nothing new only renews its commits: no Spark session for that.
     spark = None if window.is_empty else spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master,
                                                        conf=spark_conf)

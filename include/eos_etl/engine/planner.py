@@ -133,15 +133,13 @@ def plan_window(
     until_timestamp_ms: int | None = None,
     partitions: list[int] | None = None,
     recover: Callable[[list[int]], None] | None = None,
-    restore: Callable[[dict[int, int]], None] | None = None,
 ) -> Window:
     """Per partition: [committed position (or policy), last stable offset), capped.
 
-    Positions as :func:`committed_positions` reads them. Where the group had no offset,
-    ``restore(starts)`` commits the planned start (the checkpoint's position, or the start
-    policy's for a partition never published from) to the group and the checkpoint topic
-    before the window runs, so every partition of a planned window has a checkpoint record
-    from its first plan on (None: plan only, write nothing). ``until_timestamp_ms`` caps
+    Positions as :func:`committed_positions` reads them; planning writes nothing. The
+    partitions the group had no offset for are the window's ``uncommitted``: a run commits
+    their planned starts (the checkpoint's position, or the start policy's for a partition
+    never published from) before it publishes anything. ``until_timestamp_ms`` caps
     the end at the first record at or after that time (records strictly before it are
     in the window). ``max_records_per_partition`` caps the offset span; on transactional
     topics markers use offsets too, so a capped window may hold slightly fewer records
@@ -175,8 +173,6 @@ def plan_window(
             end = min(end, start + max_records_per_partition)
         end = max(end, start)
         ranges[p] = OffsetRange(start, end)
-    if missing and restore is not None:
-        restore({p: ranges[p].start for p in missing})
-    window = Window(topic=topic, group=group, ranges=ranges)
+    window = Window(topic=topic, group=group, ranges=ranges, uncommitted=tuple(missing))
     log.info("planned window %s", window)
     return window

@@ -19,14 +19,14 @@ from dataclasses import dataclass, field
 
 from ..kafka.admin import ClusterAdmin
 from ..kafka.errors import AuthenticationError, AuthorizationError, BrokerUnreachableError
-from . import checkpoint_log, offsets_retention
+from . import checkpoint_log, failpoints, offsets_retention
 from .errors import ProducerFencedError, TransformContractError
 from .pipeline import PipelineConfig
 from .publisher import PartitionPublisher, PartitionResult, publish_without_spark
 from .replica_guard import ReplicaGuard, require_writable
 from .superseded import step_aside
 from .task_attempts import AttemptTracker, TaskAttempts
-from .window import Window
+from .window import OffsetRange, Window
 from .worker_warmup import PythonWorkerWarmup
 
 log = logging.getLogger(__name__)
@@ -394,6 +394,12 @@ def run_window(
         summary.seconds = round(time.monotonic() - t0, 3)
         log.info("run %s: window is empty: nothing to publish, committed positions renewed", config.run_id)
         return summary
+    if starts := {p: OffsetRange(window.ranges[p].start, window.ranges[p].start)
+                  for p in window.uncommitted if p in window.nonempty()}:
+        # The group had no offset for these: their starts first, so a run that fails later still
+        # leaves every partition it planned with its position committed (and checkpointed).
+        with failpoints.suspended():  # the publishing path's fault points are the tasks', not this
+            publish_without_spark(config, starts)
     warmup = PythonWorkerWarmup(spark, tasks=len(window.nonempty())).start()
     t_build = time.monotonic()
     out = transform(read_window(spark, config, window))

@@ -13,17 +13,19 @@ FULL_QUEUE_POLL_S = 0.05
 
 
 def produce_waiting(producer, topic: str, value: bytes | str | None, key: bytes | str | None = None, *,
-                    headers: list | None = None, on_delivery=None, partition: int = -1) -> None:
+                    headers: list | None = None, on_delivery=None, partition: int | None = None) -> None:
     """``producer.produce(...)``, polling while the local queue is full; other errors propagate.
 
-    Called once per output record: no per-call dict, and ``on_delivery`` is passed only when
-    given (the producer's own callback otherwise). ``partition`` -1: the partitioner's choice."""
+    Called once per output record: no per-call dict, and ``on_delivery`` and ``partition`` are
+    passed only when given (else the producer's own callback, the partitioner's choice)."""
     while True:
         try:
-            if on_delivery is None:
+            if partition is not None:
                 producer.produce(topic, value, key, partition=partition, headers=headers)
+            elif on_delivery is None:
+                producer.produce(topic, value, key, headers=headers)
             else:
-                producer.produce(topic, value, key, partition=partition, headers=headers, on_delivery=on_delivery)
+                producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
             return
         except BufferError:
             producer.poll(FULL_QUEUE_POLL_S)

@@ -133,12 +133,11 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     elif ctx["dag_run"].run_type in SCHEDULED_RUN_TYPES and ctx.get("data_interval_end"):
         until_ms = int(ctx["data_interval_end"].timestamp() * 1000)
     cap = _count_param(params, "max_records_per_partition")
-    run_id = attempt_run_id(ctx["run_id"], ctx["ti"].try_number)
-    window = settings.plan(write=not dry_run, run_id=run_id, max_records_per_partition=cap,
-                           until_timestamp_ms=until_ms)
+    window = settings.plan(max_records_per_partition=cap, until_timestamp_ms=until_ms)
     if window.is_empty and not dry_run:
         # No run_window for a window with nothing new: its commit is renewed here, so the group's
         # offsets never expire while the pipeline keeps running.
+        run_id = attempt_run_id(ctx["run_id"], ctx["ti"].try_number)
         publish_without_spark(settings.pipeline(run_id=run_id), window.ranges)
     partitions = [{"partition": p, "start": r.start, "end": r.end, "offsets": r.span}
                   for p, r in sorted(window.ranges.items())]

@@ -11,8 +11,7 @@ from ..engine.pipeline import PipelineConfig
 from ..engine.planner import plan_window
 from ..engine.recovery import fence_transactional_ids
 from ..engine.runner import RunSummary, run_window
-from ..engine.publisher import publish_without_spark
-from ..engine.window import OffsetRange, Window
+from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
 from .schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
@@ -61,15 +60,9 @@ class ShopSettings:
         """Kafka source rows -> the same rows with ``_reason`` (null: a valid purchase)."""
         return functools.partial(with_reject_reason, max_payload_bytes=self.max_payload_bytes)
 
-    def plan(self, *, write: bool = True, run_id: str | None = None, **kwargs) -> Window:
-        """The next window. ``write``: commit the start of partitions the group had no offset for
-        (their checkpoint record, or the start policy's), as run ``run_id``; False plans only
-        (``plan-window``)."""
-        pipeline = self.pipeline(**({"run_id": run_id} if run_id else {}))
+    def plan(self, **kwargs) -> Window:
+        pipeline = self.pipeline()
         kwargs.setdefault("recover", lambda parts: fence_transactional_ids(pipeline, parts))
-        if write:
-            kwargs.setdefault("restore", lambda starts: publish_without_spark(
-                pipeline, {p: OffsetRange(start, start) for p, start in starts.items()}))
         return plan_window(ClusterAdmin(self.connection), pipeline, **kwargs)
 
 
