@@ -219,11 +219,12 @@ def test_the_dag_runs_its_window_on_the_connect_server(shop_factory, kafka_broke
 
 STALE_CLIENT = """
 import json, sys
-import eos_etl.stack.spark as spark_module
+import eos_etl.stack.connect_client as client_module
 from eos_etl.errors import ConfigurationError
-spark_module.source_digest = lambda: "0123456789abcdef"  # as if this client's code had changed since
+from eos_etl.stack.session import spark_session
+client_module.source_digest = lambda: "0123456789abcdef"  # as if this client's code had changed since
 try:
-    spark_module.spark_session("stale-client")
+    spark_session("stale-client")
     print("CONNECTED")
 except ConfigurationError as exc:
     print("REFUSED " + str(exc))
@@ -235,7 +236,7 @@ def test_a_client_with_other_code_than_the_server_is_refused(connect_server):
     env = {**os.environ, **connect_server.client_env()}
     res = subprocess.run([sys.executable, "-c", STALE_CLIENT], env=env, capture_output=True, text=True, timeout=120)
     assert "REFUSED" in res.stdout and "spark-connect restart" in res.stdout, res.stdout + res.stderr[-2000:]
-    same = subprocess.run([sys.executable, "-c", STALE_CLIENT.replace("spark_module.source_digest = ", "_ = ")],
+    same = subprocess.run([sys.executable, "-c", STALE_CLIENT.replace("client_module.source_digest = ", "_ = ")],
                           env=env, capture_output=True, text=True, timeout=120)
     assert "CONNECTED" in same.stdout, same.stdout + same.stderr[-2000:]
 

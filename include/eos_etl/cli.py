@@ -493,7 +493,7 @@ def cmd_soak(args) -> int:
         return _cmd_soak_cluster(args)
     opts = SoakOptions(records=args.records, kills=args.kills, seeds=args.seeds,
                        broker_restarts=args.broker_restarts, start_phase_kills=args.start_phase_kills,
-                       duration_s=args.duration,
+                       duration_s=args.duration, endurance_windows=args.endurance_windows,
                        scenarios=tuple(args.scenarios.split(",")) if args.scenarios else SCENARIOS,
                        out=Path(args.out) if args.out else None)
     results, wall = run_soak(opts)
@@ -694,6 +694,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start-phase-kills", type=int, default=30,
                    help="trials with the broker SIGKILLed in a run's first 10 s (start_phase_broker_kill)")
     p.add_argument("--duration", type=float, default=0, help="repeat all scenarios until this many seconds passed")
+    p.add_argument("--endurance-windows", type=int, default=500,
+                   help="consecutive windows on one Spark Connect server in connect_endurance")
     p.add_argument("--scenarios", help="comma-separated subset (default: all)")
     p.add_argument("--out", help="results table (default: docs/reliability.md)")
     p.add_argument("--cluster", action="store_true",

@@ -47,6 +47,8 @@ class TrialResult:
     hung: bool = False
     # Exit code of the faulted run, where the scenario judges it (start-phase kills); None: not judged.
     exit_code: int | None = None
+    # From the fault to the faulted run ending (or what the scenario times: an orphan's tasks ending).
+    fail_s: float | None = None
 
     @property
     def violation_count(self) -> int:
@@ -65,7 +67,7 @@ class TrialResult:
         return {"scenario": self.scenario, "trial": self.trial, "records": self.records, "kills": self.kills,
                 "violations": self.violations, "lso_settled": self.lso_settled, "seconds": self.seconds,
                 "detail": self.detail, "error": self.error, "recovery_s": self.recovery_s, "hung": self.hung,
-                "exit_code": self.exit_code, "ok": self.ok}
+                "exit_code": self.exit_code, "fail_s": self.fail_s, "ok": self.ok}
 
 
 @dataclass
@@ -80,6 +82,8 @@ class Lab:
     log_dir: object | None = None
     # stack.spark_cluster.SparkStandalone for the Spark-side scenarios (None: jobs run Spark in local mode).
     spark: object | None = None
+    # stack.spark_connect.SparkConnectServer for the Connect scenarios (None: jobs run their own Spark).
+    connect: object | None = None
 
     @property
     def cluster(self):
@@ -128,9 +132,10 @@ class Lab:
         job.save(path)
         return str(path)
 
-    def recover(self, shop: ShopSettings, extra: list[str] = (), *, timeout_s: float = 600) -> JobProcess:
+    def recover(self, shop: ShopSettings, extra: list[str] = (), *, timeout_s: float = 600,
+                env: dict | None = None) -> JobProcess:
         """Run the job to completion with no faults (what the next scheduled run does)."""
-        job = self.job(shop, extra).start()
+        job = self.job(shop, extra, env=env).start()
         code = job.wait(timeout_s)
         if code != 0:
             job.kill()

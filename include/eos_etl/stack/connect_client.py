@@ -88,6 +88,15 @@ def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str]
     if not port_accepts(address.port or CONNECT_DEFAULT_PORT, address.hostname or "localhost", timeout=5.0):
         raise ConfigurationError(f"{name} cannot be reached (python -m eos_etl spark-connect status)")
     url = with_session(remote, str(uuid.uuid4()))
+    # One probe first: a wrong token, or TLS where the server speaks none (pyspark uses TLS with a token
+    # for any host but "localhost"), is one error now instead of a loop of failed handshakes.
+    if (reason := probe(url)) is not None:
+        if reason.startswith("UNAUTHENTICATED"):
+            raise ConfigurationError(f"{name} refused this client's token (${TOKEN_ENV}, or the password of the "
+                                     "Airflow spark_connect connection, must be the server's)")
+        tls = " (with a token pyspark speaks TLS to any host but localhost: sc://localhost for a local server)" \
+            if address.hostname not in ("localhost", None) else ""
+        raise ConfigurationError(f"{name} did not answer ({reason}){tls}")
     watch = ServerWatch(url, name).start()
     builder = SparkSession.builder.remote(url).appName(app_name)
     for key, value in {**(conf or {}), **REQUIRED_CONF}.items():

@@ -401,11 +401,11 @@ class KafkaNode:
 
     def pause(self) -> None:
         """SIGSTOP: the process freezes with its sockets open (a stand-in for a network partition)."""
-        if not PidFile(self.pid_file).signal(signal.SIGSTOP):
+        if not PidFile(self.pid_file).send(signal.SIGSTOP):
             raise StackError(f"Kafka node {self.node_id} is not running")
 
     def resume(self) -> None:
-        PidFile(self.pid_file).signal(signal.SIGCONT)
+        PidFile(self.pid_file).send(signal.SIGCONT)
 
     def _signal_and_wait(self, sig: int, timeout: float) -> None:
         # The kernel may hold the ports a moment after the process is gone (sockets closing):

@@ -120,7 +120,7 @@ class PidFile:
         stat = ProcStat.read(pid) if pid is not None else None
         return stat.state if stat is not None else None
 
-    def signal(self, sig: int) -> bool:
+    def send(self, sig: int) -> bool:
         """Send ``sig`` to the recorded process if it is still that process; False if it is gone."""
         pid = self.pid()
         if pid is None:
@@ -148,12 +148,12 @@ class PidFile:
         pid = self.pid()
         if pid is not None:
             if sig != signal.SIGKILL and self.state() == "T":
-                self.signal(signal.SIGCONT)
-            self.signal(sig)
+                self.send(signal.SIGCONT)
+            self.send(sig)
             if not self.wait_gone(timeout):
                 log.warning("%s (pid %d) ignored %s for %.0fs; killing it", what, pid, signal.Signals(sig).name,
                             timeout)
-                self.signal(signal.SIGKILL)
+                self.send(signal.SIGKILL)
                 if not self.wait_gone(30.0):
                     raise StackError(f"{what} (pid {pid}) survived SIGKILL for 30 s (stuck in the kernel?); "
                                      f"check it with `ps -o pid,stat,cmd {pid}`")

@@ -86,6 +86,7 @@ log = logging.getLogger(__name__)
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = CONNECT_DEFAULT_PORT
 PORT_ENV = "EOS_ETL_SPARK_CONNECT_PORT"
+DRIVER_HOST_ENV = "EOS_ETL_SPARK_CONNECT_DRIVER_HOST"  # the driver's address for executors elsewhere
 DAEMON_IDLE_EXIT_S = 30
 MEMORY_ENV = "EOS_ETL_SPARK_CONNECT_MEMORY"  # the server JVM's heap (driver and local executors)
 DEFAULT_MEMORY = "1g"
@@ -149,7 +150,10 @@ class SparkConnectServer:
     home: Path
     port: int | None = None  # None: the stored one, else a free port chosen at the first start
     master: str | None = None  # None: $EOS_ETL_SPARK_MASTER, else local[*,4] (stack.spark)
-    host: str = "127.0.0.1"
+    host: str = "127.0.0.1"  # where clients reach it (gRPC)
+    # Where executors reach its driver: loopback serves local mode and the local standalone cluster;
+    # executors on other machines need an address of this machine they can reach.
+    driver_host: str | None = None
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).absolute()
@@ -158,7 +162,7 @@ class SparkConnectServer:
     def local(cls, master: str | None = None) -> "SparkConnectServer":
         """The project's own server: var/spark-connect on $EOS_ETL_SPARK_CONNECT_PORT (15002)."""
         return cls(home=paths.var_dir() / "spark-connect", port=int(os.environ.get(PORT_ENV, DEFAULT_PORT)),
-                   master=master)
+                   master=master, driver_host=os.environ.get(DRIVER_HOST_ENV) or None)
 
     @classmethod
     def at(cls, home: Path) -> "SparkConnectServer":
@@ -276,6 +280,8 @@ class SparkConnectServer:
             "spark.eventLog.rolling.maxFileSize": EVENT_LOG_ROLL,
             "spark.eventLog.compress": "false",
         })
+        if self.driver_host:
+            conf.update({"spark.driver.host": self.driver_host, "spark.driver.bindAddress": self.driver_host})
         conf.update({
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.bound_port),
@@ -296,7 +302,7 @@ class SparkConnectServer:
             # HotSpot maps that archive only for the class path it was made with, whose first entry
             # is the configuration directory; SPARK_* is not inherited, so no stray spark-defaults.conf.
             "SPARK_LOCAL_DIRS": str(self.home / "local"),
-            "SPARK_LOCAL_IP": self.host,
+            "SPARK_LOCAL_IP": self.driver_host or self.host,
             # The server's Python workers run the publishing tasks: this package, this interpreter.
             "PYTHONPATH": str(package_dir().parent),
             "PYSPARK_PYTHON": sys.executable,
