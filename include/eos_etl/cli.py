@@ -318,6 +318,7 @@ def cmd_generate(args) -> int:
     stats = generate(
         conn, args.input_topic, args.count, invalid_share=args.invalid_share, rate=args.rate, seed=args.seed,
         transaction_size=args.transaction_size, abort_share=args.abort_share, progress=not args.no_progress,
+        timestamp_ms=args.timestamp or 0,
     )
     print(json.dumps(stats.to_dict()))
     return 0
@@ -553,6 +554,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--transaction-size", type=int, help="write in transactions of this many purchases")
     p.add_argument("--abort-share", type=float, default=0.0, help="share of those transactions to abort")
+    p.add_argument("--timestamp", type=_checked(arguments.timestamp_ms, "--timestamp"),
+                   help="record time of every purchase, ISO-8601 with a timezone or epoch millis (default: when "
+                        "sent); e.g. purchases that arrive late for an hour a backfill covers")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_generate)
 

@@ -13,17 +13,18 @@ FULL_QUEUE_POLL_S = 0.05
 
 
 def produce_waiting(producer, topic: str, value: bytes | str | None, key: bytes | str | None = None, *,
-                    headers: list | None = None, on_delivery=None) -> None:
+                    headers: list | None = None, on_delivery=None, timestamp: int = 0) -> None:
     """``producer.produce(...)``, polling while the local queue is full; other errors propagate.
 
     Called once per output record: no per-call dict, and ``on_delivery`` is passed only when
-    given (the producer's own callback otherwise)."""
+    given (the producer's own callback otherwise). ``timestamp``: the record's CreateTime in
+    epoch milliseconds; 0 (librdkafka's default) stamps it with the producer's clock at send."""
     while True:
         try:
             if on_delivery is None:
-                producer.produce(topic, value, key, headers=headers)
+                producer.produce(topic, value, key, headers=headers, timestamp=timestamp)
             else:
-                producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
+                producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery, timestamp=timestamp)
             return
         except BufferError:
             producer.poll(FULL_QUEUE_POLL_S)
