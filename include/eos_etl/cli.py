@@ -283,6 +283,8 @@ def cmd_spark_connect(args) -> int:
     from .stack.spark_connect import SparkConnectServer
 
     server = SparkConnectServer.local()
+    if args.action == "run":
+        server.exec_in_foreground()  # never returns: this process becomes the server
     if args.action in ("stop", "restart"):
         server.stop()
     if args.action in ("start", "restart"):
@@ -530,7 +532,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("spark-connect", help="a long-lived Spark application that runs windows without a "
                        "spark-submit each (var/spark-connect, loopback port $EOS_ETL_SPARK_CONNECT_PORT or 15002)")
-    p.add_argument("action", choices=["start", "stop", "restart", "status"])
+    p.add_argument("action", choices=["start", "stop", "restart", "status", "run"],
+                   help="run: the server in the foreground, in place of this process (a container's command)")
     p.set_defaults(func=cmd_spark_connect)
 
     p = sub.add_parser("create-topics", help="create the shop's input and output topics")
