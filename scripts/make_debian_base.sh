@@ -4,6 +4,7 @@
 # mirror this machine's apt is configured with, then `docker import`.
 #
 #   scripts/make_debian_base.sh [TAG]        (root; default tag eos-etl-base:bookworm)
+#   scripts/make_debian_base.sh --print-sources   the mirror and the image's sources.list, nothing made
 #
 # The Dockerfile's build argument BASE_IMAGE defaults to debian:bookworm-slim
 # (what a machine with a registry pulls); `make compose-check` builds with
@@ -20,19 +21,12 @@
 # Idempotent: an existing TAG is kept (EOS_ETL_REBUILD_BASE=1 makes it anew).
 set -euo pipefail
 
-tag=${1:-eos-etl-base:bookworm}
 suite=bookworm
+print_only=""
+if [[ ${1:-} == --print-sources ]]; then print_only=1; shift; fi
+tag=${1:-eos-etl-base:bookworm}
 
 fail() { echo "make_debian_base: $*" >&2; exit 1; }
-
-[[ $(id -u) == 0 ]] || fail "run as root (debootstrap needs it)"
-command -v debootstrap > /dev/null || fail "debootstrap is missing: apt-get install debootstrap"
-docker info > /dev/null 2>&1 || fail "no Docker engine answers (start dockerd first)"
-
-if [[ -z ${EOS_ETL_REBUILD_BASE:-} ]] && docker image inspect "$tag" > /dev/null 2>&1; then
-  echo "make_debian_base: $tag exists; kept (EOS_ETL_REBUILD_BASE=1 makes it anew)"
-  exit 0
-fi
 
 # "deb <uri> <release> <component>" for every configured binary repository of this Debian release.
 mapfile -t repos < <(apt-get indextargets --format '$(TARGET_OF) $(REPO_URI) $(RELEASE) $(COMPONENT)' 2> /dev/null \
@@ -46,6 +40,29 @@ if [[ -z $mirror ]]; then
 fi
 [[ -n $mirror ]] || fail "apt on this machine has no repository for Debian $suite; set EOS_ETL_DEBIAN_MIRROR to a Debian mirror URL"
 
+sources() {  # the same repositories as this machine (release, -updates, -security), or the mirror alone
+  echo "# Made by eos-etl's scripts/make_debian_base.sh from this machine's apt configuration."
+  if ((${#repos[@]})) && [[ -z ${EOS_ETL_DEBIAN_MIRROR:-} ]]; then
+    # One line per repository and suite, its components joined.
+    printf '%s\n' "${repos[@]}" | awk '{ c[$1 " " $2] = c[$1 " " $2] " " $3 } END { for (k in c) print "deb " k c[k] }' | sort
+  else
+    echo "deb $mirror $suite main"
+  fi
+}
+if [[ -n $print_only ]]; then
+  echo "mirror: $mirror"
+  sources
+  exit 0
+fi
+
+[[ $(id -u) == 0 ]] || fail "run as root (debootstrap needs it)"
+command -v debootstrap > /dev/null || fail "debootstrap is missing: apt-get install debootstrap"
+docker info > /dev/null 2>&1 || fail "no Docker engine answers (start dockerd first)"
+if [[ -z ${EOS_ETL_REBUILD_BASE:-} ]] && docker image inspect "$tag" > /dev/null 2>&1; then
+  echo "make_debian_base: $tag exists; kept (EOS_ETL_REBUILD_BASE=1 makes it anew)"
+  exit 0
+fi
+
 root=$(mktemp -d /var/tmp/eos-etl-base.XXXXXX)
 trap 'rm -rf "$root"' EXIT
 echo "make_debian_base: debootstrap --variant=minbase $suite from $mirror"
@@ -53,16 +70,7 @@ debootstrap --variant=minbase "$suite" "$root" "$mirror" > "$root.log" 2>&1 \
   || { tail -20 "$root.log" >&2; rm -f "$root.log"; fail "debootstrap failed"; }
 rm -f "$root.log"
 
-# The same repositories as this machine (release, -updates, -security), or the mirror alone.
-{
-  echo "# Made by eos-etl's scripts/make_debian_base.sh from this machine's apt configuration."
-  if ((${#repos[@]})); then
-    # One line per repository and suite, its components joined.
-    printf '%s\n' "${repos[@]}" | awk '{ c[$1 " " $2] = c[$1 " " $2] " " $3 } END { for (k in c) print "deb " k c[k] }' | sort
-  else
-    echo "deb $mirror $suite main"
-  fi
-} > "$root/etc/apt/sources.list"
+sources > "$root/etc/apt/sources.list"
 
 # Slim, as the official -slim images are: no docs, man pages or translations, now or later.
 cat > "$root/etc/dpkg/dpkg.cfg.d/eos-etl-slim" <<'EOF'

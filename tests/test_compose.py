@@ -646,3 +646,39 @@ def test_shell_scripts_parse():
         assert script.read_text().startswith("#!/usr/bin/env bash\n"), script
         proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
         assert proc.returncode == 0, f"{script}: {proc.stderr}"
+
+
+# -- the base image ----------------------------------------------------------------------------------
+FAKE_APT = """#!/bin/sh
+# apt-get indextargets as Debian's apt prints it, for a machine with a local mirror and a third-party repo
+[ "$1" = indextargets ] || exit 1
+printf '%s\\n' \\
+  'deb http://mirror.lan/debian/ bookworm main' 'deb http://mirror.lan/debian/ bookworm contrib' \\
+  'deb http://mirror.lan/debian/ bookworm-updates main' 'deb http://security.lan/debian-security/ bookworm-security main' \\
+  'deb https://deb.nodesource.com/node_20.x/ nodistro main' 'deb-src http://mirror.lan/debian/ bookworm main' \\
+  'deb http://mirror.lan/debian/ bookworm main'
+"""
+
+
+def test_the_base_image_comes_from_the_mirror_apt_is_configured_with(tmp_path):
+    """scripts/make_debian_base.sh reads the mirror from apt's own configuration (`apt-get
+    indextargets`), never a fixed host: its bookworm repositories, nothing else, become the image's."""
+    fake = tmp_path / "bin" / "apt-get"
+    fake.parent.mkdir()
+    fake.write_text(FAKE_APT)
+    fake.chmod(0o755)
+    script = [str(ROOT / "scripts" / "make_debian_base.sh"), "--print-sources"]
+    env = {**os.environ, "PATH": f"{fake.parent}:{os.environ['PATH']}"}
+    env.pop("EOS_ETL_DEBIAN_MIRROR", None)
+    proc = subprocess.run(script, env=env, capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stdout.splitlines() if not ln.startswith("#")]
+    assert lines == ["mirror: http://mirror.lan/debian/", "deb http://mirror.lan/debian/ bookworm contrib main",
+                     "deb http://mirror.lan/debian/ bookworm-updates main",
+                     "deb http://security.lan/debian-security/ bookworm-security main"]
+    chosen = subprocess.run(script, env={**env, "EOS_ETL_DEBIAN_MIRROR": "http://other.lan/debian"},
+                            capture_output=True, text=True, timeout=30)
+    assert chosen.stdout.splitlines()[0] == "mirror: http://other.lan/debian"
+    fake.write_text("#!/bin/sh\necho 'deb http://archive.ubuntu.com/ubuntu/ noble main'\n")
+    none = subprocess.run(script, env=env, capture_output=True, text=True, timeout=30)
+    assert none.returncode == 1 and "no repository for Debian bookworm" in none.stderr
