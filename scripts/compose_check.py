@@ -25,6 +25,10 @@ stack's state and logs, and still cleans up):
   kill      a run triggered through the REST API; mid-window (its transactions open), the Spark
             Connect container is killed (SIGKILL to its init): Docker's restart policy starts it
             again, Airflow retries run_window, the checker finds everything exactly once
+  spark-submit
+            the other route: EOS_ETL_SPARK_CONNECT_CONN_ID emptied, the Airflow containers
+            recreated, a triggered run's window is a spark-submit to the standalone master (its
+            executors in the worker's container publish); the checker again
   down      `compose down -v` (containers, network, volumes; the images stay for the next run)
 
 Runs as its own Compose project (`eos-etl-check`), so a stack of the default project on this
@@ -124,8 +128,8 @@ def ensure_tools() -> None:
             raise CheckFailed(f"missing {', '.join(missing)}: install them (Debian/Ubuntu as root: "
                               f"apt-get install {' '.join(missing)})")
         env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-        run(["apt-get", "update", "-qq"], env=env)
-        run(["apt-get", "install", "-y", "-qq", *missing], env=env)
+        run(["apt-get", "update", "-qq"], env=env, capture=True)
+        run(["apt-get", "install", "-y", "-qq", *missing], env=env, capture=True)
     run(["bash", str(ROOT / "scripts" / "install_browser.sh")])
 
 
@@ -350,7 +354,9 @@ class Check:
                   ("scheduled", self.scheduled_run), ("backfill", self.backfill),
                   ("checker", lambda: self.checker("after the scheduled run and the backfill")),
                   ("ui", self.ui), ("kill", self.kill_mid_window),
-                  ("checker", lambda: self.checker("after the killed and retried window"))]
+                  ("checker", lambda: self.checker("after the killed and retried window")),
+                  ("spark-submit", self.spark_submit_route),
+                  ("checker", lambda: self.checker("after the spark-submit route"))]
         if self.args.only:  # development: some phases against a stack kept by an earlier --keep
             wanted = self.args.only.split(",")
             self.stack = self.kept_stack()
@@ -494,8 +500,15 @@ class Check:
             f"{summary and summary['dead_letters']} dead letters")
         if read != count:
             raise CheckFailed(f"the scheduled run read {read} purchases, not {count}")
+        self.require_route(run_["dag_run_id"], "WindowSparkConnectOperator")
         self.hour = datetime.fromisoformat(run_["logical_date"].replace("Z", "+00:00"))
         return run_
+
+    def require_route(self, run_id: str, operator: str) -> None:
+        used = self.stack.task_states(run_id)["run_window"]["operator"]
+        if used != operator:
+            raise CheckFailed(f"run_window of {run_id} ran as {used}, not {operator}")
+        say(f"run_window of {run_id} ran as {used}")
 
     def _unpause(self) -> bool:
         try:
@@ -652,6 +665,47 @@ class Check:
             raise CheckFailed(f"run_window of {killed} succeeded in try {ti['try_number']}: the kill missed it")
         if summary["records_read"] != count:
             raise CheckFailed(f"the retried window read {summary['records_read']} purchases, not {count}")
+
+
+    def spark_submit_route(self) -> None:
+        """The alternative route: EOS_ETL_SPARK_CONNECT_CONN_ID empty, Compose recreates the Airflow
+        containers, and a triggered run's window is a spark-submit to the standalone master whose
+        executors, in the worker's container, publish to Kafka (`kafka:9093`)."""
+        self.stack.env["EOS_ETL_SPARK_CONNECT_CONN_ID"] = ""
+        self.stack.cmd("up", "-d")
+        self.stack.wait_healthy()
+        count = self.args.purchases
+        stats = self.stack.generate(count, None, seed=104)
+        self._expect(stats)
+
+        def reparsed():  # the DAG processor parsed the DAG again, in its new environment
+            task = self.stack.api("GET", f"/api/v2/dags/{DAG_ID}/tasks/run_window")
+            return task["operator_name"] == "WindowSparkSubmitOperator"
+        self.stack.wait_for("the DAG parsed with the spark-submit route", reparsed, timeout=300)
+
+        def triggered():
+            try:
+                return self.stack.api("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
+                                      {"logical_date": None, "note": "compose-check: the spark-submit route"},
+                                      attempts=1)
+            except CheckFailed:
+                return None  # the DAG is re-parsed after the restart
+        run_ = self.stack.wait_for("a run triggered after the route switch", triggered, timeout=180)
+        self.stack.wait_for_run(run_["dag_run_id"])
+        self.require_route(run_["dag_run_id"], "WindowSparkSubmitOperator")
+        summary = self.summary(run_["dag_run_id"])
+        if summary is None or summary["records_read"] != count:
+            raise CheckFailed(f"the spark-submit run read {summary and summary['records_read']} purchases, not {count}")
+        apps = json.loads(self.stack.cmd(
+            "exec", "-T", "spark-master", "python", "-c",
+            "import json, urllib.request; print(json.dumps([a['name'] for a in json.load(urllib.request.urlopen("
+            "'http://localhost:8080/json/'))['completedapps']]))", capture=True, quiet=True).stdout)
+        from eos_etl.shop.schema import ShopTopics
+
+        window_app = f"eos-etl-{ShopTopics().purchases}"  # the name run-window gives its Spark application
+        if window_app not in apps:
+            raise CheckFailed(f"no {window_app} application on the standalone master, only {apps}")
+        say(f"spark-submit run {run_['dag_run_id']}: read {count}; the master's finished applications: {sorted(set(apps))}")
 
 
 def main(argv: list[str]) -> int:
