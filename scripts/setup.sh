@@ -40,3 +40,14 @@ fi
   || echo "setup: warning: no class-data archive; Spark's JVMs start without it (python -m eos_etl jvm-archive retries)"
 # Debian's chromium for the real-browser UI test (installs it when root with apt).
 bash scripts/install_browser.sh
+# Compose renders docker-compose.yaml for tests/test_compose.py (`config`: no Docker engine needed).
+if ! command -v docker-compose > /dev/null && ! docker compose version > /dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
+    echo "setup: installing Debian's docker-compose (Compose v1) with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose > /dev/null \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose > /dev/null; } \
+      || fail "could not install docker-compose: apt-get install --no-install-recommends docker-compose"
+  else
+    echo "setup: warning: Compose is missing; tests/test_compose.py needs it: apt-get install --no-install-recommends docker-compose"
+  fi
+fi

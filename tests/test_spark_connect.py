@@ -264,3 +264,57 @@ def test_first_starts_at_once_share_one_whole_token(tmp_path):
         assert len(tokens) == 1 and len(next(iter(tokens))) >= 32
         assert [f.name for f in home.iterdir()] == ["token"]
         assert stat.S_IMODE((home / "token").stat().st_mode) == 0o600
+
+
+PING = """
+from eos_etl.stack.spark import spark_session
+spark = spark_session()
+print("COUNT", spark.range(5).count())
+"""
+
+
+def test_the_foreground_server_is_the_process_it_replaced_and_takes_the_environments_token(tmp_path):
+    """`spark-connect run`, a container's command: the process becomes the server's JVM (same pid, so
+    the container's init signals the JVM itself), logs to its own output, accepts exactly the token of
+    $SPARK_CONNECT_AUTHENTICATE_TOKEN (kept 0600, on no command line) and stops on SIGTERM."""
+    import secrets
+
+    port, token = free_port(), secrets.token_urlsafe(32)
+    env = {**os.environ, "EOS_ETL_VAR": str(tmp_path), "EOS_ETL_SPARK_CONNECT_PORT": str(port),
+           "EOS_ETL_SPARK_MASTER": "local[1,4]", "EOS_ETL_SPARK_CONNECT_MEMORY": "512m",
+           "SPARK_CONNECT_AUTHENTICATE_TOKEN": token}
+    server = SparkConnectServer(home=tmp_path / "spark-connect", port=port)
+    server.home.mkdir()
+    server.token_file.write_text("an-older-token-the-environment-replaces")
+    out = tmp_path / "server.out"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "eos_etl", "spark-connect", "run"], env=env, stdout=sink,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while "Spark Connect server started at" not in out.read_text(errors="replace"):
+            assert proc.poll() is None, out.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, out.read_text(errors="replace")[-3000:]
+            time.sleep(0.5)
+        jvm = psutil.Process(proc.pid)
+        assert jvm.name() == "java" and server.pid() == proc.pid
+        assert "org.apache.spark.sql.connect.service.SparkConnectServer" in jvm.cmdline()
+        assert not any(token in arg for arg in jvm.cmdline())
+        assert server.token() == token and stat.S_IMODE(server.token_file.stat().st_mode) == 0o600
+
+        client = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
+        client["SPARK_REMOTE"] = f"sc://localhost:{port}"
+        ok = subprocess.run([sys.executable, "-c", PING], env={**client, "SPARK_CONNECT_AUTHENTICATE_TOKEN": token},
+                            capture_output=True, text=True, timeout=120)
+        assert "COUNT 5" in ok.stdout, ok.stdout + ok.stderr[-3000:]
+        refused = subprocess.run([sys.executable, "-c", PING], capture_output=True, text=True, timeout=120,
+                                 env={**client, "SPARK_CONNECT_AUTHENTICATE_TOKEN": "an-older-token-the-environment-replaces"})
+        assert refused.returncode != 0 and "refused this client's token" in refused.stderr, refused.stderr[-3000:]
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) is not None
+        assert not server.is_running()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)

@@ -283,6 +283,8 @@ def cmd_spark_connect(args) -> int:
     from .stack.spark_connect import SparkConnectServer
 
     server = SparkConnectServer.local()
+    if args.action == "run":
+        server.exec_in_foreground()  # never returns: this process becomes the server
     if args.action in ("stop", "restart"):
         server.stop()
     if args.action in ("start", "restart"):
@@ -318,6 +320,7 @@ def cmd_generate(args) -> int:
     stats = generate(
         conn, args.input_topic, args.count, invalid_share=args.invalid_share, rate=args.rate, seed=args.seed,
         transaction_size=args.transaction_size, abort_share=args.abort_share, progress=not args.no_progress,
+        timestamp_ms=args.timestamp or 0,
     )
     print(json.dumps(stats.to_dict()))
     return 0
@@ -585,7 +588,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("spark-connect", help="a long-lived Spark application that runs windows without a "
                        "spark-submit each (var/spark-connect, loopback port $EOS_ETL_SPARK_CONNECT_PORT or 15002)")
-    p.add_argument("action", choices=["start", "stop", "restart", "status"])
+    p.add_argument("action", choices=["start", "stop", "restart", "status", "run"],
+                   help="run: the server in the foreground, in place of this process (a container's command)")
     p.set_defaults(func=cmd_spark_connect)
 
     p = sub.add_parser("create-topics", help="create the shop's input and output topics")
@@ -609,6 +613,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--transaction-size", type=int, help="write in transactions of this many purchases")
     p.add_argument("--abort-share", type=float, default=0.0, help="share of those transactions to abort")
+    p.add_argument("--timestamp", type=_checked(arguments.timestamp_ms, "--timestamp"),
+                   help="record time of every purchase, ISO-8601 with a timezone or epoch millis (default: when "
+                        "sent); e.g. purchases that arrive late for an hour a backfill covers")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_generate)
 

@@ -59,6 +59,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from .. import paths
 from ..arguments import switch_on
@@ -343,6 +344,37 @@ class SparkConnectServer:
         log.info("Spark Connect server starting (pid %d) on %s:%d, log %s", proc.pid, self.host, port, self.log_file)
         self._wait_ready(timeout, log_offset=offset)
         return self
+
+    def exec_in_foreground(self) -> NoReturn:
+        """Become the server: this process is replaced by the server's JVM, which logs to this
+        process's stderr. For a container's main process, supervised by the container's restart
+        policy (``python -m eos_etl spark-connect run``); :meth:`start` is for a machine.
+
+        A token in ``$SPARK_CONNECT_AUTHENTICATE_TOKEN`` (the container's secret) becomes the
+        server's token file, replacing any earlier one; without it the token file's (made at the
+        first start) is used, as :meth:`start` does."""
+        if given := os.environ.get(TOKEN_ENV, "").strip():
+            self._store_token(given)
+        port = self._state().get("port") or self.port or DEFAULT_PORT
+        for sub in ("local", "conf"):
+            (self.home / sub).mkdir(parents=True, exist_ok=True)
+        self.log4j_file.write_text(_LOG4J2)
+        self._write_state({"port": port, "master": self.master or "",
+                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        command, env = self.command(), self._env()
+        self.pid_file.write_text(str(os.getpid()))  # spark-submit and spark-class exec: the JVM keeps this pid
+        log.info("Spark Connect server in the foreground on %s:%d", self.host, port)
+        os.chdir(self.home)
+        os.execve(command[0], command, env)
+
+    def _store_token(self, token: str) -> None:
+        """Replace the token file with ``token`` (written whole under a private name, then renamed)."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        draft = self.home / f".token.{os.getpid()}"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token)
+        draft.replace(self.token_file)
 
     def _wait_ready(self, timeout: float, log_offset: int | None = None) -> None:
         deadline = time.monotonic() + timeout
