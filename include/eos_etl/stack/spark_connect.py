@@ -356,13 +356,15 @@ class SparkConnectServer:
         if given := os.environ.get(TOKEN_ENV, "").strip():
             self._store_token(given)
         port = self._state().get("port") or self.port or DEFAULT_PORT
-        for sub in ("local", "conf"):
-            (self.home / sub).mkdir(parents=True, exist_ok=True)
+        for sub in ("local", "conf", "events"):
+            (self.home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         self.log4j_file.write_text(_LOG4J2)
+        self.prune_event_log()
         self._write_state({"port": port, "master": self.master or "",
-                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "health_session": str(uuid.uuid4())})
         command, env = self.command(), self._env()
-        self.pid_file.write_text(str(os.getpid()))  # spark-submit and spark-class exec: the JVM keeps this pid
+        PidFile(self.pid_file).record(os.getpid())  # spark-submit and spark-class exec: the JVM keeps this pid
         log.info("Spark Connect server in the foreground on %s:%d", self.host, port)
         os.chdir(self.home)
         os.execve(command[0], command, env)
