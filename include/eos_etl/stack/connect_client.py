@@ -19,8 +19,16 @@ Exactly-once never depends on any of this: a window's tasks left running on the
 server are fenced by the next attempt's ``init_transactions``. What it buys is
 that a run ends, within a stated bound, with one clear error.
 
-The client and its probes share one session (its id is chosen here, with the
-user id): watching a run adds no session on the server.
+Sessions: every window of one pipeline (the session's application name) on one
+day shares one session on the server (its id derived from the two), and a
+client never releases it: it expires :data:`~.spark_connect.SESSION_TIMEOUT`
+after its last use. Spark 4.1 keeps a Python worker factory, and a thread, per
+session for the server's life (SPARK-54055): a session per window leaked one
+per window, a session per pipeline and day leaks one a day, which the
+supervisor's restarts between windows contain. The client and its watch's
+probes share the session: watching a run adds none. Concurrent clients of one
+pipeline share it too; each tags its own operations, so a terminated client
+interrupts only those.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import sys
 import threading
 import time
 import uuid
+from datetime import datetime, timezone
 from urllib.parse import urlsplit
 
 from .. import logging_setup
@@ -72,6 +81,16 @@ def with_session(remote: str, session_id: str) -> str:
     return f"{base}/;{params};{ids}" if sep else f"{base.rstrip('/')}/;{ids}"
 
 
+#: Namespace of the session ids: uuid5(namespace, "<application name>/<UTC date>").
+_SESSIONS = uuid.UUID("6f0a1c9e-3b2d-5e4f-8a7b-9c0d1e2f3a4b")
+
+
+def session_id(app_name: str, now: datetime | None = None) -> str:
+    """The session every window of ``app_name`` shares on the server today (UTC)."""
+    day = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d")
+    return str(uuid.uuid5(_SESSIONS, f"{app_name}/{day}"))
+
+
 def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str] | None = None):
     """A Spark Connect client session on ``remote`` (``sc://host:port``; the token from
     ``$SPARK_CONNECT_AUTHENTICATE_TOKEN``), watched from before its first request on (see the
@@ -87,7 +106,7 @@ def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str]
                                                     (p.partition("=") for p in remote.split(";")) if key == "token"))
     if not port_accepts(address.port or CONNECT_DEFAULT_PORT, address.hostname or "localhost", timeout=5.0):
         raise ConfigurationError(f"{name} cannot be reached (python -m eos_etl spark-connect status)")
-    url = with_session(remote, str(uuid.uuid4()))
+    url = with_session(remote, session_id(app_name))
     # One probe first: a wrong token, or TLS where the server speaks none (pyspark uses TLS with a token
     # for any host but "localhost"), is one error now instead of a loop of failed handshakes.
     if (reason := probe(url)) is not None:
@@ -113,21 +132,24 @@ def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str]
             raise ConfigurationError(f"{name} cannot be reached (python -m eos_etl spark-connect status)") from exc
         raise
     spark.client.set_retry_policies([bounded_retries()])
-    spark._eos_etl_watch = watch  # ended with the session (close_session)
-    end_on_sigterm(spark, name)
+    spark.release_session_on_close = False  # shared by the pipeline's windows: it expires on the server
+    spark._eos_etl_watch = watch  # ended with the client (close_session)
+    tag = f"eos-etl-client-{uuid.uuid4().hex[:12]}"
+    spark.addTag(tag)  # this process's operations, told apart from another client's in the shared session
+    end_on_sigterm(spark, name, tag)
     _require_same_code(spark, name)
     return spark
 
 
 def close_session(spark) -> None:
-    """Stop watching, then release the session (bounded: the retry policy is)."""
+    """Stop watching, then close the client (its session stays for the pipeline's next window)."""
     watch = getattr(spark, "_eos_etl_watch", None)
     if watch is not None:
         watch.stop()
     try:
         spark.stop()
-    except Exception as exc:  # noqa: BLE001 - a session the server lost is released already
-        log.warning("could not release the Spark Connect session: %s", str(exc).splitlines()[0][:200])
+    except Exception as exc:  # noqa: BLE001 - closing a channel the server dropped
+        log.warning("could not close the Spark Connect client: %s", str(exc).splitlines()[0][:200])
 
 
 def _require_same_code(spark, name: str) -> None:
@@ -180,18 +202,17 @@ class ServerWatch:
         os._exit(1)
 
 
-def end_on_sigterm(spark, name: str) -> None:
-    """On SIGTERM: interrupt the session's operations on the server, release the session, exit 143
+def end_on_sigterm(spark, name: str, tag: str) -> None:
+    """On SIGTERM: interrupt this process's operations (tagged ``tag``) on the server and exit 143
     (within :data:`TERM_GRACE_S` whatever the server does)."""
     def terminate() -> None:
         threading.Timer(TERM_GRACE_S, os._exit, (143,)).start()
-        print(f"error: terminated (SIGTERM): this window's operations on {name} are interrupted and its session "
-              "released; what its tasks left open is fenced by the next attempt", file=sys.stderr, flush=True)
-        for step in (spark.interruptAll, spark.client.release_session):
-            try:
-                step()
-            except Exception:  # noqa: BLE001 - a server that is gone has nothing left to interrupt
-                pass
+        print(f"error: terminated (SIGTERM): this window's operations on {name} are interrupted; what its "
+              "tasks left open is fenced by the next attempt", file=sys.stderr, flush=True)
+        try:
+            spark.interruptTag(tag)
+        except Exception:  # noqa: BLE001 - a server that is gone has nothing left to interrupt
+            pass
         os._exit(143)
 
     # Signal handlers run on the main thread, which is waiting on the server: the work goes to a thread.

@@ -113,13 +113,12 @@ logger.server.level = info
 # tasks queue behind the orphan's. A living client is attached all along (it reattaches at once).
 DETACHED_TIMEOUT = "15s"
 MAINTENANCE_INTERVAL = "5s"
-# A killed client's session (and what it holds on the server) goes after this, not after 60 minutes.
-SESSION_TIMEOUT = "10min"
-# Spark 4.1 makes a Python worker factory (and an "Idle Worker Monitor" thread) per session when
-# sessions isolate their artifacts, and never frees it (SPARK-54055): one per window, for the
-# server's life. Windows add no artifacts, so the server runs with isolation off: every session
-# shares one factory. Should threads of that kind pile up anyway, a server with more than this
-# many is restarted between windows.
+# A session unused this long goes (Spark's default: 60 minutes). The windows of one pipeline share a
+# session per day (stack.connect_client): it must outlive a day of windows at any schedule.
+SESSION_TIMEOUT = "25h"
+# Spark 4.1 makes a Python worker factory (and an "Idle Worker Monitor" thread) per client session
+# and never frees it (SPARK-54055). The pipeline's windows share a session per day, so one leaks a
+# day per pipeline; a server holding more than this many is restarted between windows.
 MAX_IDLE_WORKER_MONITORS = 16
 _IDLE_WORKER_MONITOR = "Idle Worker Mon"  # the thread's name as the kernel keeps it (15 characters)
 # Redaction of the Kafka login in what the server shows and logs (plans, event logs, the UI): Spark
@@ -130,10 +129,10 @@ REDACTION = {
     "spark.sql.redaction.string.regex": "(?i)password\\s*=\\s*\"[^\"]*\"",
 }
 # The server's event log (Spark's own listener, JSON lines): how each window's task attempts ended,
-# which a client cannot ask the server's status store for. Rolled at this size; between windows the
-# supervisor keeps the newest few files only.
-EVENT_LOG_ROLL = "10m"
-EVENT_LOG_KEEP = 3
+# which a client cannot ask the server's status store for (about 100 KB per small window). Rolled at
+# this size (Spark's least); between windows the supervisor keeps the newest files only.
+EVENT_LOG_ROLL = "2m"
+EVENT_LOG_KEEP = 2
 # Where a client of the project's own server finds its home (set for the project's Airflow): the
 # run task then makes sure the server is up and answering before each window.
 HOME_ENV = "EOS_ETL_SPARK_CONNECT_HOME"
@@ -274,7 +273,6 @@ class SparkConnectServer:
             "spark.connect.execute.manager.detachedTimeout": DETACHED_TIMEOUT,
             "spark.connect.execute.manager.maintenanceInterval": MAINTENANCE_INTERVAL,
             "spark.connect.session.manager.defaultSessionTimeout": SESSION_TIMEOUT,
-            "spark.sql.artifact.isolation.enabled": "false",
             "spark.eventLog.enabled": "true",
             "spark.eventLog.dir": self.event_log_dir.as_uri(),
             "spark.eventLog.rolling.enabled": "true",
@@ -422,7 +420,8 @@ class SparkConnectServer:
         One supervisor at a time (a lock in the home); same port, token and master."""
         with self._lock("supervisor.lock", fcntl.LOCK_EX):
             self.rotate_log()
-            self.prune_event_log()
+            if self._no_window_in_flight():  # a window reads the event log files it started in
+                self.prune_event_log()
             if not self.is_running():
                 log.warning("the Spark Connect server (%s) is not running; starting it", self.home)
                 return self.start()
