@@ -138,8 +138,9 @@ def test_the_kafka_password_is_never_in_a_debug_client_log_or_the_servers_logs(s
     c = sasl_connection
     res = cli("run-window", "--bootstrap-servers", c.bootstrap_servers, "--security-protocol", "SASL_SSL",
               "--sasl-mechanism", "SCRAM-SHA-512", "--sasl-username", c.sasl_username, "--ssl-ca-location",
-              c.ssl_ca_location, *shop_args(shop), "--compact", "--log-level", "DEBUG",
-              env={**server.client_env(), "EOS_ETL_KAFKA_PASSWORD": SASL_PASSWORD, "SPARK_CONNECT_LOG_LEVEL": "debug"})
+              c.ssl_ca_location, *shop_args(shop), "--compact",
+              env={**server.client_env(), "EOS_ETL_KAFKA_PASSWORD": SASL_PASSWORD, "SPARK_CONNECT_LOG_LEVEL": "debug",
+                   "EOS_ETL_LOG_LEVEL": "DEBUG"})
     assert res.returncode == 0, res.stderr[-3000:]
     assert json.loads(res.stdout.strip().splitlines()[-1])["invoices"] == stats.valid
     assert "Executing plan" in res.stderr and "kafka.sasl.jaas.config" in res.stderr  # the plan was printed

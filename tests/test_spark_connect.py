@@ -199,19 +199,25 @@ def test_a_killed_client_leaves_nothing_visible_and_its_retry_publishes_exactly_
 
 
 def test_the_dag_runs_its_window_on_the_connect_server(shop_factory, kafka_broker, connect_server, tmp_path):
+    """The project's own Airflow (make up): the run task supervises the server, so a server that died
+    since is started again before the window, and the task attempts come from its event log."""
     shop = shop_factory(partitions=2)
     stats = generate(shop.connection, shop.topics.purchases, 500, invalid_share=0.05, seed=41)
     token = connect_server.token()
     af = airflow_for(shop, tmp_path / "af", kafka_broker, connections={"spark_connect_default": {
         "conn_type": "spark_connect", "host": "localhost", "port": connect_server.bound_port, "password": token}},
-        overrides={"EOS_ETL_SPARK_CONNECT_CONN_ID": "spark_connect_default"})
+        overrides={"EOS_ETL_SPARK_CONNECT_CONN_ID": "spark_connect_default",
+                   "EOS_ETL_SPARK_CONNECT_HOME": str(connect_server.home)})
     assert af.airflow_cmd("db", "migrate", timeout=300).returncode == 0
-    server_pid = connect_server.pid()
-    state, _run_id, out = dag_test(af, "shop_invoicing")
+    os.kill(connect_server.pid(), signal.SIGKILL)  # it died since the last window
+    state, run_id, out = dag_test(af, "shop_invoicing")
     assert state == "success", out[-6000:]
     logs = task_logs(af) + out
     assert "on the Spark Connect server of connection 'spark_connect_default'" in logs
-    assert connect_server.pid() == server_pid
+    assert "is not running; starting it" in logs and connect_server.is_running()
+    summary = json.loads(next((tmp_path / "af" / "var" / "reports" / "shop_invoicing").glob("*/summary.json"))
+                         .read_text())
+    assert summary["task_attempts"]["visible"] and summary["task_attempts"]["succeeded"] == 2
     assert len(read_topic(shop.connection, shop.topics.invoices)) == stats.valid
     assert check_shop(shop).ok
     assert token not in logs and SASL_PASSWORD not in logs
@@ -267,7 +273,7 @@ def test_first_starts_at_once_share_one_whole_token(tmp_path):
 
 
 PING = """
-from eos_etl.stack.spark import spark_session
+from eos_etl.stack.session import spark_session
 spark = spark_session()
 print("COUNT", spark.range(5).count())
 """
