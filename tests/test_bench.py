@@ -49,17 +49,17 @@ def test_medians_ratios_and_targets():
     assert names["S/B3 (job basis)"] is True
     assert names["S/N"] is False
     assert names["B2(k=10,000)/B1"] is True
-    # Issue 16: S 3,300 CPU s per M vs 1.3 x (R 1,500 + B1 1,530); S/N 23x; S/B3 1.82; fit 1.1 s fixed.
-    assert names["issue 16: S CPU s per M purchases vs 1.3 x (R + B1)"] is True
-    assert names["issue 16: S/N"] is False and names["issue 16: S/B3 (job basis)"] is True
-    assert names["issue 16: S fixed cost per window (affine fit over 3 sizes)"] is True
+    # Publish per core: S 3,300 CPU s per M vs 1.3 x (R 1,500 + B1 1,530); S/N 23x; S/B3 1.82; fit 1.1 s fixed.
+    assert names["publish per core: S CPU s per M purchases vs 1.3 x (R + B1)"] is True
+    assert names["publish per core: S/N"] is False and names["publish per core: S/B3 (job basis)"] is True
+    assert names["publish per core: S fixed cost per window (affine fit over 3 sizes)"] is True
     assert not [n for n in names if "purchases/s at" in n]  # no window of a million: no such row
 
     big = data()
     big["rows"] += [row("S", "S", 1_000_000, 2, rep, 50.0, 1_000_000) for rep in (1, 2)]
     by_name = {t["name"]: t for t in compute(big)["targets"]}
-    assert by_name["issue 16: S purchases/s at 1,000,000"]["value"] == "20,000"
-    assert by_name["issue 16: S purchases/s at 1,000,000"]["ok"] is False
+    assert by_name["publish per core: S purchases/s at 1,000,000"]["value"] == "20,000"
+    assert by_name["publish per core: S purchases/s at 1,000,000"]["ok"] is False
 
 
 def test_writes_markdown_and_png(tmp_path):
@@ -119,9 +119,9 @@ def test_sc_rows_get_their_own_targets_and_section(tmp_path):
     c = compute(d)
     assert round(c["ratios"]["SC/S"], 2) == 2.2 and round(c["ratios"]["SC/N"]) == 50
     names = {t["name"]: t for t in c["targets"]}
-    assert names["issue 16: SC/N"]["value"] == "50x" and names["issue 16: SC/N"]["ok"] is False
-    assert names["issue 16: SC fixed cost per window (affine fit over 3 sizes)"]["ok"] is True
-    assert "issue 16: S/N" in names  # S keeps its own rows
+    assert names["publish per core: SC/N"]["value"] == "50x" and names["publish per core: SC/N"]["ok"] is False
+    assert names["publish per core: SC fixed cost per window (affine fit over 3 sizes)"]["ok"] is True
+    assert "publish per core: S/N" in names  # S keeps its own rows
     md, _png = write_report(d, tmp_path, command="`python -m eos_etl.bench`")
     text = md.read_text()
     assert "## Scale curve: window size, S vs SC" in text and "its first window" in text and "7.25 s job" in text

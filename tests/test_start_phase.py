@@ -1,4 +1,4 @@
-"""Issue 18: losing a broker while a run starts never crashes it.
+"""Losing a broker while a run starts never crashes it.
 
 Every step before publishing (connect, metadata, committed offsets, fencing,
 preflight, planning) uses whichever broker answers, retries retriable errors
@@ -148,7 +148,7 @@ def test_the_cli_leaves_a_python_stack_when_it_crashes_natively():
     assert "Fatal Python error: Segmentation fault" in res.stderr and 'File "<string>"' in res.stderr
 
 
-# -- bad configuration (issue 12): the real CLI ------------------------------------------------------
+# -- bad configuration: the real CLI ------------------------------------------------------
 def test_all_nodes_down_fails_within_30s_with_one_clear_error():
     dead = ",".join(f"127.0.0.1:{free_port()}" for _ in range(3))
     t0 = time.monotonic()

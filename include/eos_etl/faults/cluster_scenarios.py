@@ -299,6 +299,6 @@ def register(name: str, run: Callable[[Lab, int], TrialResult]) -> None:
     CLUSTER_SCENARIOS[name] = run
 
 
-# Issue 18's start-up fault (a random node killed in a run's first seconds) also runs on the cluster.
+# The start-up fault (a random node killed in a run's first seconds) also runs on the cluster.
 if hasattr(sc, "start_phase_broker_kill"):
     register("start_phase_broker_kill", sc.start_phase_broker_kill)

@@ -184,7 +184,7 @@ START_PHASE_VERDICT_KEYS = frozenset({"hung", "killed_by_signal", "unexpected_ex
 
 
 def start_phase_outcomes(results: list[TrialResult], topology: str) -> list[str]:
-    """Issue 18's table: how the start-phase broker-kill runs ended (empty when there were none)."""
+    """The start-phase table: how the start-phase broker-kill runs ended (empty when there were none)."""
     runs = [r for r in results if r.scenario == "start_phase_broker_kill" and not r.error]
     if not runs:
         return []
@@ -373,7 +373,7 @@ def write_section(out: Path, section: str, text: str) -> None:
 @dataclass
 class ClusterSoakOptions:
     seeds: int = 3  # trials per scenario (seeds 1..N; rolling_restart included)
-    start_phase_kills: int = 30  # trials of start_phase_broker_kill (issue 18 asks for 30)
+    start_phase_kills: int = 30  # trials of start_phase_broker_kill (enough for a rare start-phase race to show)
     scenarios: tuple[str, ...] = ()  # default: every registered cluster scenario
     rolling_records: int = 200_000  # window of the rolling restart
     command: str = ""  # as typed, kept in results.json

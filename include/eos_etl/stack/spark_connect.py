@@ -3,13 +3,13 @@
 A spark-submit per window starts a fresh Spark application: a JVM, its class
 loading and JIT compilation (HotSpot C1/C2 and Janino for the transform),
 planning on a cold JVM, Python workers. For a 100,000-purchase window that is
-more than half of the run (docs/benchmarks.md, issue 16, fourth round). Spark's
+more than half of the run (docs/benchmarks.md, fourth round). Spark's
 own Connect server (``org.apache.spark.sql.connect.service.SparkConnectServer``
 from the pyspark wheel's jars, started with the wheel's ``bin/spark-submit``)
 stays up instead; each run is a thin client (``SPARK_REMOTE``) with a session of
-its own on the server and pays none of the JVM's start after the server's first
-window. (Python workers are still started per window: Spark 4.1 gives each
-client session workers of its own; see ``stack.pyspark_daemon`` for their end.)
+its pipeline's on the server and pays none of the JVM's start after the server's
+first window. (Python workers are still started per window; see
+``stack.pyspark_daemon`` for their end.)
 
 Exactly-once does not depend on the route: the publishing tasks run on the
 server's executors exactly as under spark-submit, one transactional id per input
