@@ -12,8 +12,8 @@ run task does before every window) and a retry; then the checker.
 - **connect_client_kill**: SIGKILL of the client mid-window: the server must end
   the orphaned operation (its tasks) within its detached-operation bound.
 - **connect_task_kill**: Airflow kills the run task: the operator's ``on_kill``
-  (SIGTERM to the client), which interrupts the window's operations and
-  releases its session.
+  (SIGTERM to the client), which interrupts the operations it tagged (the
+  session is the pipeline's and stays).
 - **connect_two_clients**: two clients run the same window at once.
 - **connect_server_restart**: the server restarted between two windows.
 - **connect_broker_kill**: the broker SIGKILLed (and restarted 2 s later) while a
