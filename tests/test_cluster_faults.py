@@ -78,6 +78,23 @@ def test_a_subset_soak_gets_a_section_of_its_own_with_the_start_phase_table(tmp_
     assert "| one node | 4 | 1 | 1 | 0 | 1 | 1 | 4 of 4 |" in text, text
 
 
+def test_a_cluster_subset_soak_gets_a_section_of_its_own(tmp_path):
+    from eos_etl.faults.lab import TrialResult
+    from eos_etl.faults.soak import CLUSTER_SECTION, ClusterSoakOptions, write_cluster_markdown
+
+    page = tmp_path / "reliability.md"
+    page.write_text("<!-- cluster soak: begin (generated) -->\nfull cluster table\n<!-- cluster soak: end -->\n")
+    opts = ClusterSoakOptions(scenarios=("connect_executor_kill",), out=page)
+    runs = [TrialResult("connect_executor_kill", "seed=1", recovery_s=20.0)]
+    write_cluster_markdown(runs, 60.0, opts, "soak --cluster --scenarios connect_executor_kill",
+                           f"{CLUSTER_SECTION}: connect_executor_kill")
+    text = page.read_text()
+    assert "full cluster table" in text
+    assert "<!-- cluster soak: connect_executor_kill: begin (generated) -->" in text
+    assert "cluster fault soak, scenarios: connect_executor_kill" in text
+    assert "| connect_executor_kill |" in text
+
+
 def test_a_rerun_replaces_only_its_scenarios_trials(tmp_path):
     from eos_etl.faults.lab import TrialResult
     from eos_etl.faults.soak import load_results, merge_rerun, save_results

@@ -511,8 +511,8 @@ def cmd_soak(args) -> int:
 
 
 def _cmd_soak_cluster(args) -> int:
-    from .faults.soak import (ClusterSoakOptions, save_results, load_results, merge_rerun, run_cluster_soak,
-                              summarize, write_cluster_markdown)
+    from .faults.soak import (CLUSTER_SECTION, ClusterSoakOptions, save_results, load_results, merge_rerun,
+                              run_cluster_soak, summarize, write_cluster_markdown)
 
     command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
     opts = ClusterSoakOptions(seeds=args.seeds, rolling_records=args.rolling_records,
@@ -526,7 +526,8 @@ def _cmd_soak_cluster(args) -> int:
 
     def write(done, wall):
         if not args.merge_into:
-            return write_cluster_markdown(done, wall, opts, command)
+            section = f"{CLUSTER_SECTION}: {', '.join(opts.scenarios)}" if opts.scenarios else CLUSTER_SECTION
+            return write_cluster_markdown(done, wall, opts, command, section)
         merged = merge_rerun(earlier, done)
         label = (f"{earlier_command or 'an earlier soak'}`, with the trials of {sorted({r.scenario for r in done})} "
                  f"replaced by `{command}")
