@@ -329,6 +329,7 @@ def offsets_expired(lab: Lab, point: str, seed: int, *, records: int = 2000,
             step = rng.choice(_KILL_POINTS)
             spec = f"{step}=stop,partition={seed % 2}" + (f",after={rng.randint(20, 150)}" if step == "mid_produce"
                                                           else ",after=1" if step == "after_commit" else "")
+            spec += f",{_once('expired')}"  # a resumed zombie's retried task must not stop itself again
             job = lab.job(shop, extra, failpoints=spec).start()
             if not job.wait_for_failpoint_stop(240):
                 raise RuntimeError(f"the attempt never reached {step}:\n{job.tail()}")
@@ -345,9 +346,13 @@ def offsets_expired(lab: Lab, point: str, seed: int, *, records: int = 2000,
         result.recovery_s = round(time.monotonic() - t0, 1)
         if point == "zombie":
             job.resume()
+            resumed = time.monotonic()
             code = job.wait(240)
             if code is None:
                 job.kill()
+                result.detail += f"the resumed attempt still ran after 240s (killed; log {lab.keep_log(job, 'zombie')}); "
+            else:
+                result.detail += f"the resumed attempt exited {code} after {time.monotonic() - resumed:.0f}s; "
             if "fenced" not in job.stderr.lower() and code == 0:
                 result.violations["zombie_not_fenced"] = 1
         result.detail += f"group offsets expired {waited:.0f}s after the pause began; the next run took over"
