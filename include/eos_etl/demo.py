@@ -22,6 +22,7 @@ from .errors import ConfigurationError
 from .kafka.admin import ClusterAdmin
 from .kafka.topics import ensure_topics
 from .kafka.connection import KafkaConnection
+from .orchestration.reports import run_dir
 from .shop.generator import generate
 from .shop.job import ShopSettings, run_shop_window, summary_dict
 from .stack.kafka_cluster import KafkaCluster
@@ -92,8 +93,6 @@ def _run_directly(settings, spark_master: str | None = None) -> None:
 
 def _run_through_airflow(airflow, dag_id: str = "shop_invoicing", timeout_s: float = 900) -> None:
     """Trigger the DAG as the UI would (REST API), wait for it, print where the report is."""
-    from .orchestration.operators import run_dir
-
     token = airflow.api_token(timeout=120)  # a busy API server may need more than the default 30 s
     deadline = time.monotonic() + 180
     while True:  # the DAG processor needs a moment to parse dags/ after a fresh start

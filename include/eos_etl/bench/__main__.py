@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 from ..logging_setup import configure
+from .cluster_compare import merge_into
+from .report import write_report
 from .run import Bench, Options
 
 log = logging.getLogger("eos_etl.bench")
@@ -93,9 +95,6 @@ def _validation_scaling(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     configure()
     args = parse_args(argv)
-    from .cluster_compare import merge_into
-    from .report import write_report
-
     if args.only == "validation-scaling":
         return _validation_scaling(args)
     if args.report_only:

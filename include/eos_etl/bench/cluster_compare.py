@@ -27,13 +27,11 @@ from __future__ import annotations
 import logging
 import time
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Protocol
 
 from .machine import load_average
 from .targets import KafkaTarget
-
-if TYPE_CHECKING:
-    from .run import Bench
 
 log = logging.getLogger(__name__)
 
@@ -49,17 +47,33 @@ def case_extra(case: str, spark_producer: dict) -> dict:
     return {"spark_producer": {**spark_producer, **ACKS_ALL}}
 
 
+class ComparedBench(Protocol):
+    """What the comparison uses of the bench that runs it (the bench's ``Bench``)."""
+
+    opts: Any  # the bench's Options: records, partitions, repeats, cluster_size
+    work: Path
+    target: KafkaTarget
+    cluster_compare_meta: dict
+
+    def save(self) -> None: ...
+
+    def run_case(self, case: str, **kwargs: Any) -> tuple[dict, Any]: ...
+
+    def check_s(self, settings: Any, size: int, pc: int, **kwargs: Any) -> dict: ...
+
+    def drop_outputs(self, settings: Any, target: KafkaTarget | None = None) -> None: ...
+
+
 class ClusterComparison:
-    def __init__(self, bench: "Bench"):
+    def __init__(self, bench: ComparedBench, spark_producer: dict):
         self.bench = bench
+        self.spark_producer = spark_producer  # B3's Java-producer settings (the bench's SPARK_PRODUCER)
         self.meta: dict = {}
 
     def input_topic(self) -> str:
         return f"bench-compare-purchases-p{self.bench.opts.partitions}"
 
     def run(self) -> dict:
-        from .run import SPARK_PRODUCER
-
         b, o = self.bench, self.bench.opts
         t0 = time.monotonic()
         self.meta = b.cluster_compare_meta = {
@@ -79,7 +93,7 @@ class ClusterComparison:
             for rep in range(1, o.repeats + 1):
                 for target in targets:
                     for case in CASES:
-                        self._run_one(case, target, rep, SPARK_PRODUCER)
+                        self._run_one(case, target, rep)
         finally:
             cluster.stop()
             self.meta["load_end"] = load_average()
@@ -87,12 +101,12 @@ class ClusterComparison:
             b.save()
         return self.meta
 
-    def _run_one(self, case: str, target: KafkaTarget, rep: int, spark_producer: dict) -> None:
+    def _run_one(self, case: str, target: KafkaTarget, rep: int) -> None:
         b, o = self.bench, self.bench.opts
         tags = {TARGET_FIELD: target.name}
         judged = case == "S" and rep == 1  # the checker reads one S run per target back
         _row, settings = b.run_case(case, size=o.records, pc=o.partitions, rep=rep, target=target, row_tags=tags,
-                                    extra=case_extra(case, spark_producer), keep_topics=judged)
+                                    extra=case_extra(case, self.spark_producer), keep_topics=judged)
         if judged:
             t = settings.topics
             states = target.topic_durability([t.purchases, t.invoices, t.shipments, t.dead_letters])

@@ -23,8 +23,12 @@ from .. import paths
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
 from ..kafka.topics import ensure_topics
 from ..shop.job import ShopSettings
+from ..shop.jvm_training import SHOP_JVM_WORKLOAD
 from ..shop.schema import ShopTopics
+from ..stack import class_data
+from .cluster_compare import ClusterComparison
 from .harness import measure
+from .machine import describe, load_average
 from .targets import KafkaTarget, stop_leftovers
 
 log = logging.getLogger(__name__)
@@ -351,11 +355,6 @@ class Bench:
         (self.work / "results.json").write_text(json.dumps(data, indent=1))
 
     def run(self) -> dict:
-        from ..shop.jvm_training import SHOP_JVM_WORKLOAD
-        from ..stack import class_data
-        from .cluster_compare import ClusterComparison
-        from .machine import describe
-
         # As make setup leaves a machine: every Spark JVM maps the class-data archive (a no-op if built).
         class_data.build(SHOP_JVM_WORKLOAD)
         self.meta["machine_start"] = describe()
@@ -372,13 +371,11 @@ class Bench:
                 self.run_scale()
                 self.stop_spark_connect()
             if self.opts.cluster_compare or self.opts.only_cluster_compare:
-                ClusterComparison(self).run()
+                ClusterComparison(self, SPARK_PRODUCER).run()
         finally:
             self.save()
             self.stop_spark_connect()
             self.stop_broker()
-        from .machine import load_average
-
         self.meta["load_end"] = load_average()
         self.save()
         return json.loads((self.work / "results.json").read_text())

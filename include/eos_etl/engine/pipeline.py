@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
@@ -121,9 +121,6 @@ class PipelineConfig:
             }
         )
         return conf
-
-    def with_run_id(self, run_id: str) -> "PipelineConfig":
-        return replace(self, run_id=run_id)
 
     # JSON for process boundaries (spark-submit args). Contains the secret.
     def to_json(self) -> str:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
+from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
 from .connection import KafkaConnection
 from .errors import (
@@ -43,9 +43,30 @@ AUTHORIZATION_CODES = {
 }
 _AUTH_CODES = {KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED, *AUTHORIZATION_CODES}
 
+#: Topic configs a topic's durability is read from (and :mod:`.topics` sets).
+MIN_ISR = "min.insync.replicas"
+CLEANUP_POLICY = "cleanup.policy"
+
 #: One stable offset fetch: short, because a read held back by an incomplete
 #: transaction only ends at its timeout (see :mod:`.group_offsets`).
 _STABLE_READ_S = 2.0
+
+
+@dataclass(frozen=True)
+class TopicState:
+    """What a topic is on the cluster: the fewest replicas of any partition, its effective min ISR."""
+
+    name: str
+    partitions: int
+    replication_factor: int
+    min_insync_replicas: int
+    cleanup_policy: str = "delete"
+    created: bool = False
+
+    def to_dict(self) -> dict:
+        return {"partitions": self.partitions, "replication_factor": self.replication_factor,
+                "min_insync_replicas": self.min_insync_replicas, "cleanup_policy": self.cleanup_policy,
+                "created": self.created}
 
 
 @dataclass(frozen=True)
@@ -340,11 +361,9 @@ class ClusterAdmin:
         """Brokers the cluster serves now (registered and unfenced)."""
         return len(self._metadata("a metadata request").brokers)
 
-    def topic_states(self, topics: list[str]):
+    def topic_states(self, topics: list[str]) -> dict[str, TopicState]:
         """``{topic: TopicState}`` of those that exist: partitions, fewest replicas, effective min ISR
         and cleanup policy."""
-        from .topics import CLEANUP_POLICY, MIN_ISR, TopicState
-
         md = self._metadata("a metadata request")
         present = [t for t in dict.fromkeys(topics) if t in md.topics and md.topics[t].error is None]
         if not present:
@@ -380,8 +399,6 @@ class ClusterAdmin:
         ``replication_factor`` None takes the cluster's ``default.replication.factor``.
         Choosing durability and checking existing topics is :mod:`.topics`' job.
         """
-        from confluent_kafka.admin import NewTopic
-
         rf = -1 if replication_factor is None else replication_factor
         new = [NewTopic(t, num_partitions=n, replication_factor=rf, config=config or {}) for t, n in topics.items()]
         if not new:

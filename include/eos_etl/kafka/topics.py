@@ -16,13 +16,11 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from .admin import ClusterAdmin
+from ..errors import ConfigurationError
+from .admin import CLEANUP_POLICY, MIN_ISR, ClusterAdmin, TopicState
 from .errors import TopicMismatchError
 
 log = logging.getLogger(__name__)
-
-MIN_ISR = "min.insync.replicas"
-CLEANUP_POLICY = "cleanup.policy"
 
 
 @dataclass(frozen=True)
@@ -34,8 +32,6 @@ class Durability:
     def for_cluster(cls, brokers: int, replication_factor: int | None = None,
                     min_insync_replicas: int | None = None) -> "Durability":
         """Defaults for ``brokers`` live brokers; explicit values win and are checked."""
-        from ..errors import ConfigurationError
-
         rf = replication_factor if replication_factor is not None else min(3, brokers)
         min_isr = min_insync_replicas if min_insync_replicas is not None else max(1, rf - 1)
         if rf < 1 or min_isr < 1:
@@ -61,23 +57,6 @@ class TopicSpec:
     name: str
     partitions: int
     config: dict[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class TopicState:
-    """What a topic is on the cluster: the fewest replicas of any partition, its effective min ISR."""
-
-    name: str
-    partitions: int
-    replication_factor: int
-    min_insync_replicas: int
-    cleanup_policy: str = "delete"
-    created: bool = False
-
-    def to_dict(self) -> dict:
-        return {"partitions": self.partitions, "replication_factor": self.replication_factor,
-                "min_insync_replicas": self.min_insync_replicas, "cleanup_policy": self.cleanup_policy,
-                "created": self.created}
 
 
 def mismatches(spec: TopicSpec, durability: Durability, state: TopicState) -> list[str]:

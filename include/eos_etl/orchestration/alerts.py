@@ -32,6 +32,7 @@ from datetime import timedelta
 from airflow.sdk import AsyncCallback, BaseNotifier, DeadlineAlert, DeadlineReference
 
 from .. import paths
+from .reports import run_dir
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,6 @@ def record_error(context, task_id: str, exc: BaseException) -> None:
     never secrets (see docs/security.md); the first 2,000 characters are kept. Outside a DAG run
     (no run in ``context``) there is nothing to attach it to.
     """
-    from .operators import run_dir
-
     if "dag" not in context or "run_id" not in context:
         return
     folder = run_dir(context["dag"].dag_id, context["run_id"]) / "errors"
@@ -67,8 +66,6 @@ def record_error(context, task_id: str, exc: BaseException) -> None:
 
 
 def recorded_errors(dag_id: str, run_id: str) -> dict[str, str]:
-    from .operators import run_dir
-
     folder = run_dir(dag_id, run_id) / "errors"
     return {p.stem: p.read_text() for p in sorted(folder.glob("*.txt"))} if folder.is_dir() else {}
 

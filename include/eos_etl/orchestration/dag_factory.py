@@ -19,9 +19,10 @@ from croniter import CroniterBadCronError, croniter
 from airflow.utils.types import DagRunType
 
 from .. import paths
-from .alerts import RunFailureNotifier, run_deadline
+from .alerts import RunFailureNotifier, record_error, run_deadline
 from .assets import output_aliases
-from .operators import WindowSparkConnectOperator, WindowSparkSubmitOperator, run_dir
+from .operators import WindowSparkConnectOperator, WindowSparkSubmitOperator
+from .reports import run_dir
 from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_ROUTE_ENV
 
 log = logging.getLogger(__name__)
@@ -218,8 +219,6 @@ def _recording_errors(ctx, work, *args):
     try:
         return work(ctx, *args)
     except Exception as exc:
-        from .alerts import record_error
-
         record_error(ctx, ctx["ti"].task_id, exc)
         raise
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
 
-from .. import paths
 from ..arguments import attempt_run_id
 from ..errors import ConfigurationError
 from ..engine.task_attempts import EVENT_LOG_ENV
@@ -21,12 +20,9 @@ from ..stack.connect_client import TERM_GRACE_S, where
 from ..stack.connect_probe import wait_answering
 from ..stack.spark import REMOTE_ENV
 from ..stack.spark_connect import HOME_ENV, STALL_BOUND_S, SparkConnectServer
+from .alerts import record_error
+from .reports import run_dir
 from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_CONN_ID
-
-
-def run_dir(dag_id: str, run_id: str) -> Path:
-    """Where a DAG run's summary, validation and report files live."""
-    return paths.var_dir() / "reports" / paths.safe_name(dag_id) / paths.safe_name(run_id)
 
 
 class _WindowRun:
@@ -41,8 +37,6 @@ class _WindowRun:
         try:
             return self._run_window(context)
         except Exception as exc:
-            from .alerts import record_error
-
             record_error(context, self.task_id, exc)
             raise
 

@@ -39,6 +39,11 @@ def reports_root() -> Path:
     return paths.var_dir() / "reports"
 
 
+def run_dir(dag_id: str, run_id: str) -> Path:
+    """Where a DAG run's summary, validation and report files live."""
+    return reports_root() / paths.safe_name(dag_id) / paths.safe_name(run_id)
+
+
 def contained(root: Path, *names: str) -> Path | None:
     """``root/<safe_name(name)>/...`` if it stays inside ``root`` once resolved (symlinks too), else None.
 

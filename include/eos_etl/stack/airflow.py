@@ -456,17 +456,6 @@ class AirflowStandalone:
                 return
             time.sleep(2)
 
-    def create_backfill(self, body: dict, token: str, attempts: int = 4) -> dict:
-        """POST /api/v2/backfills, asking again while SQLite's single writer lock refuses it."""
-        for attempt in range(1, attempts):
-            try:
-                return self.api("POST", "/api/v2/backfills", body, token)
-            except urllib.error.HTTPError as e:
-                if not database_busy(e.code, e.read().decode(errors="replace")):
-                    raise
-            time.sleep(3 * attempt)
-        return self.api("POST", "/api/v2/backfills", body, token)
-
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Wait until the API answers and the metadatabase and all components report healthy."""
         deadline = time.monotonic() + timeout

@@ -8,7 +8,7 @@ partitions, 3 runs each interleaved with runs without it, means): job 13.7 -> 12
 27.9 -> 24.4 CPU s; session start 4.7 -> 2.8 s.
 
 The archive is built once per machine (``make setup``, ``eos-etl jvm-archive``, ``make bench``):
-a small training application (:func:`_train`: a workload taking the Spark SQL, Arrow and
+a small training application (:mod:`.class_data_training`: a workload taking the Spark SQL, Arrow and
 Python-worker path a window takes, no broker needed; the shop's runs its own transform) runs with ``-XX:ArchiveClassesAtExit`` and HotSpot writes the
 classes it loaded when its JVM exits. It is written to a temporary name and renamed into place
 only after that JVM exited cleanly: a truncated archive crashes the JVM that maps it (SIGBUS,
@@ -40,6 +40,9 @@ from ..arguments import switch_on
 from .errors import StackError
 
 log = logging.getLogger(__name__)
+
+#: The program that trains an archive (run in a process of its own: its JVM must exit to write it).
+TRAINER = f"{__package__}.class_data_training"
 
 SWITCH_ENV = "EOS_ETL_CLASS_DATA"
 
@@ -136,7 +139,7 @@ def build(workload: str, *, force: bool = False) -> Path:
         log.info("building the Spark JVM class-data archive %s (once per machine, about 30 s)", archive)
         env = {**os.environ, SWITCH_ENV: "off"}  # trained from the JDK's own archive, not a previous one
         try:
-            proc = subprocess.run([sys.executable, "-m", __name__, str(partial), workload], env=env, capture_output=True,
+            proc = subprocess.run([sys.executable, "-m", TRAINER, str(partial), workload], env=env, capture_output=True,
                                   text=True, timeout=BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired as exc:
             partial.unlink(missing_ok=True)
@@ -154,42 +157,3 @@ def build(workload: str, *, force: bool = False) -> Path:
         log.info("class-data archive %s built in %.0fs (%.0f MB)", archive, time.monotonic() - t0,
                  archive.stat().st_size / 2**20)
         return archive
-
-
-def arrow_count(df) -> int:
-    """Rows of ``df`` counted in Python over Arrow batches (mapInArrow), as a window's tasks receive them."""
-    def count(batches):
-        import pyarrow as pa
-
-        n = sum(b.num_rows for b in batches)
-        yield pa.RecordBatch.from_arrays([pa.array([n], pa.int64())], ["rows"])
-
-    return sum(r["rows"] for r in df.mapInArrow(count, "rows long").collect())
-
-
-def _train(archive: Path, workload: str) -> None:
-    """Run ``workload`` on a fresh JVM, then end the JVM and wait while it writes ``archive``."""
-    import importlib
-
-    from pyspark import SparkContext
-
-    from .jvm import spark_jvm_options_string
-    from .session import spark_session
-
-    module, _, function = workload.partition(":")
-    run = getattr(importlib.import_module(module), function)
-    # -Xlog:cds=off: HotSpot names every class it cannot archive (signed jars, generated accessors).
-    options = f"{spark_jvm_options_string()} -XX:ArchiveClassesAtExit={archive} -Xlog:cds=off"
-    spark = spark_session("eos-etl-class-data", master="local[2]",
-                          conf={"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options})
-    run(spark)
-    gateway = SparkContext._gateway
-    jvm = gateway.proc
-    spark.stop()
-    gateway.shutdown()
-    jvm.stdin.close()  # pyspark's JVM exits when its stdin closes; HotSpot writes the archive then
-    jvm.wait(timeout=BUILD_TIMEOUT_S)
-
-
-if __name__ == "__main__":
-    _train(Path(sys.argv[1]), sys.argv[2])

@@ -24,6 +24,8 @@ from __future__ import annotations
 import os
 import shlex
 
+from . import class_data
+
 JVM_OPTIONS_ENV = "EOS_ETL_JVM_OPTIONS"
 
 #: HotSpot's C2 thresholds, each 10x its default (5000, 600, 15000, 40000). Measured on cold S runs
@@ -51,6 +53,4 @@ def jvm_options_string() -> str:
 def spark_jvm_options_string() -> str:
     """The Spark driver's and executors' extra JVM options: :data:`SPARK_JIT_OPTIONS`, this machine's
     class-data archive when it has one (:mod:`.class_data`), then ``$EOS_ETL_JVM_OPTIONS``."""
-    from . import class_data
-
     return shlex.join([*SPARK_JIT_OPTIONS, *class_data.jvm_options(), *jvm_options()])
