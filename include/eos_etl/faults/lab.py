@@ -78,6 +78,8 @@ class Lab:
     log_dir: object | None = None
     # stack.spark_cluster.SparkStandalone for the Spark-side scenarios (None: jobs run Spark in local mode).
     spark: object | None = None
+    # faults.network_lab.NetworkLab when jobs run on hosts of their own (network namespaces), to be cut off.
+    network: object | None = None
 
     @property
     def cluster(self):
@@ -112,9 +114,14 @@ class Lab:
         offsets = self.admin.settled_offsets(shop.topics.purchases, timeout_s=timeout_s, poll_s=0.2)
         return {p: o.last_stable for p, o in offsets.items()}
 
-    def job(self, shop: ShopSettings, extra: list[str] = (), *, failpoints: str = "", env: dict | None = None
-            ) -> JobProcess:
-        return JobProcess(run_window_args(shop, list(extra)), failpoints=failpoints, env=env)
+    def job(self, shop: ShopSettings, extra: list[str] = (), *, failpoints: str = "", env: dict | None = None,
+            host: str = "job") -> JobProcess:
+        """A run of the window; with a network lab, on its job ``host``."""
+        args = run_window_args(shop, list(extra))
+        if self.network is not None:
+            args = self.network.job_command(args, host)
+            env = {**self.network.job_env(), **(env or {})}
+        return JobProcess(args, failpoints=failpoints, env=env)
 
     def keep_log(self, job: JobProcess, name: str) -> str:
         """Save a job's output for diagnosis; returns where (or '')."""
