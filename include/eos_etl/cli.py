@@ -349,7 +349,7 @@ def cmd_run_window(args) -> int:
     from .engine.runner import preflight
 
     pipeline = settings.pipeline(**_pipeline_overrides(args))
-    preflight(pipeline)  # before Spark starts: misconfiguration fails in seconds
+    features = preflight(pipeline)  # before Spark starts: misconfiguration fails in seconds
     window = plan_from_args(settings, args)
     spark = spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master, conf=spark_conf)
     try:
@@ -358,6 +358,7 @@ def cmd_run_window(args) -> int:
         if not args.keep_spark:
             spark.stop()
     data = summary_dict(settings, summary)
+    data["cluster_features"] = features.to_dict() if features is not None else None
     data["wall_seconds"] = round(time.monotonic() - t0, 3)
     text = json.dumps(data, indent=None if args.compact else 2)
     if args.summary_file:

@@ -130,8 +130,26 @@ def require_grants(config: PipelineConfig) -> None:
         prove_transactional_id_access(config)
 
 
-def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None) -> None:
-    """Fail fast, before anything is read or published, if the run cannot work.
+def cluster_features(config: PipelineConfig):
+    """The cluster's finalised ``transaction.version`` and ``metadata.version``, logged (None if unreadable)."""
+    from ..kafka.errors import KafkaSetupError
+    from ..kafka.features import finalized_features
+
+    try:
+        features = finalized_features(config.connection)
+    except KafkaSetupError as exc:
+        log.warning("could not read the cluster's finalised features: %s", exc)
+        return None
+    # librdkafka speaks the version-1 transaction protocol whatever the cluster finalised; the leaders'
+    # partition verification (KIP-890 part 1) guards it against late writes on either.
+    log.info("cluster: %s; this producer (librdkafka) uses the version-1 transaction protocol",
+             features.describe())
+    return features
+
+
+def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None):
+    """Fail fast, before anything is read or published, if the run cannot work; returns the cluster's
+    finalised features (:func:`cluster_features`, None if unreadable).
 
     Every question goes to whichever broker answers and is retried on retriable
     failures (a broker lost, leaders and coordinators moving) for at most
@@ -152,11 +170,12 @@ def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None) -> None
     except BrokerUnreachableError as exc:
         # Only a warning was at stake: the run itself needs the partition leaders, not this answer.
         log.warning("could not check the output topics' durability: %s", exc)
+    features = cluster_features(config)
     try:
         max_timeout = admin.broker_config("transaction.max.timeout.ms")
     except (AuthenticationError, AuthorizationError):
         log.warning("not allowed to read broker configs; cannot check transaction.max.timeout.ms up front")
-        return
+        return features
     if max_timeout is not None and int(max_timeout) < config.transaction_timeout_ms:
         from ..errors import ConfigurationError
 
@@ -165,6 +184,7 @@ def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None) -> None
             f"transaction.max.timeout.ms={max_timeout}; lower the pipeline's transaction timeout "
             "(and chunk_seconds) or raise the broker setting"
         )
+    return features
 
 
 #: Consumer settings of every bounded batch read. A range usually ends just after a
