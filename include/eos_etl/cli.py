@@ -434,8 +434,12 @@ def cmd_check(args) -> int:
 def cmd_soak(args) -> int:
     from .faults.soak import SCENARIOS, SoakOptions, run_soak, summarize, write_markdown
 
+    if args.cluster and args.partitions:
+        raise ConfigurationError("soak: --cluster and --partitions are two soaks; run one, then the other")
     if args.cluster:
         return _cmd_soak_cluster(args)
+    if args.partitions:
+        return _cmd_soak_partitions(args)
     opts = SoakOptions(records=args.records, kills=args.kills, seeds=args.seeds,
                        broker_restarts=args.broker_restarts, start_phase_kills=args.start_phase_kills,
                        duration_s=args.duration,
@@ -483,6 +487,30 @@ def _cmd_soak_cluster(args) -> int:
               f"longest recovery={row['longest_recovery_s']}s")
     bad = [r for r in results if not r.ok]
     print(f"{len(results)} cluster trials in {wall / 60:.1f} min, {len(bad)} failed; section written to {out}")
+    return 1 if bad else 0
+
+
+def _cmd_soak_partitions(args) -> int:
+    from .faults.partition_soak import PartitionSoakOptions, run_partition_soak, summarize, write_markdown
+
+    command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
+    try:
+        versions = tuple(int(v) for v in args.transaction_versions.split(","))
+    except ValueError:
+        raise ConfigurationError(f"--transaction-versions: a comma-separated list of numbers, not "
+                                 f"{args.transaction_versions!r}") from None
+    opts = PartitionSoakOptions(seeds=args.seeds, transaction_versions=versions,
+                                scenarios=tuple(args.scenarios.split(",")) if args.scenarios else (),
+                                out=Path(args.out) if args.out else None, command=command)
+    run = run_partition_soak(opts, on_trial=lambda done: write_markdown(done, opts, command))
+    out = write_markdown(run, opts, command)
+    for row in summarize(run.results):
+        print(f"{row['scenario']:<30} {row['variant']:<22} trials={row['trials']:<3} faults={row['faults']:<3} "
+              f"violations={row['violations']} hangs={row['hangs']} errors={row['errors']} "
+              f"new_epochs={row['new_epochs']} longest={row['longest_s']}s")
+    bad = [r for r in run.results if not r.ok]
+    print(f"{len(run.results)} partition trials in {run.wall_s / 60:.1f} min, {len(bad)} failed; section written "
+          f"to {out}")
     return 1 if bad else 0
 
 
@@ -634,6 +662,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", action="store_true",
                    help="broker faults on a private 3-node cluster (var/soak-cluster); --seeds trials per scenario, "
                         "--scenarios from faults.cluster_scenarios; writes the cluster section")
+    p.add_argument("--partitions", action="store_true",
+                   help="network partitions on a private 3-node cluster whose nodes and job are network "
+                        "namespaces of their own (root; var/soak-partitions): --seeds trials per scenario on each "
+                        "--transaction-versions cluster, --scenarios from faults.partition_scenarios; writes the "
+                        "partition section")
+    p.add_argument("--transaction-versions", default="1,2",
+                   help="with --partitions: the transaction.version levels to format a cluster with (default 1,2)")
     p.add_argument("--rolling-records", type=int, default=200_000,
                    help="with --cluster: window of the rolling-restart scenario")
     p.add_argument("--merge-into", metavar="RESULTS_JSON",

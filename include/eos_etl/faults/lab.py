@@ -45,6 +45,11 @@ class TrialResult:
     hung: bool = False
     # Exit code of the faulted run, where the scenario judges it (start-phase kills); None: not judged.
     exit_code: int | None = None
+    # What the trial ran against, when a soak runs the same scenario on several set-ups
+    # (e.g. "transaction.version=1"); "" for one set-up.
+    variant: str = ""
+    # Things the trial saw happen, counted (e.g. producers re-initialised after an unknown outcome).
+    counters: dict = field(default_factory=dict)
 
     @property
     def violation_count(self) -> int:
@@ -63,7 +68,7 @@ class TrialResult:
         return {"scenario": self.scenario, "trial": self.trial, "records": self.records, "kills": self.kills,
                 "violations": self.violations, "lso_settled": self.lso_settled, "seconds": self.seconds,
                 "detail": self.detail, "error": self.error, "recovery_s": self.recovery_s, "hung": self.hung,
-                "exit_code": self.exit_code, "ok": self.ok}
+                "exit_code": self.exit_code, "variant": self.variant, "counters": self.counters, "ok": self.ok}
 
 
 @dataclass

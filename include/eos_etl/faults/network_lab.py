@@ -36,6 +36,7 @@ Namespaces left by a killed lab are removed when the next one starts.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import itertools
 import json
@@ -59,6 +60,8 @@ JOB_HOSTS = ("job", "job2")
 CHAIN = "EOSNET"
 #: Where the lab's /24 is taken from: the first 10.<n>.0.0/24 that no route of the machine overlaps.
 SUBNET_CANDIDATES = tuple(f"10.{n}.0.0/24" for n in range(231, 251))
+#: Held while a lab picks its subnet and adds its route, so two labs starting at once never share one.
+LOCK_FILE = "/run/eos-netlab.lock"
 
 _counter = itertools.count(1)
 
@@ -149,7 +152,7 @@ class NetworkLab:
     hosts: dict[str, Host] = field(default_factory=dict)
     faults: list[Fault] = field(default_factory=list)
     _switch: Netns | None = None
-    _observer_link: str = ""
+    observer_link: str = ""
 
     def __post_init__(self) -> None:
         self.home = Path(self.home)
@@ -212,8 +215,13 @@ class NetworkLab:
 
     def _build_network(self) -> None:
         require_netns_support()
-        remove_leftovers(PREFIX)
-        self.subnet = self.subnet or self._pick_subnet()
+        with open(LOCK_FILE, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            remove_leftovers(PREFIX)
+            self.subnet = self.subnet or self._pick_subnet()
+            self._wire()
+
+    def _wire(self) -> None:
         self._switch = Netns(f"{self.tag}-sw").create()
         sw = self._switch
         sw.ip("link", "add", "br0", "type", "bridge")
@@ -236,18 +244,21 @@ class NetworkLab:
             ns.iptables("-A", "INPUT", "-j", CHAIN)
             self.hosts[name] = Host(name, ns, address)
         # The observer's link: this process reaches every host through it.
-        self._observer_link = f"enl{os.getpid():x}{self.tag.rsplit('-', 1)[-1]}"[:15]
-        run(["ip", "link", "add", self._observer_link, "type", "veth", "peer", "name", "obs", "netns", sw.name])
+        self.observer_link = f"enl{os.getpid():x}{self.tag.rsplit('-', 1)[-1]}"[:15]
+        run(["ip", "link", "add", self.observer_link, "type", "veth", "peer", "name", "obs", "netns", sw.name])
         sw.ip("link", "set", "obs", "master", "br0", "up")
-        run(["ip", "addr", "add", f"{self._address(1)}/{prefix_len}", "dev", self._observer_link])
-        run(["ip", "link", "set", self._observer_link, "up"])
+        run(["ip", "addr", "add", f"{self._address(1)}/{prefix_len}", "dev", self.observer_link])
+        run(["ip", "link", "set", self.observer_link, "up"])
         log.info("network lab %s: %s", self.tag, ", ".join(f"{h.name} {h.address}" for h in self.hosts.values()))
 
-    def start(self, timeout: float = 180.0) -> "NetworkLab":
-        """Build the network, format (once) and start the cluster on it; wait until every node serves."""
+    def start(self, timeout: float = 180.0, *, with_cluster: bool = True) -> "NetworkLab":
+        """Build the network, format (once) and start the cluster on it; wait until every node serves.
+        ``with_cluster=False``: the network alone (hosts, bridge, observer link)."""
         try:
             if self._switch is None:
                 self._build_network()
+            if not with_cluster:
+                return self
             if self.cluster is None:
                 self.cluster = KafkaCluster(home=self.home, size=self.size, ports=[CLIENT_PORT] * self.size,
                                             overrides=dict(self.overrides), heap=self.heap,
@@ -271,8 +282,8 @@ class NetworkLab:
                 host.netns.delete()
             if self._switch is not None:
                 self._switch.delete()
-            if self._observer_link:
-                run(["ip", "link", "delete", self._observer_link], check=False)
+            if self.observer_link:
+                run(["ip", "link", "delete", self.observer_link], check=False)
             self.hosts.clear()
             self._switch = None
 

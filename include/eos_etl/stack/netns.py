@@ -145,7 +145,7 @@ class Netns:
         """SIGKILL what still runs inside (processes the lab started there), then remove the namespace."""
         if not self.exists():
             return
-        for attempt in range(50):
+        for _ in range(50):
             pids = self.pids()
             if not pids:
                 break
