@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -60,9 +61,18 @@ def test_the_lab_keeps_its_traffic_inside_its_own_namespaces(network_lab):
     assert [n.address for n in net.cluster.nodes] == [f"{net.host(f'n{i}').address}:9092" for i in (1, 2, 3)]
 
 
+def _comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm") as f:
+        return f.read().strip()
+
+
 def test_the_job_runs_in_its_host_namespace(network_lab):
     proc = subprocess.Popen(network_lab.job_command(["sleep", "30"], "job2"))
     try:
+        deadline = time.monotonic() + 10
+        while _comm(proc.pid) != "sleep" and time.monotonic() < deadline:  # ip netns exec: setns, then exec
+            time.sleep(0.05)
+        assert _comm(proc.pid) == "sleep"
         assert os.stat(f"/proc/{proc.pid}/ns/net").st_ino == os.stat(network_lab.host("job2").netns.path).st_ino
         assert os.stat(f"/proc/{proc.pid}/ns/net").st_ino != os.stat("/proc/self/ns/net").st_ino
     finally:

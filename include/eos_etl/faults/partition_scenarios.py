@@ -120,6 +120,25 @@ def _outcome(code: int | None) -> str:
     return "hung" if code is None else "finished" if code == 0 else f"exit {code}"
 
 
+def _counted(result: TrialResult) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted(result.counters.items())) or "no aborts"
+
+
+def _after_run(lab: Lab, result: TrialResult, job: JobProcess, code: int | None, shop, extra: list[str],
+               t_fault: float, name: str) -> str:
+    """After the faulted run: its log kept, the lab whole again, a clean run if it did not finish, what the
+    engine did counted. Returns where the log is."""
+    result.exit_code = code
+    kept = lab.keep_log(job, name)  # every faulted run's log: what the engine did
+    restore(lab.network)
+    recovery = None
+    if code != 0:
+        recovery = lab.recover(shop, extra)
+        result.recovery_s = round(time.monotonic() - t_fault, 1)
+    _count(result, job, recovery)
+    return kept
+
+
 def _cut_at_failpoint(lab: Lab, scenario: str, seed: int, *, failpoint: str, cut: Cut, cut_s: float,
                       records: int = RECORDS) -> TrialResult:
     """Stop the job at ``failpoint``, apply ``cut``, resume; heal after ``cut_s``; judge."""
@@ -130,7 +149,6 @@ def _cut_at_failpoint(lab: Lab, scenario: str, seed: int, *, failpoint: str, cut
                                           invalid_share=0.05, seed=seed, transaction_size=250, abort_share=0.1)
         extra = ["--chunk-records", str(CHUNK_RECORDS)]
         job = lab.job(shop, extra, failpoints=f"{failpoint},{_once(scenario)}").start()
-        recovery = None
         try:
             if not job.wait_for_failpoint_stop(FAILPOINT_WAIT_S):
                 raise RuntimeError(f"the job never reached {failpoint}:\n{job.tail()}")
@@ -147,18 +165,11 @@ def _cut_at_failpoint(lab: Lab, scenario: str, seed: int, *, failpoint: str, cut
             if job.alive:
                 job.kill()
             net.heal()
-        result.exit_code = code
-        kept = lab.keep_log(job, f"{scenario}-seed{seed}")  # every faulted run's log: what the engine did
-        restore(net)
-        if code != 0:
-            recovery = lab.recover(shop, extra)
-            result.recovery_s = round(time.monotonic() - t_fault, 1)
-        _count(result, job, recovery)
+        kept = _after_run(lab, result, job, code, shop, extra, t_fault, f"{scenario}-seed{seed}")
         result.detail = (f"{what} at {failpoint.split(',')[0]}, healed after {healed_after:.0f}s; faulted run "
                          f"{_outcome(code)} {ran_s:.0f}s after the cut"
                          f"{' (during the cut)' if ended_during_cut else ''}; "
-                         f"{'recovered' if code != 0 else 'done'} in {result.recovery_s}s; "
-                         + (", ".join(f"{k}={v}" for k, v in sorted(result.counters.items())) or "no aborts")
+                         f"{'recovered' if code != 0 else 'done'} in {result.recovery_s}s; {_counted(result)}"
                          + (f"; log {kept}" if kept else ""))
         judge(lab, result, shop, ends)
     return result
@@ -336,7 +347,6 @@ def lossy_link(lab: Lab, seed: int, *, records: int = RECORDS, partitions: int =
         t_fault = time.monotonic()
         result.kills += 1
         job = lab.job(shop, extra).start()
-        recovery = None
         try:
             code = _finish(lab, result, job, t_fault, LOSSY_BOUND_S, "lossy_link")
             ran_s = time.monotonic() - t_fault
@@ -344,24 +354,17 @@ def lossy_link(lab: Lab, seed: int, *, records: int = RECORDS, partitions: int =
             if job.alive:
                 job.kill()
             net.heal()
-        result.exit_code = code
-        lab.keep_log(job, f"lossy_link-seed{seed}")
-        restore(net)
-        if code != 0:
-            recovery = lab.recover(shop, extra)
-            result.recovery_s = round(time.monotonic() - t_fault, 1)
-        _count(result, job, recovery)
+        _after_run(lab, result, job, code, shop, extra, t_fault, f"lossy_link-seed{seed}")
         result.detail = (f"{rate:.0%} of packets between job and n1-n3 dropped for the whole run; run "
-                         f"{_outcome(code)} after {ran_s:.0f}s (bound {LOSSY_BOUND_S:.0f}s); "
-                         + (", ".join(f"{k}={v}" for k, v in sorted(result.counters.items())) or "no aborts"))
+                         f"{_outcome(code)} after {ran_s:.0f}s (bound {LOSSY_BOUND_S:.0f}s); {_counted(result)}")
         judge(lab, result, shop, ends)
     return result
 
 
 def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
-    """A run cut off mid-transaction is taken over by a retried run on another host; the cut heals while
-    the retry publishes, so the first run's produce requests (held in its TCP send queue) and later
-    calls land late, next to the retry's transaction.
+    """A run cut off mid-transaction is taken over by a retried run on another host; the cut heals once
+    the retry has fenced it and publishes, so the first run's produce requests (held in its TCP send
+    queue) and later calls land late, next to the retry's transaction.
 
     Odd seeds cut the first run from one output partition's leader only (its produce requests are
     late), even seeds from every broker. The retry (host ``job2``) fences the first run's producer of
@@ -404,8 +407,9 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
             visible_before = _late_outputs(lab, shop, first_id, p, committed_at_cut)
             time.sleep(5)
             retry = lab.job(shop, extra + ["--run-id", retry_id], host="job2").start()
-            if not retry.wait_for(PUBLISHING, FAILPOINT_WAIT_S):
-                raise RuntimeError(f"the retry never started publishing:\n{retry.tail()}")
+            # Logged once the retry's init_transactions fenced the first run's producer of that partition.
+            if not retry.wait_for(f"{PUBLISHING}{shop.topics.purchases}[{p}]", FAILPOINT_WAIT_S):
+                raise RuntimeError(f"the retry never started publishing partition {p}:\n{retry.tail()}")
             net.heal()  # the retry is publishing: the first run's requests land now
             healed_after = time.monotonic() - t_fault
             retry_code = _finish(lab, result, retry, t_fault, healed_after + AFTER_HEAL_BOUND_S, f"{scenario}-retry")
@@ -431,7 +435,7 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
                          f"{healed_after:.0f}s while it published; retry {_outcome(retry_code)}, first run "
                          f"{_outcome(first_code)}; first run's outputs of partition {p} from offset "
                          f"{committed_at_cut} on visible before/after the heal: {visible_before}/{visible_after}; "
-                         + (", ".join(f"{k}={v}" for k, v in sorted(result.counters.items())) or "no aborts"))
+                         f"{_counted(result)}")
         judge(lab, result, shop, ends)
     return result
 

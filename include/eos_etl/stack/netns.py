@@ -19,7 +19,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from .errors import StackError
-from .tools import require_tool
+from .tools import port_is_free, require_tool
 
 log = logging.getLogger(__name__)
 
@@ -126,16 +125,7 @@ class Netns:
         return box["value"]
 
     def port_is_free(self, host: str, port: int) -> bool:
-        def bind() -> bool:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    s.bind((host, port))
-                except OSError:
-                    return False
-            return True
-
-        return self.call(bind)
+        return self.call(lambda: port_is_free(port, host))
 
     def pids(self) -> list[int]:
         proc = run(["ip", "netns", "pids", self.name], check=False)
