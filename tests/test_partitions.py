@@ -129,3 +129,39 @@ def test_a_stopped_lab_leaves_nothing_and_leftovers_of_dead_labs_are_removed(tmp
         assert dead.name not in namespace_names()
     finally:
         dead.delete()
+
+
+def test_the_partition_soak_plans_every_scenario_seed_major():
+    from eos_etl.faults.partition_soak import PartitionSoakOptions, plan
+
+    steps = plan(PartitionSoakOptions(seeds=2))
+    assert len(steps) == 2 * len(ps.PARTITION_SCENARIOS)
+    assert [name for name, _ in steps[:len(ps.PARTITION_SCENARIOS)]] == list(ps.PARTITION_SCENARIOS)
+    assert {seed for _, seed in steps} == {1, 2}
+    with pytest.raises(ValueError, match="unknown partition scenario"):
+        plan(PartitionSoakOptions(scenarios=("no_such_cut",)))
+
+
+def test_the_partition_section_comes_from_its_template_and_replaces_only_itself(tmp_path):
+    from eos_etl.faults.lab import TrialResult
+    from eos_etl.faults.partition_soak import ClusterFacts, PartitionSoakOptions, PartitionSoakRun, write_markdown
+
+    page = tmp_path / "reliability.md"
+    page.write_text("<!-- cluster soak: begin (generated) -->\ncluster table\n<!-- cluster soak: end -->\n")
+    trials = [TrialResult("controller_isolated", f"seed={s}", records=3000, kills=1, recovery_s=20.0 + s,
+                          exit_code=0, variant=f"transaction.version={tv}", counters={"new_epochs": s},
+                          detail="split {job, n1} | n[2, 3] <b>")
+              for tv in (1, 2) for s in (1, 2)]
+    trials.append(TrialResult("lossy_link", "30% seed=3", records=3000, kills=1, hung=True,
+                              variant="transaction.version=2"))
+    run = PartitionSoakRun(trials, [ClusterFacts("transaction.version=1", 1, 27, "10.231.0.0/24")], 600.0)
+    write_markdown(run, PartitionSoakOptions(out=page), "python -m eos_etl soak --partitions")
+    text = page.read_text()
+    assert "cluster table" in text  # the other soak's section stays
+    assert "| controller_isolated | transaction.version=1 | 2 | 2 | 0 | 0 | 22 s | 0 | 3 | 0 |" in text, text
+    assert "| lossy_link | transaction.version=2 | 1 | 1 | 1 | 0 | - | 1 | 0 | 0 |" in text
+    assert "VIOLATIONS, HANGS OR FAILED TRIALS" in text
+    assert "split {job, n1} / n[2, 3] &lt;b&gt;" in text  # one cell, data escaped
+    assert "*Would catch:*" in text and "lossy_link**: A lossy link" in text
+    write_markdown(PartitionSoakRun([], [], 1.0), PartitionSoakOptions(out=page), "again")
+    assert page.read_text().count("## Network partitions") == 1
