@@ -190,7 +190,7 @@ def _read_exactly(sock, n: int) -> bytes:
     return b"".join(chunks)
 
 
-def finalized_features(connection: KafkaConnection, timeout_s: float = 5.0) -> FinalizedFeatures:
+def finalized_features(connection: KafkaConnection, timeout_s: float = 2.0) -> FinalizedFeatures:
     """The finalised feature levels from the first bootstrap server that answers within ``timeout_s``.
 
     Raises :class:`KafkaSetupError` naming every server and why, when none does.
