@@ -502,8 +502,11 @@ def _cmd_soak_partitions(args) -> int:
     opts = PartitionSoakOptions(seeds=args.seeds, transaction_versions=versions,
                                 scenarios=tuple(args.scenarios.split(",")) if args.scenarios else (),
                                 out=Path(args.out) if args.out else None, command=command)
-    run = run_partition_soak(opts, on_trial=lambda done: write_markdown(done, opts, command))
-    out = write_markdown(run, opts, command)
+    if not args.merge_into:
+        run = run_partition_soak(opts, on_trial=lambda done: write_markdown(done, opts, command))
+        out = write_markdown(run, opts, command)
+    else:
+        out, run = _rerun_partitions(args, opts, command)
     for row in summarize(run.results):
         print(f"{row['scenario']:<30} {row['variant']:<22} trials={row['trials']:<3} faults={row['faults']:<3} "
               f"violations={row['violations']} hangs={row['hangs']} errors={row['errors']} "
@@ -512,6 +515,25 @@ def _cmd_soak_partitions(args) -> int:
     print(f"{len(run.results)} partition trials in {run.wall_s / 60:.1f} min, {len(bad)} failed; section written "
           f"to {out}")
     return 1 if bad else 0
+
+
+def _rerun_partitions(args, opts, command: str):
+    """Re-run ``--scenarios`` and replace their trials in an earlier partition soak's results."""
+    from .faults.partition_soak import PartitionSoakRun, load, run_partition_soak, save, write_markdown
+    from .faults.soak import merge_rerun
+
+    earlier, earlier_command = load(Path(args.merge_into))  # read first: the soak rewrites its results.json
+    label = (f"{earlier_command or 'an earlier soak'}`, with the trials of {', '.join(opts.scenarios)} "
+             f"replaced by `{command}")
+
+    def merged(done: PartitionSoakRun) -> PartitionSoakRun:
+        return PartitionSoakRun(merge_rerun(earlier.results, done.results), earlier.clusters or done.clusters,
+                                earlier.wall_s + done.wall_s)
+
+    run = run_partition_soak(opts, on_trial=lambda done: write_markdown(merged(done), opts, label))
+    whole = merged(run)
+    save(whole, Path(args.merge_into), label)
+    return write_markdown(whole, opts, label), whole
 
 
 def cmd_demo(args) -> int:
@@ -672,9 +694,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rolling-records", type=int, default=200_000,
                    help="with --cluster: window of the rolling-restart scenario")
     p.add_argument("--merge-into", metavar="RESULTS_JSON",
-                   help="with --cluster: re-run only --scenarios and replace their trials in this earlier soak's "
-                        "results (var/soak-cluster/results.json is rewritten by the run, so copy it first); "
-                        "the page then shows the merged set and both commands")
+                   help="with --cluster or --partitions: re-run only --scenarios and replace their trials in this "
+                        "earlier soak's results (var/soak-cluster/results.json or var/soak-partitions/results.json "
+                        "is rewritten by the run, so copy it first); the page then shows the merged set and both "
+                        "commands")
     p.set_defaults(func=cmd_soak)
 
     p = sub.add_parser("demo", help="bring up the stack, create topics, generate purchases and run the pipeline")

@@ -32,6 +32,7 @@ unknown outcome (``new_epochs``), attempts fenced (``fenced``), aborts.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 
@@ -369,8 +370,8 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
     Odd seeds cut the first run from one output partition's leader only (its produce requests are
     late), even seeds from every broker. The retry (host ``job2``) fences the first run's producer of
     the stopped partition (init_transactions: new epoch), which aborts its open transaction; after the
-    heal none of the first run's outputs of that partition at or past the offset committed when the
-    cut began may become visible, in its aborted transaction or in the retry's. (The first run's other
+    heal none of the first run's outputs of that partition at or past the offset the retry started
+    from may become visible, in its aborted transaction or in the retry's. (The first run's other
     partition may legitimately finish first, after the heal.)
 
     Would catch: a late produce request accepted into the retry's transaction or into a transaction
@@ -403,13 +404,15 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
             t_fault = time.monotonic()
             result.kills += 1
             first.resume()  # produces into the cut: requests wait in its sockets
-            committed_at_cut = _committed(lab, shop, p)
-            visible_before = _late_outputs(lab, shop, first_id, p, committed_at_cut)
             time.sleep(5)
             retry = lab.job(shop, extra + ["--run-id", retry_id], host="job2").start()
-            # Logged once the retry's init_transactions fenced the first run's producer of that partition.
-            if not retry.wait_for(f"{PUBLISHING}{shop.topics.purchases}[{p}]", FAILPOINT_WAIT_S):
+            # Logged once the retry's init_transactions fenced the first run's producer of that partition
+            # (aborting its open transaction) and read where the partition's committed offsets stand.
+            publishing = f"{PUBLISHING}{shop.topics.purchases}[{p}]"
+            if not retry.wait_for(publishing, FAILPOINT_WAIT_S):
                 raise RuntimeError(f"the retry never started publishing partition {p}:\n{retry.tail()}")
+            committed_at_takeover = _position(retry, publishing)
+            visible_before = _late_outputs(lab, shop, first_id, p, committed_at_takeover)
             net.heal()  # the retry is publishing: the first run's requests land now
             healed_after = time.monotonic() - t_fault
             retry_code = _finish(lab, result, retry, t_fault, healed_after + AFTER_HEAL_BOUND_S, f"{scenario}-retry")
@@ -424,7 +427,7 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
         lab.keep_log(first, f"{scenario}-seed{seed}-first")
         lab.keep_log(retry, f"{scenario}-seed{seed}-retry")
         restore(net)
-        visible_after = _late_outputs(lab, shop, first_id, p, committed_at_cut)
+        visible_after = _late_outputs(lab, shop, first_id, p, committed_at_takeover)
         if visible_after or visible_before:
             result.violations["late_outputs_visible"] = visible_after + visible_before
         if retry_code != 0:
@@ -433,8 +436,8 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
         _count(result, first, retry, recovery)
         result.detail = (f"{what} mid-transaction; retry on job2 started 5s later, healed after "
                          f"{healed_after:.0f}s while it published; retry {_outcome(retry_code)}, first run "
-                         f"{_outcome(first_code)}; first run's outputs of partition {p} from offset "
-                         f"{committed_at_cut} on visible before/after the heal: {visible_before}/{visible_after}; "
+                         f"{_outcome(first_code)}; first run's outputs of partition {p} from the takeover's offset "
+                         f"{committed_at_takeover} on visible before/after the heal: {visible_before}/{visible_after}; "
                          f"{_counted(result)}")
         judge(lab, result, shop, ends)
     return result
@@ -454,9 +457,13 @@ def _judge_first_run(lab: Lab, result: TrialResult, first: JobProcess, code: int
         lab.keep_log(first, f"late-produce-first-exit{code}")
 
 
-def _committed(lab: Lab, shop, partition: int) -> int:
-    admin = lab.admin
-    return admin.committed_offsets(shop.group, shop.topics.purchases, [partition]).get(partition) or 0
+def _position(job: JobProcess, publishing: str) -> int:
+    """The committed position a run's publisher started a partition from (its "publishing ..." log line)."""
+    line = next(line for line in job.stderr.splitlines() if publishing in line)
+    match = re.search(r"from committed position (\d+)", line)
+    if match is None:
+        raise RuntimeError(f"no committed position in {line!r}")
+    return int(match.group(1))
 
 
 def _late_outputs(lab: Lab, shop, run_id: str, partition: int, from_offset: int) -> int:
