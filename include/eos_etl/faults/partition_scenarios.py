@@ -63,9 +63,10 @@ NEW_EPOCH_LINE = "ending the producer of"
 FENCED_LINE = "was fenced by another attempt"
 ABORT_LINE = "aborting transaction of"
 CRASH_LINE = "Fatal Python error"
-#: faulthandler's first line when a producer call outlived its bound (timeout + margin: the library ignored
-#: its own timeout, librdkafka#5456) and engine.watchdog ended the Python worker.
-OVERDUE_LINE = "Timeout (0:"
+#: faulthandler's first line when engine.watchdog ended a Python worker: a producer call outlived its bound
+#: (its timeout + a margin: the library ignored its own timeout, librdkafka#5456), or no progress for the
+#: stall timeout.
+WATCHDOG_LINE = "Timeout (0:"
 
 # (network lab, shop, seed) -> what was cut (applied already)
 Cut = Callable[[NetworkLab, object, int], str]
@@ -114,7 +115,7 @@ def judge(lab: Lab, result: TrialResult, shop, ends: dict[int, int]) -> TrialRes
 
 def _count(result: TrialResult, *jobs: JobProcess) -> None:
     for key, line in (("new_epochs", NEW_EPOCH_LINE), ("fenced", FENCED_LINE), ("aborts", ABORT_LINE),
-                      ("worker_crashes", CRASH_LINE), ("overdue_calls", OVERDUE_LINE)):
+                      ("worker_crashes", CRASH_LINE), ("watchdog_ends", WATCHDOG_LINE)):
         n = sum(j.count(line) for j in jobs if j is not None)
         if n:
             result.counters[key] = result.counters.get(key, 0) + n

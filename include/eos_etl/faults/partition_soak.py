@@ -132,12 +132,14 @@ def load(path: Path) -> tuple[PartitionSoakRun, str]:
 
 def summarize(results: list[TrialResult]) -> list[dict]:
     """One row per (scenario, variant): trials, faults, violations, not carried out, hangs, longest time
-    to fail or recover, producers re-initialised after an unknown outcome, worker crashes."""
+    to fail or recover, producers re-initialised after an unknown outcome, worker crashes, workers the
+    watchdog ended."""
     rows: dict[tuple[str, str], dict] = {}
     for r in results:
         row = rows.setdefault((r.scenario, r.variant), {
             "scenario": r.scenario, "variant": r.variant, "trials": 0, "faults": 0, "violations": 0, "errors": 0,
-            "hangs": 0, "longest_s": None, "new_epochs": 0, "worker_crashes": 0, "failed_clearly": 0})
+            "hangs": 0, "longest_s": None, "new_epochs": 0, "worker_crashes": 0, "watchdog_ends": 0,
+            "failed_clearly": 0})
         row["trials"] += 1
         row["faults"] += r.kills
         row["violations"] += r.violation_count
@@ -146,6 +148,7 @@ def summarize(results: list[TrialResult]) -> list[dict]:
         row["failed_clearly"] += int(r.exit_code == 2)
         row["new_epochs"] += r.counters.get("new_epochs", 0)
         row["worker_crashes"] += r.counters.get("worker_crashes", 0)
+        row["watchdog_ends"] += r.counters.get("watchdog_ends", 0)
         if r.recovery_s is not None:
             row["longest_s"] = max(row["longest_s"] or 0.0, r.recovery_s)
     return sorted(rows.values(), key=lambda row: (list(dict.fromkeys(r.scenario for r in results)).index(
@@ -187,7 +190,7 @@ def render(run: PartitionSoakRun, command: str) -> str:
     env.filters["cell"] = _cell
     rows = summarize(run.results)
     totals = {k: sum(row[k] for row in rows) for k in ("trials", "faults", "violations", "errors", "hangs",
-                                                         "new_epochs", "worker_crashes")}
+                                                         "new_epochs", "worker_crashes", "watchdog_ends")}
     trials = []
     for r in run.results:
         violations, detail = _verdict_cells(r)
