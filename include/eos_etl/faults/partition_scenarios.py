@@ -359,9 +359,10 @@ def lossy_link(lab: Lab, seed: int, *, records: int = RECORDS, partitions: int =
             if job.alive:
                 job.kill()
             net.heal()
-        _after_run(lab, result, job, code, shop, extra, t_fault, f"lossy_link-seed{seed}")
+        kept = _after_run(lab, result, job, code, shop, extra, t_fault, f"lossy_link-seed{seed}")
         result.detail = (f"{rate:.0%} of packets between job and n1-n3 dropped for the whole run; run "
-                         f"{_outcome(code)} after {ran_s:.0f}s (bound {LOSSY_BOUND_S:.0f}s); {_counted(result)}")
+                         f"{_outcome(code)} after {ran_s:.0f}s (bound {LOSSY_BOUND_S:.0f}s); {_counted(result)}"
+                         + (f"; log {kept}" if kept else ""))
         judge(lab, result, shop, ends)
     return result
 
@@ -428,8 +429,8 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
                     job.kill()
             net.heal()
         result.exit_code = retry_code
-        lab.keep_log(first, f"{scenario}-seed{seed}-first")
-        lab.keep_log(retry, f"{scenario}-seed{seed}-retry")
+        kept = [lab.keep_log(first, f"{scenario}-seed{seed}-first"),
+                lab.keep_log(retry, f"{scenario}-seed{seed}-retry")]
         restore(net)
         visible_after = _late_outputs(lab, shop, first_id, p, committed_at_takeover)
         if visible_after or visible_before:
@@ -442,7 +443,7 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
                          f"{healed_after:.0f}s while it published; retry {_outcome(retry_code)}, first run "
                          f"{_outcome(first_code)}; first run's outputs of partition {p} from the takeover's offset "
                          f"{committed_at_takeover} on visible before/after the heal: {visible_before}/{visible_after}; "
-                         f"{_counted(result)}")
+                         f"{_counted(result)}" + (f"; logs {', '.join(k for k in kept if k)}" if any(kept) else ""))
         judge(lab, result, shop, ends)
     return result
 
