@@ -3,7 +3,7 @@ PY := .venv/bin/python
 # pytest-xdist workers for `make test` (CI has 2 cores; each worker starts its own broker and Spark session)
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test test-fast soak soak-cluster soak-partitions bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env
+.PHONY: setup demo test test-fast soak soak-cluster soak-partitions bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
 
 setup:
 	@bash scripts/setup.sh
@@ -60,9 +60,13 @@ cluster-status:
 demo-cluster: setup
 	$(PY) -m eos_etl demo --cluster
 
-## .env for docker-compose.yaml with random secrets (0600; never overwrites an existing one).
+## .env for docker-compose.yaml with random secrets (0600; adds missing ones, never overwrites).
 compose-env:
 	python3 scripts/compose_env.py
+
+## docker-compose.yaml for real (root, ~15 min cold): builds every image, runs the pipeline in the containers, down -v.
+compose-check: setup
+	$(PY) scripts/compose_check.py
 
 ## Re-resolve and pin every transitive dependency (after changing requirements.txt).
 lock:

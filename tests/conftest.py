@@ -264,7 +264,6 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
             shipments=f"shipments-{tag}",
             dead_letters=f"purchases-{tag}.dlq",
         )
-        ensure_topics(admin, topics.specs(partitions))
         shop = ShopSettings(
             connection=conn or connection,
             topics=topics,
@@ -272,6 +271,7 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
             transactional_id_prefix=f"shop-{tag}",
             **kwargs,
         )
+        ensure_topics(admin, shop.specs(partitions))
         if shop.connection.sasl_username:
             resources = shop.pipeline().resources()
             grant(connection, shop.connection.sasl_username, [g for r in roles for g in resources.grants(r)])
@@ -284,7 +284,7 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
 def spark():
     from eos_etl.shop.jvm_training import SHOP_JVM_WORKLOAD
     from eos_etl.stack import class_data
-    from eos_etl.stack.spark import spark_session
+    from eos_etl.stack.session import spark_session
 
     try:
         class_data.build(SHOP_JVM_WORKLOAD)  # make setup built it; a no-op then

@@ -39,12 +39,16 @@ def test_acl_grant_prints_and_creates_exactly_the_pipeline_role(shop_factory, co
     assert res.returncode == 0, res.stderr
     t = shop.topics
     stem = f"{shop.transactional_id_prefix}-{t.purchases}-"
+    checkpoints = shop.pipeline().checkpoint_topic
     expected = {("TOPIC", t.purchases, "LITERAL", "READ", "ALLOW"),
-                *(("TOPIC", out, "LITERAL", op, "ALLOW") for out in t.outputs
+                *(("TOPIC", out, "LITERAL", op, "ALLOW") for out in (*t.outputs, checkpoints)
                   for op in ("WRITE", "DESCRIBE_CONFIGS", "CREATE")),
+                ("TOPIC", checkpoints, "LITERAL", "READ", "ALLOW"),
                 ("GROUP", shop.group, "LITERAL", "READ", "ALLOW"),
+                ("BROKER", "kafka-cluster", "LITERAL", "DESCRIBE_CONFIGS", "ALLOW"),
                 ("TRANSACTIONAL_ID", stem, "PREFIXED", "WRITE", "ALLOW")}
-    assert acls_of(connection, f"User:{user}") == expected  # nothing more: no cluster-wide permission
+    # Nothing more: on the cluster only reading broker settings (no IdempotentWrite, no Alter).
+    assert acls_of(connection, f"User:{user}") == expected
     printed = [line for line in res.stdout.splitlines() if line.startswith(f"granted User:{user}: ")]
     assert len(printed) == len(expected) and f"WRITE on transactional-id names starting {stem!r}" in res.stdout
     # Granting again changes nothing; adding the validator and watcher roles (which also read the input)
@@ -53,7 +57,7 @@ def test_acl_grant_prints_and_creates_exactly_the_pipeline_role(shop_factory, co
                 "watcher", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop))
     assert again.returncode == 0, again.stderr
     assert acls_of(connection, f"User:{user}") == expected | {
-        *(("TOPIC", out, "LITERAL", "READ", "ALLOW") for out in t.outputs),
+        *(("TOPIC", out, "LITERAL", "READ", "ALLOW") for out in (*t.outputs, checkpoints)),
         ("GROUP", shop.group, "LITERAL", "DESCRIBE", "ALLOW"),
         ("GROUP", f"{shop.group}-arrivals", "LITERAL", "READ", "ALLOW")}
 

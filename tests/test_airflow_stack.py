@@ -27,9 +27,9 @@ from eos_etl.stack.airflow import (
     TOKEN_PATH,
     AirflowStandalone,
     AirflowStartError,
-    _session_members,
 )
 from eos_etl.stack.errors import PortInUseError
+from eos_etl.stack.process import session_members
 from eos_etl.stack.tools import free_port, port_is_free
 
 DAGS = paths.project_root() / "dags"
@@ -243,7 +243,7 @@ def test_standalone_starts_logs_in_and_stops(tmp_path_factory):
 
     assert af.pid() is None
     assert not af.pid_file.exists()
-    assert _session_members(pid) == []
+    assert session_members(pid) == []
     assert port_is_free(af.port)
     assert not af.status().running
 
@@ -257,7 +257,9 @@ def test_the_projects_airflow_runs_windows_on_its_spark_connect_server(tmp_path,
     af = AirflowStandalone.local(spark_connect=server)
     assert af.connections["spark_connect_default"] == {
         "conn_type": "spark_connect", "host": "localhost", "port": 15999, "password": server.token()}
-    assert af.overrides == {"EOS_ETL_SPARK_CONNECT_CONN_ID": "spark_connect_default"}
+    # The run task supervises that server (ensure_running before each window): it knows its home.
+    assert af.overrides == {"EOS_ETL_SPARK_CONNECT_CONN_ID": "spark_connect_default",
+                            "EOS_ETL_SPARK_CONNECT_HOME": str(server.home)}
     plain = AirflowStandalone.local()
     assert "spark_connect_default" not in plain.connections and not plain.overrides
     assert plain.connections["spark_default"] == af.connections["spark_default"]

@@ -129,6 +129,33 @@ def test_plan_then_run_window_over_sasl_prints_json_summary(shop_factory, sasl_c
     assert json.loads(again.stdout)["records_read"] == 0  # planned from committed offsets: empty
 
 
+def test_generate_stamps_every_purchase_with_the_given_record_time(shop_factory, connection):
+    """`generate --timestamp`: late arrivals for an hour a scheduled run or a backfill covers (CreateTime)."""
+    from confluent_kafka import TIMESTAMP_CREATE_TIME, Consumer, TopicPartition
+
+    shop = shop_factory(partitions=1)
+    common = ["--bootstrap-servers", connection.bootstrap_servers, "--input-topic", shop.topics.purchases,
+              "--count", "7", "--no-progress"]
+    res = cli("generate", *common, "--timestamp", "2026-11-23T10:30:00+01:00")
+    assert res.returncode == 0, res.stderr
+    consumer = Consumer({**connection.client_config(), "group.id": "stamp-check", "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(shop.topics.purchases, 0, 0)])
+        messages = []
+        while len(messages) < 7:
+            msg = consumer.poll(10)
+            assert msg is not None, f"only {len(messages)} of 7 purchases"
+            assert msg.error() is None, msg.error()
+            messages.append(msg)
+    finally:
+        consumer.close()
+    assert {m.timestamp() for m in messages} == {(TIMESTAMP_CREATE_TIME, 1795426200000)}
+
+    bad = cli("generate", *common, "--timestamp", "2026-11-23T10:30:00")  # no timezone: refused, nothing written
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and "has no timezone" in bad.stderr
+    assert len(read_topic(shop.connection, shop.topics.purchases)) == 7
+
+
 def test_transaction_timeout_above_broker_maximum_fails_fast(shop_factory, connection):
     shop = shop_factory(partitions=1)
     res = cli("run-window", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop),

@@ -80,7 +80,7 @@ def test_a_cluster_formatted_with_transaction_version_1_says_so_in_preflight_and
     from eos_etl.engine.runner import preflight
 
     with caplog.at_level("INFO", logger="eos_etl.engine.runner"):
-        features = preflight(shop.pipeline())
+        features = preflight(shop.pipeline()).features
     assert features.transaction_version == 1
     assert any(r.getMessage().startswith("cluster: transaction.version 1, metadata.version level")
                for r in caplog.records), [r.getMessage() for r in caplog.records]

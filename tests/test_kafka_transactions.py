@@ -17,16 +17,15 @@ import time
 import pytest
 from confluent_kafka import (
     Consumer,
-    ConsumerGroupTopicPartitions,
     KafkaError,
     KafkaException,
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import KafkaSetupError
+from eos_etl.kafka.group_offsets import GroupOffsetsReader
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.tools import free_port
 
@@ -85,13 +84,11 @@ def plain_produce(connection: KafkaConnection, topic: str, vals: list[str]) -> N
 
 
 def unstable_committed(connection: KafkaConnection, group: str, topic: str, partition: int) -> int | None:
-    """The group's committed offset WITHOUT require_stable: never waits for an open transaction."""
-    admin = AdminClient({**connection.client_config(), "log_level": 0})
-    req = [ConsumerGroupTopicPartitions(group, [TopicPartition(topic, partition)])]
-    result = admin.list_consumer_group_offsets(req, require_stable=False, request_timeout=10)[group].result(15)
-    (tp,) = result.topic_partitions
-    assert tp.error is None, tp.error
-    return tp.offset if tp.offset >= 0 else None
+    """The group's committed offset WITHOUT require_stable: never waits for an open transaction.
+    Read the way the product reads committed offsets (a consumer's ``committed()``), never through
+    ``AdminClient.list_consumer_group_offsets`` (librdkafka#5040: SIGSEGV on NOT_COORDINATOR)."""
+    with GroupOffsetsReader(connection.client_config(), group) as reader:
+        return reader.unstable(topic, [partition], timeout_s=15)[partition]
 
 
 def stable_committed(

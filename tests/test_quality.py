@@ -305,7 +305,7 @@ _VALIDATE_ON_A_CLUSTER = textwrap.dedent("""
     from eos_etl.quality import validate_run
     from eos_etl.shop.job import ShopSettings, run_shop_window
     from eos_etl.shop.schema import ShopTopics
-    from eos_etl.stack.spark import spark_session
+    from eos_etl.stack.session import spark_session
 
     master, spec = sys.argv[1], json.loads(sys.argv[2])
     spark = spark_session("eos-etl-validate-on-a-cluster", master=master)

@@ -42,8 +42,9 @@ def _cluster_shop(kafka_cluster) -> ShopSettings:
     topics = ShopTopics(purchases=f"purchases-{tag}", invoices=f"invoices-{tag}",
                         shipments=f"shipments-{tag}", dead_letters=f"purchases-{tag}.dlq")
     connection = KafkaConnection(kafka_cluster.bootstrap_servers)
-    ensure_topics(ClusterAdmin(connection), topics.specs(2))  # replication factor 3, min ISR 2 on 3 nodes
-    return ShopSettings(connection=connection, topics=topics, group=f"shop-{tag}", transactional_id_prefix=f"shop-{tag}")
+    shop = ShopSettings(connection=connection, topics=topics, group=f"shop-{tag}", transactional_id_prefix=f"shop-{tag}")
+    ensure_topics(ClusterAdmin(connection), shop.specs(2))  # replication factor 3, min ISR 2 on 3 nodes
+    return shop
 
 
 def test_run_window_on_the_standalone_cluster_is_exact(kafka_cluster, spark_cluster: SparkStandalone) -> None:
@@ -87,9 +88,38 @@ def test_run_window_on_the_standalone_cluster_is_exact(kafka_cluster, spark_clus
         assert outs and not [o for o in outs if "Unable to use shared archive" in o], outs
 
 
+def test_the_spark_connect_server_runs_windows_on_the_standalone_cluster(kafka_cluster, spark_cluster, tmp_path):
+    """The default route on a cluster: the Connect server is the application, its executors are the
+    workers' (on 127.0.0.2 and 127.0.0.3), its driver on an address they reach."""
+    from eos_etl.stack.spark_connect import SparkConnectServer
+    from eos_etl.stack.tools import free_port
+
+    shop = _cluster_shop(kafka_cluster)
+    stats = generate(shop.connection, shop.topics.purchases, 1_000, invalid_share=0.1, seed=9)
+    server = SparkConnectServer(home=tmp_path / "connect", port=free_port(), master=spark_cluster.master_url)
+    try:
+        server.start()
+        t = shop.topics
+        proc = subprocess.run(
+            [sys.executable, "-m", "eos_etl", "run-window", "--bootstrap-servers", kafka_cluster.bootstrap_servers,
+             "--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
+             "--dlq-topic", t.dead_letters, "--group", shop.group, "--transactional-id-prefix",
+             shop.transactional_id_prefix, "--compact"],
+            capture_output=True, text=True, timeout=DRIVER_TIMEOUT_S, env={**DRIVER_ENV, **server.client_env()})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert json.loads(proc.stdout.strip().splitlines()[-1])["invoices"] == stats.valid
+        app = next(a for a in (spark_cluster.master_state() or {}).get("activeapps", [])
+                   if a.get("name") == "eos-etl Spark Connect server")
+        hosts = {e.host for e in spark_cluster.executors() if e.app_id == app["id"]}
+        assert hosts == {w.host for w in spark_cluster.worker_nodes}, hosts
+    finally:
+        server.stop()
+    assert check_shop(shop).ok
+
+
 _WHERE_IS_THE_CODE = textwrap.dedent("""
     import json, sys
-    from eos_etl.stack.spark import spark_session
+    from eos_etl.stack.session import spark_session
 
     spark = spark_session("eos-etl-shipped-code", master=sys.argv[1])
     sc = spark.sparkContext

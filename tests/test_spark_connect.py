@@ -199,19 +199,25 @@ def test_a_killed_client_leaves_nothing_visible_and_its_retry_publishes_exactly_
 
 
 def test_the_dag_runs_its_window_on_the_connect_server(shop_factory, kafka_broker, connect_server, tmp_path):
+    """The project's own Airflow (make up): the run task supervises the server, so a server that died
+    since is started again before the window, and the task attempts come from its event log."""
     shop = shop_factory(partitions=2)
     stats = generate(shop.connection, shop.topics.purchases, 500, invalid_share=0.05, seed=41)
     token = connect_server.token()
     af = airflow_for(shop, tmp_path / "af", kafka_broker, connections={"spark_connect_default": {
         "conn_type": "spark_connect", "host": "localhost", "port": connect_server.bound_port, "password": token}},
-        overrides={"EOS_ETL_SPARK_CONNECT_CONN_ID": "spark_connect_default"})
+        overrides={"EOS_ETL_SPARK_CONNECT_CONN_ID": "spark_connect_default",
+                   "EOS_ETL_SPARK_CONNECT_HOME": str(connect_server.home)})
     assert af.airflow_cmd("db", "migrate", timeout=300).returncode == 0
-    server_pid = connect_server.pid()
-    state, _run_id, out = dag_test(af, "shop_invoicing")
+    os.kill(connect_server.pid(), signal.SIGKILL)  # it died since the last window
+    state, run_id, out = dag_test(af, "shop_invoicing")
     assert state == "success", out[-6000:]
     logs = task_logs(af) + out
     assert "on the Spark Connect server of connection 'spark_connect_default'" in logs
-    assert connect_server.pid() == server_pid
+    assert "is not running; starting it" in logs and connect_server.is_running()
+    summary = json.loads(next((tmp_path / "af" / "var" / "reports" / "shop_invoicing").glob("*/summary.json"))
+                         .read_text())
+    assert summary["task_attempts"]["visible"] and summary["task_attempts"]["succeeded"] == 2
     assert len(read_topic(shop.connection, shop.topics.invoices)) == stats.valid
     assert check_shop(shop).ok
     assert token not in logs and SASL_PASSWORD not in logs
@@ -219,11 +225,12 @@ def test_the_dag_runs_its_window_on_the_connect_server(shop_factory, kafka_broke
 
 STALE_CLIENT = """
 import json, sys
-import eos_etl.stack.spark as spark_module
+import eos_etl.stack.connect_client as client_module
 from eos_etl.errors import ConfigurationError
-spark_module.source_digest = lambda: "0123456789abcdef"  # as if this client's code had changed since
+from eos_etl.stack.session import spark_session
+client_module.source_digest = lambda: "0123456789abcdef"  # as if this client's code had changed since
 try:
-    spark_module.spark_session("stale-client")
+    spark_session("stale-client")
     print("CONNECTED")
 except ConfigurationError as exc:
     print("REFUSED " + str(exc))
@@ -235,7 +242,7 @@ def test_a_client_with_other_code_than_the_server_is_refused(connect_server):
     env = {**os.environ, **connect_server.client_env()}
     res = subprocess.run([sys.executable, "-c", STALE_CLIENT], env=env, capture_output=True, text=True, timeout=120)
     assert "REFUSED" in res.stdout and "spark-connect restart" in res.stdout, res.stdout + res.stderr[-2000:]
-    same = subprocess.run([sys.executable, "-c", STALE_CLIENT.replace("spark_module.source_digest = ", "_ = ")],
+    same = subprocess.run([sys.executable, "-c", STALE_CLIENT.replace("client_module.source_digest = ", "_ = ")],
                           env=env, capture_output=True, text=True, timeout=120)
     assert "CONNECTED" in same.stdout, same.stdout + same.stderr[-2000:]
 
@@ -263,3 +270,57 @@ def test_first_starts_at_once_share_one_whole_token(tmp_path):
         assert len(tokens) == 1 and len(next(iter(tokens))) >= 32
         assert [f.name for f in home.iterdir()] == ["token"]
         assert stat.S_IMODE((home / "token").stat().st_mode) == 0o600
+
+
+PING = """
+from eos_etl.stack.session import spark_session
+spark = spark_session()
+print("COUNT", spark.range(5).count())
+"""
+
+
+def test_the_foreground_server_is_the_process_it_replaced_and_takes_the_environments_token(tmp_path):
+    """`spark-connect run`, a container's command: the process becomes the server's JVM (same pid, so
+    the container's init signals the JVM itself), logs to its own output, accepts exactly the token of
+    $SPARK_CONNECT_AUTHENTICATE_TOKEN (kept 0600, on no command line) and stops on SIGTERM."""
+    import secrets
+
+    port, token = free_port(), secrets.token_urlsafe(32)
+    env = {**os.environ, "EOS_ETL_VAR": str(tmp_path), "EOS_ETL_SPARK_CONNECT_PORT": str(port),
+           "EOS_ETL_SPARK_MASTER": "local[1,4]", "EOS_ETL_SPARK_CONNECT_MEMORY": "512m",
+           "SPARK_CONNECT_AUTHENTICATE_TOKEN": token}
+    server = SparkConnectServer(home=tmp_path / "spark-connect", port=port)
+    server.home.mkdir()
+    server.token_file.write_text("an-older-token-the-environment-replaces")
+    out = tmp_path / "server.out"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen([sys.executable, "-m", "eos_etl", "spark-connect", "run"], env=env, stdout=sink,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while "Spark Connect server started at" not in out.read_text(errors="replace"):
+            assert proc.poll() is None, out.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, out.read_text(errors="replace")[-3000:]
+            time.sleep(0.5)
+        jvm = psutil.Process(proc.pid)
+        assert jvm.name() == "java" and server.pid() == proc.pid
+        assert "org.apache.spark.sql.connect.service.SparkConnectServer" in jvm.cmdline()
+        assert not any(token in arg for arg in jvm.cmdline())
+        assert server.token() == token and stat.S_IMODE(server.token_file.stat().st_mode) == 0o600
+
+        client = {k: v for k, v in os.environ.items() if not k.startswith("SPARK_")}
+        client["SPARK_REMOTE"] = f"sc://localhost:{port}"
+        ok = subprocess.run([sys.executable, "-c", PING], env={**client, "SPARK_CONNECT_AUTHENTICATE_TOKEN": token},
+                            capture_output=True, text=True, timeout=120)
+        assert "COUNT 5" in ok.stdout, ok.stdout + ok.stderr[-3000:]
+        refused = subprocess.run([sys.executable, "-c", PING], capture_output=True, text=True, timeout=120,
+                                 env={**client, "SPARK_CONNECT_AUTHENTICATE_TOKEN": "an-older-token-the-environment-replaces"})
+        assert refused.returncode != 0 and "refused this client's token" in refused.stderr, refused.stderr[-3000:]
+
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) is not None
+        assert not server.is_running()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)

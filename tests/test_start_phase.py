@@ -166,8 +166,9 @@ def _cluster_shop(cluster: KafkaCluster, partitions: int = 2) -> ShopSettings:
     tag = unique("start")
     topics = ShopTopics(purchases=f"purchases-{tag}", invoices=f"invoices-{tag}", shipments=f"shipments-{tag}",
                         dead_letters=f"purchases-{tag}.dlq")
-    ensure_topics(ClusterAdmin(connection), topics.specs(partitions))
-    return ShopSettings(connection=connection, topics=topics, group=f"group-{tag}", transactional_id_prefix=tag)
+    shop = ShopSettings(connection=connection, topics=topics, group=f"group-{tag}", transactional_id_prefix=tag)
+    ensure_topics(ClusterAdmin(connection), shop.specs(partitions))
+    return shop
 
 
 @pytest.mark.spark
@@ -259,6 +260,7 @@ def test_a_task_asks_again_for_its_committed_offset_while_the_coordinator_moves(
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
     from eos_etl.engine.checkpoint import PartitionCheckpoint
+    from eos_etl.engine.pipeline import PipelineConfig
     from eos_etl.kafka.errors import KafkaSetupError
 
     class MovingCoordinator:
@@ -273,7 +275,9 @@ def test_a_task_asks_again_for_its_committed_offset_while_the_coordinator_moves(
         def close(self):
             pass
 
-    checkpoint = PartitionCheckpoint({"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}, "t", 0, timeout_s=10)
+    config = PipelineConfig(KafkaConnection("127.0.0.1:1"), input_topic="t", group="g", output_topics=("o",),
+                            transactional_id_prefix="p")
+    checkpoint = PartitionCheckpoint(config, 0, timeout_s=10)
     checkpoint._consumer.close()
     checkpoint._consumer = MovingCoordinator([KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS])
     assert checkpoint.committed() == 42

@@ -28,7 +28,7 @@ def create_topics(bootstrap: str, tag: str, *extra: str) -> subprocess.Completed
     return subprocess.run(
         [sys.executable, "-m", "eos_etl", "--log-level", "WARNING", "create-topics", "--bootstrap-servers", bootstrap,
          "--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
-         "--dlq-topic", t.dead_letters, *extra],
+         "--dlq-topic", t.dead_letters, "--group", f"group-{tag}", *extra],
         capture_output=True, text=True, timeout=120,
     )
 
@@ -51,10 +51,13 @@ def test_create_topics_on_three_brokers_gives_rf3_min_isr2_and_says_so(kafka_clu
     assert proc.returncode == 0, proc.stderr
     assert "3 live broker(s): replication factor 3, min.insync.replicas 2" in proc.stderr
     states = json.loads(proc.stdout)
-    assert len(states) == 4
+    assert len(states) == 5
     for name, st in states.items():
         assert (st["replication_factor"], st["min_insync_replicas"], st["created"]) == (3, 2, True), name
         assert st["partitions"] == (1 if name.endswith(".dlq") else 2)
+    # The pipeline's checkpoint topic: one partition per input partition, never deleted by time.
+    assert states[f"group-{tag}.checkpoints"]["cleanup_policy"] == "compact"
+    assert {st["cleanup_policy"] for name, st in states.items() if not name.endswith(".checkpoints")} == {"delete"}
     # What the cluster itself reports, not what the command believes.
     for p in (0, 1):
         replicas, isr = kafka_cluster.replicas(f"invoices-{tag}", p)
@@ -110,9 +113,11 @@ def test_run_preflight_warns_once_about_an_unreplicated_output(kafka_cluster, ca
     admin = ClusterAdmin(conn)
     admin.create_topics({topics.purchases: 1, topics.invoices: 1, topics.dead_letters: 1})
     admin.create_topics({topics.shipments: 1}, replication_factor=1, config={"min.insync.replicas": "1"})
+    shop = ShopSettings(conn, topics, group=tag, transactional_id_prefix=tag)
+    admin.create_topics({shop.pipeline().checkpoint_topic: 1}, config={"cleanup.policy": "compact"})
     assert durability_warnings(admin, list(topics.outputs)) != []
     with caplog.at_level(logging.WARNING):
-        preflight(ShopSettings(conn, topics, group=tag, transactional_id_prefix=tag).pipeline())
+        preflight(shop.pipeline())
     lines = [r.getMessage() for r in caplog.records if "replication factor 1" in r.getMessage()]
     assert len(lines) == 1, lines
     assert topics.shipments in lines[0] and "\n" not in lines[0]

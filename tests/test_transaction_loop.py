@@ -1,7 +1,8 @@
 """The publisher's transaction loop, transition by transition, without a broker.
 
 A fake transactional producer keeps what a read_committed reader would see
-(outputs of committed transactions) and the group's committed offset, and
+(outputs of committed transactions), the group's committed offset and the
+checkpoint topic's record, and
 raises an error class at a chosen call: abortable (abort, rewind to the
 committed offset, replay), fatal (fenced: the attempt fails, nothing of the
 open transaction is visible), unknown outcome (a commit or abort unanswered:
@@ -13,6 +14,8 @@ tests/test_kafka_transactions.py, tests/test_faults.py.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -32,6 +35,7 @@ class FakeProducer:
         self.visible: list[tuple[str, int]] = []  # (topic, source offset) of committed outputs
         self.pending: list[tuple[str, int]] | None = None
         self.pending_offset: int | None = None
+        self.pending_record: int | None = None
         self.fenced = False
         self.epoch = 0
         self.ended = False  # after an unknown outcome, until reinitialise(): no call may reach this producer
@@ -60,12 +64,17 @@ class FakeProducer:
         self.log.append(("reinitialise", self.epoch))
         self.epoch += 1
         self.ended = False
-        self.pending, self.pending_offset = None, None
+        self.pending, self.pending_offset, self.pending_record = None, None, None
 
     def begin_transaction(self):
         self._call("begin_transaction")
         assert self.pending is None, "begin while a transaction is open"
-        self.pending, self.pending_offset = [], None
+        self.pending, self.pending_offset, self.pending_record = [], None, None
+
+    def produce_to(self, topic, partition, key, value):
+        assert self.pending is not None, "produce outside a transaction"
+        self._call("produce_to")
+        self.pending_record = json.loads(value)["next_offset"]
 
     def produce(self, topic, key, value, headers):
         assert self.pending is not None, "produce outside a transaction"
@@ -91,25 +100,29 @@ class FakeProducer:
         self.visible += self.pending
         if self.pending_offset is not None:
             self.checkpoint.committed_offset = self.pending_offset
-        self.pending, self.pending_offset = None, None
+        if self.pending_record is not None:
+            self.checkpoint.logged_offset = self.pending_record
+        self.pending, self.pending_offset, self.pending_record = None, None, None
 
     def abort_transaction(self):
         self._call("abort_transaction")
-        self.pending, self.pending_offset = None, None
+        self.pending, self.pending_offset, self.pending_record = None, None, None
 
 
 class FakeCheckpoint:
+    """The group's committed offset (which Kafka may delete: ``committed_offset = None``) and the
+    checkpoint topic's record, read in that order, as PartitionCheckpoint does."""
+
     def __init__(self, committed: int | None = None):
         self.committed_offset = committed
+        self.logged_offset = committed
 
     def committed(self):
-        return self.committed_offset
+        return self.committed_offset if self.committed_offset is not None else self.logged_offset
 
-    def group_metadata(self):
-        return object()
-
-    def offsets(self, next_offset: int):
-        return [("purchases", 0, next_offset)]
+    def stage(self, producer, next_offset: int):
+        producer.produce_to("shop.checkpoints", 0, b"key", json.dumps({"next_offset": next_offset}).encode())
+        producer.send_offsets_to_transaction([("purchases", 0, next_offset)], object())
 
 
 def records(offsets) -> list:
@@ -251,3 +264,44 @@ def test_unknown_outcomes_count_as_aborts_and_end_the_attempt_past_the_limit():
     producer, checkpoint, result, error = run(range(5), end=5, fail=fail, max_abort_retries=2)
     assert isinstance(error, PublishError) and "giving up after 2 aborted transactions" in str(error)
     assert result.reinitialisations == 2 and producer.visible == [] and checkpoint.committed_offset is None
+
+
+def test_the_checkpoint_record_commits_with_the_offsets_and_never_without_them():
+    fail = {("commit_transaction", 2): ProducerFencedError("fenced before the second commit")}
+    producer, checkpoint, _, error = run(range(6), end=6, fail=fail)
+    assert isinstance(error, ProducerFencedError)
+    assert checkpoint.committed_offset == checkpoint.logged_offset == 3  # the fenced transaction left neither
+
+
+def test_offsets_expired_mid_run_an_abort_rewinds_to_the_checkpoint_record():
+    """Kafka deleted the group's offset while the run went on: the replay starts from the checkpoint
+    topic's position, not from the window start."""
+    checkpoint = FakeCheckpoint(None)
+    producer = FakeProducer(checkpoint, {("commit_transaction", 2): TransactionAbortable("coordinator moved")})
+    result = PartitionResult(partition=0, transactional_id="t-0", start=0, end=6, committed_before=None)
+    loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "r"), result,
+                           position=0, validated_position=lambda c: 0 if c is None else c, chunk_records=3,
+                           chunk_seconds=3600, max_abort_retries=3)
+    for record in records(range(3)):
+        loop.add(record)
+    checkpoint.committed_offset = None  # the broker's offsets retention ran out
+    for record in records(range(3, 6)):
+        loop.add(record)
+    loop.finish(6)
+    assert result.aborts == 1 and checkpoint.logged_offset == 6
+    assert sorted(o for t, o in producer.visible if t == "invoices") == list(range(6))
+    checkpoint.committed_offset = checkpoint.logged_offset
+    assert_exactly_once(producer, checkpoint)
+
+
+def test_refresh_commits_the_same_position_again_with_nothing_produced():
+    checkpoint = FakeCheckpoint(4)
+    checkpoint.committed_offset = None  # expired; the checkpoint record remains
+    producer = FakeProducer(checkpoint, {("commit_transaction", 1): TransactionAbortable("retry me")})
+    result = PartitionResult(partition=0, transactional_id="t-0", start=4, end=4, committed_before=4)
+    loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "r"), result,
+                           position=4, validated_position=lambda c: 4 if c is None else c, chunk_records=3,
+                           chunk_seconds=3600, max_abort_retries=3)
+    loop.refresh()
+    assert checkpoint.committed_offset == checkpoint.logged_offset == 4
+    assert producer.visible == [] and result.transactions == 1 and result.aborts == 1

@@ -13,7 +13,7 @@ import sys
 # has imported a module that nothing else imports, before and after the warm-up.
 SCRIPT = r"""
 import json, os, sys
-from eos_etl.stack.spark import spark_session
+from eos_etl.stack.session import spark_session
 from eos_etl.engine.worker_warmup import PythonWorkerWarmup
 
 spark = spark_session("warmup-test", master="local[1]")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# kafka-init (one-shot, docker-compose.yaml): run in the broker's network
+# kafka-init (one-shot, docker-compose.yaml; the airflow image): run in the broker's network
 # namespace, as the super-user (the loopback PLAINTEXT listener
 # 127.0.0.1:9092, principal ANONYMOUS); idempotent, so it runs on every
 # `docker compose up`.

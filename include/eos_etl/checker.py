@@ -3,7 +3,8 @@
 It shares no state with the publisher. It reads the input topic and every
 output topic from the beginning as a read_committed consumer (and, for the
 aborted-output check, as read_uncommitted), plus the group's committed
-offsets, and reports per input partition:
+offsets (where Kafka deleted them, the pipeline's checkpoint topic, which
+commits with them), and reports per input partition:
 
 * ``lost``: a committed input record below the committed offset with no output;
 * ``duplicate``: an input record with more than one output in some topic;
@@ -102,6 +103,7 @@ def check(
     single_topics: tuple[str, ...],
     expected_ends: dict[int, int] | None = None,
     check_order: bool = True,
+    checkpoint_topic: str | None = None,
 ) -> CheckReport:
     """Judge the outputs of ``input_topic`` for ``group``.
 
@@ -112,6 +114,12 @@ def check(
     admin = ClusterAdmin(connection)
     parts = admin.partitions(input_topic)
     committed = admin.committed_offsets(group, input_topic, parts)
+    if checkpoint_topic is not None and None in committed.values():
+        from .engine.checkpoint_log import read_entries
+
+        entries = read_entries(connection, checkpoint_topic, group, input_topic)
+        committed = {p: c if c is not None or p not in entries else entries[p].next_offset
+                     for p, c in committed.items()}
     inputs = read_topic(connection, input_topic)
     input_offsets: dict[int, set[int]] = defaultdict(set)
     for r in inputs:
@@ -174,4 +182,4 @@ def check_shop(settings, expected_ends: dict[int, int] | None = None) -> CheckRe
     t = settings.topics
     return check(settings.connection, input_topic=t.purchases, group=settings.group,
                  paired_topics=(t.invoices, t.shipments), single_topics=(t.dead_letters,),
-                 expected_ends=expected_ends)
+                 expected_ends=expected_ends, checkpoint_topic=settings.pipeline().checkpoint_topic)

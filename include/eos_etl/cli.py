@@ -2,7 +2,7 @@
 
 Stack:    fetch-jars | broker {start,stop,kill,restart,status} | airflow {start,stop,status} | up | down | status
           cluster {up,down,status}
-Pipeline: create-topics | generate | plan-window | run-window
+Pipeline: create-topics | generate | plan-window | run-window | offsets {show,restore}
 Demo:     demo
 
 Kafka connection options are shared by every pipeline command. Passwords are
@@ -283,6 +283,8 @@ def cmd_spark_connect(args) -> int:
     from .stack.spark_connect import SparkConnectServer
 
     server = SparkConnectServer.local()
+    if args.action == "run":
+        server.exec_in_foreground()  # never returns: this process becomes the server
     if args.action in ("stop", "restart"):
         server.stop()
     if args.action in ("start", "restart"):
@@ -305,7 +307,7 @@ def cmd_create_topics(args) -> int:
     brokers = admin.broker_count()
     durability = Durability.for_cluster(brokers, args.replication_factor, args.min_insync_replicas)
     print(f"create-topics: {brokers} live broker(s): {durability.describe()}", file=sys.stderr)
-    states = ensure_topics(admin, settings.topics.specs(args.partitions), durability,
+    states = ensure_topics(admin, settings.specs(args.partitions), durability,
                            allow_existing=args.allow_existing)
     print(json.dumps({name: state.to_dict() for name, state in states.items()}))
     return 0
@@ -318,6 +320,7 @@ def cmd_generate(args) -> int:
     stats = generate(
         conn, args.input_topic, args.count, invalid_share=args.invalid_share, rate=args.rate, seed=args.seed,
         transaction_size=args.transaction_size, abort_share=args.abort_share, progress=not args.no_progress,
+        timestamp_ms=args.timestamp or 0,
     )
     print(json.dumps(stats.to_dict()))
     return 0
@@ -341,7 +344,9 @@ def _pipeline_overrides(args) -> dict:
 
 def cmd_run_window(args) -> int:
     from .shop.job import run_shop_window, summary_dict
-    from .stack.spark import spark_session
+    from .stack.connect_client import server_lost
+    from .stack.session import spark_session, stop_session
+    from .stack.spark import REMOTE_ENV
 
     t0 = time.monotonic()
     spark_conf = _spark_conf_from_args(args)  # before anything connects: bad arguments touch nothing
@@ -349,14 +354,22 @@ def cmd_run_window(args) -> int:
     from .engine.runner import preflight
 
     pipeline = settings.pipeline(**_pipeline_overrides(args))
-    features = preflight(pipeline)  # before Spark starts: misconfiguration fails in seconds
+    features = preflight(pipeline).features  # before Spark starts: misconfiguration fails in seconds
     window = plan_from_args(settings, args)
-    spark = spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master, conf=spark_conf)
+    # A window with nothing new only renews its commits: no Spark session for that.
+    spark = None if window.is_empty else spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master,
+                                                       conf=spark_conf)
     try:
-        summary = run_shop_window(spark, settings, window, check=False, **_pipeline_overrides(args))
+        summary = run_shop_window(spark, settings, window, check=False,
+                                  **{**_pipeline_overrides(args), "run_id": pipeline.run_id})
+    except Exception as exc:
+        remote = os.environ.get(REMOTE_ENV)
+        if remote and (lost := server_lost(exc, remote)) is not None:
+            raise lost from exc
+        raise
     finally:
-        if not args.keep_spark:
-            spark.stop()
+        if spark is not None and not args.keep_spark:
+            stop_session(spark)
     data = summary_dict(settings, summary)
     data["cluster_features"] = features.to_dict() if features is not None else None
     data["wall_seconds"] = round(time.monotonic() - t0, 3)
@@ -417,6 +430,52 @@ def cmd_transactions(args) -> int:
     return 1 if report.stuck else 0
 
 
+def cmd_offsets(args) -> int:
+    """Each input partition's position and where it comes from; ``restore`` commits the recoverable ones."""
+    from .engine import checkpoint_log
+    from .engine.lineage_positions import last_published
+    from .engine.publisher import publish_without_spark
+    from .engine.window import OffsetRange
+    from .kafka.admin import ClusterAdmin
+
+    settings = shop_settings_from_args(args)
+    pipeline = settings.pipeline()
+    admin = ClusterAdmin(settings.connection)
+    admin.check_reachable()
+    parts = admin.partitions(pipeline.input_topic)
+    group = admin.committed_offsets(pipeline.group, pipeline.input_topic, parts)
+    entries = checkpoint_log.read_entries(settings.connection, pipeline.checkpoint_topic, pipeline.group,
+                                          pipeline.input_topic)
+    inputs = admin.offsets(pipeline.input_topic, parts)
+    lineage = {}
+    if args.from_lineage:
+        lineage = last_published(admin, pipeline.input_topic, [p for p in parts if group[p] is None
+                                                               and p not in entries], pipeline.output_topics,
+                                 progress=lambda line: print(line, file=sys.stderr))
+    rows, todo = {}, {}
+    for p in parts:
+        row = {"group_offset": group[p], "checkpoint": entries[p].to_dict() if p in entries else None,
+               "input_earliest": inputs[p].earliest, "input_last_stable": inputs[p].last_stable}
+        if group[p] is not None:
+            position, source = group[p], "group"
+        elif p in entries:
+            position = todo[p] = entries[p].next_offset
+            source = "checkpoint topic"
+        elif args.from_lineage:
+            position = todo[p] = lineage[p] + 1 if p in lineage else inputs[p].earliest
+            source = "lineage" if p in lineage else "no output: earliest"
+        else:
+            position, source = None, "unknown: --from-lineage reads the outputs"
+        rows[str(p)] = {**row, "position": position, "from": source}
+    if args.action == "restore" and todo:
+        publish_without_spark(pipeline, {p: OffsetRange(o, o) for p, o in todo.items()})
+        print(f"restored {pipeline.input_topic} partitions {sorted(todo)} for group {pipeline.group} "
+              "(group offsets and checkpoint records, one transaction per partition)", file=sys.stderr)
+    print(json.dumps({"input_topic": pipeline.input_topic, "group": pipeline.group,
+                      "checkpoint_topic": pipeline.checkpoint_topic, "partitions": rows}, indent=2))
+    return 0
+
+
 def cmd_check(args) -> int:
     from .checker import check_shop
 
@@ -442,7 +501,7 @@ def cmd_soak(args) -> int:
         return _cmd_soak_partitions(args)
     opts = SoakOptions(records=args.records, kills=args.kills, seeds=args.seeds,
                        broker_restarts=args.broker_restarts, start_phase_kills=args.start_phase_kills,
-                       duration_s=args.duration,
+                       duration_s=args.duration, endurance_windows=args.endurance_windows,
                        scenarios=tuple(args.scenarios.split(",")) if args.scenarios else SCENARIOS,
                        out=Path(args.out) if args.out else None)
     results, wall = run_soak(opts)
@@ -580,7 +639,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("spark-connect", help="a long-lived Spark application that runs windows without a "
                        "spark-submit each (var/spark-connect, loopback port $EOS_ETL_SPARK_CONNECT_PORT or 15002)")
-    p.add_argument("action", choices=["start", "stop", "restart", "status"])
+    p.add_argument("action", choices=["start", "stop", "restart", "status", "run"],
+                   help="run: the server in the foreground, in place of this process (a container's command)")
     p.set_defaults(func=cmd_spark_connect)
 
     p = sub.add_parser("create-topics", help="create the shop's input and output topics")
@@ -604,6 +664,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--transaction-size", type=int, help="write in transactions of this many purchases")
     p.add_argument("--abort-share", type=float, default=0.0, help="share of those transactions to abort")
+    p.add_argument("--timestamp", type=_checked(arguments.timestamp_ms, "--timestamp"),
+                   help="record time of every purchase, ISO-8601 with a timezone or epoch millis (default: when "
+                        "sent); e.g. purchases that arrive late for an hour a backfill covers")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_generate)
 
@@ -636,6 +699,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a Spark setting for this run (repeatable), e.g. spark.speculation=true")
     p.add_argument("--keep-spark", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(func=cmd_run_window)
+
+    p = sub.add_parser("offsets", help="each input partition's committed position and where it comes from (group "
+                       "offset, checkpoint topic, outputs' lineage); restore: commit it where the group's is gone")
+    p.add_argument("action", choices=["show", "restore"])
+    p.add_argument("--from-lineage", action="store_true",
+                   help="for partitions with neither a group offset nor a checkpoint record: one past the largest "
+                        "source_offset in the outputs' lineage headers (reads the outputs back from their end)")
+    _add_connection(p)
+    _add_shop(p)
+    p.set_defaults(func=cmd_offsets)
 
     p = sub.add_parser("check", help="independent exactly-once check of inputs, outputs and committed offsets")
     _add_connection(p)
@@ -679,6 +752,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--start-phase-kills", type=int, default=30,
                    help="trials with the broker SIGKILLed in a run's first 10 s (start_phase_broker_kill)")
     p.add_argument("--duration", type=float, default=0, help="repeat all scenarios until this many seconds passed")
+    p.add_argument("--endurance-windows", type=int, default=500,
+                   help="consecutive windows on one Spark Connect server in connect_endurance")
     p.add_argument("--scenarios", help="comma-separated subset (default: all)")
     p.add_argument("--out", help="results table (default: docs/reliability.md)")
     p.add_argument("--cluster", action="store_true",
@@ -720,7 +795,7 @@ def main(argv: list[str] | None = None) -> int:
     except EosEtlError as exc:
         # Diagnosed problems: one clear message, no traceback.
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return exc.exit_code
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from .kafka.connection import KafkaConnection
 from .shop.generator import generate
 from .shop.job import ShopSettings, run_shop_window, summary_dict
 from .stack.kafka_cluster import KafkaCluster
-from .stack.spark import spark_session
+from .stack.session import spark_session
 from .stack.spark_cluster import SparkStandalone
 
 CLUSTER_SIZE = 3
@@ -58,7 +58,7 @@ def run_demo(args) -> int:
     settings = ShopSettings(conn)
     t = settings.topics
     admin = ClusterAdmin(conn)
-    ensure_topics(admin, t.specs(args.partitions), allow_existing=True)
+    ensure_topics(admin, settings.specs(args.partitions), allow_existing=True)
     stats = generate(conn, t.purchases, args.count, invalid_share=args.invalid_share,
                      transaction_size=500, abort_share=0.05, progress=True, seed=int(time.time()))
     print(f"generated: {json.dumps(stats.to_dict())}", flush=True)

@@ -9,6 +9,10 @@ sub-package adds a small ``errors`` module with its own subclasses.
 class EosEtlError(Exception):
     """Base class for all errors raised by eos_etl."""
 
+    #: The command line's exit code for this error: 2, "fix something before running again",
+    #: unless a subclass says otherwise.
+    exit_code = 2
+
 
 class ConfigurationError(EosEtlError):
     """The configuration cannot work; the message says what to change."""

@@ -1,13 +1,47 @@
-"""Operator-facing logging: one line per event, no payloads, no secrets."""
+"""Operator-facing logging: one line per event, no payloads, no secrets.
+
+Secrets this process holds (the Kafka password, a Spark Connect token) are
+registered with :func:`mask` where they enter it, and every line of the
+project's loggers, and of pyspark's Spark Connect client (which prints whole
+plans, Kafka options included, at debug level), has them replaced by ``***``,
+in each of the escaped forms they take inside JSON or a protobuf text dump.
+"""
 
 from __future__ import annotations
 
 import faulthandler
+import json
 import logging
 import os
 import sys
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s [pid %(process)d] %(message)s"
+#: Loggers of libraries that may print a secret this process holds.
+FOREIGN_LOGGERS = ("pyspark.sql.connect.logging",)
+_SECRETS: set[str] = set()
+
+
+def mask(*secrets: str | None) -> None:
+    """Never print these (nor their JSON- or protobuf-escaped forms) in any log line."""
+    for secret in secrets:
+        if secret and len(secret) >= 4:
+            once = json.dumps(secret)[1:-1]
+            _SECRETS.update({secret, once, json.dumps(once)[1:-1]})
+
+
+class SecretsFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if _SECRETS:
+            message = record.getMessage()
+            masked = message
+            for secret in sorted(_SECRETS, key=len, reverse=True):
+                masked = masked.replace(secret, "***")
+            if masked != message:
+                record.msg, record.args = masked, None
+        return True
+
+
+_FILTER = SecretsFilter()
 
 
 def configure(level: str | None = None) -> None:
@@ -17,9 +51,13 @@ def configure(level: str | None = None) -> None:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter(FORMAT))
         handler._eos_etl = True  # type: ignore[attr-defined]
+        handler.addFilter(_FILTER)
         root.addHandler(handler)
         root.propagate = False
     root.setLevel(level)
+    for name in FOREIGN_LOGGERS:
+        if _FILTER not in logging.getLogger(name).filters:
+            logging.getLogger(name).addFilter(_FILTER)
     # librdkafka's Python wrapper and py4j are chatty at INFO.
     logging.getLogger("py4j").setLevel(logging.WARNING)
     # Great Expectations logs every store write at INFO.

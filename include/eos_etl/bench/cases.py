@@ -114,7 +114,7 @@ class _Deliveries:
 
 
 def _spark(app: str):
-    from ..stack.spark import spark_session
+    from ..stack.session import spark_session
 
     t0 = time.monotonic()
     spark = spark_session(app)

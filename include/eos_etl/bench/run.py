@@ -136,7 +136,7 @@ class Bench:
         t = settings.topics
         writes = case not in ("R",)
         if writes:
-            ensure_topics(target.admin, t.specs(pc, outputs_only=True))
+            ensure_topics(target.admin, settings.specs(pc, outputs_only=True))
         window = self._window(settings, size, pc, target)
         self.windows[settings.group] = window
         spec = {

@@ -68,9 +68,9 @@ class _Shop:
         name = f"vs-{uuid.uuid4().hex[:8]}"
         topics = ShopTopics(purchases=f"{name}-purchases", invoices=f"{name}-invoices",
                             shipments=f"{name}-shipments", dead_letters=f"{name}-dlq")
-        ensure_topics(target.admin, topics.specs(partitions))
         self.settings = ShopSettings(connection=target.connection, topics=topics, group=name,
                                      transactional_id_prefix=name)
+        ensure_topics(target.admin, self.settings.specs(partitions))
         self.gx_root = gx_root
 
     def run_window(self, spark, records: int, seed: int):
@@ -203,7 +203,7 @@ def size_phase(target: KafkaTarget, spark, opts: ScalingOptions, work: Path, rec
 
 
 def run(opts: ScalingOptions) -> dict:
-    from ..stack.spark import spark_session
+    from ..stack.session import spark_session
 
     work = paths.var_dir() / "bench-validation"
     stop_leftovers(work)

@@ -1,26 +1,44 @@
-"""The checkpoint owns a partition's consumed position: the group's committed offset.
+"""The checkpoint owns a partition's consumed position and its commit.
 
-The position is only ever advanced inside a transaction (``offsets()`` feeds
-``send_offsets_to_transaction``), and only read after ``init_transactions``
-with stable semantics (a read_committed consumer's OffsetFetch sets
-RequireStable), so a pending commit of an aborted or fenced attempt is never
-mistaken for progress.
+The position is the group's committed offset, and, where Kafka deleted that
+(``offsets.retention.minutes`` after the last commit of a group without
+members), the partition's record in the pipeline's checkpoint topic
+(:mod:`.checkpoint_log`). Both are only ever advanced inside a transaction:
+:meth:`PartitionCheckpoint.stage` adds the checkpoint record and the group's
+offset to the open transaction, so outputs, offsets and the record become
+visible together or not at all. The position is only read after
+``init_transactions`` with stable semantics (a read_committed consumer's
+OffsetFetch sets RequireStable; the checkpoint topic is read read_committed),
+so a pending commit of an aborted or fenced attempt is never mistaken for
+progress.
 """
 
 from __future__ import annotations
+
+import logging
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ..kafka.errors import KafkaSetupError
 from ..kafka.retry import describe, retry_until
+from . import checkpoint_log
+from .checkpoint_log import CheckpointEntry
+
+log = logging.getLogger(__name__)
 
 
 class PartitionCheckpoint:
-    def __init__(self, consumer_settings: dict, topic: str, partition: int, timeout_s: float = 30.0):
-        self.topic = topic
+    def __init__(self, config, partition: int, timeout_s: float = 30.0):
+        """``config``: the :class:`~eos_etl.engine.pipeline.PipelineConfig` of the pipeline."""
+        self.topic = config.input_topic
         self.partition = partition
+        self.group = config.group
+        self.log_topic = config.checkpoint_topic
+        self._connection = config.connection
+        self._run_id = config.run_id
         self._timeout_s = timeout_s
-        conf = dict(consumer_settings)
+        self._input_partitions: int | None = None
+        conf = config.consumer_settings()
         conf.setdefault("log_level", 3)
         # Never subscribes: the group has no active members, so offsets are
         # committed with the "simple consumer" group metadata and the
@@ -28,12 +46,25 @@ class PartitionCheckpoint:
         self._consumer = Consumer(conf)
 
     def committed(self) -> int | None:
-        """The group's committed offset for this partition, or None if it never committed.
+        """The partition's committed position, or None if the pipeline never committed one.
 
-        While a broker is lost the group's coordinator moves (NOT_COORDINATOR,
-        COORDINATOR_LOAD_IN_PROGRESS, timeouts): those answers are asked again
-        within the checkpoint's timeout instead of failing the task.
+        The group's offset; where the group has none, the checkpoint topic's record
+        (the group's offsets expired during a pause). While a broker is lost the
+        group's coordinator moves (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+        timeouts): those answers are asked again within the checkpoint's timeout
+        instead of failing the task.
         """
+        offset = self.group_offset()
+        if offset is not None:
+            return offset
+        entry = self.logged()
+        if entry is None:
+            return None
+        log.warning("%s[%d]: group %s has no committed offset (expired?); resuming from its checkpoint record: "
+                    "%d (run %s)", self.topic, self.partition, self.group, entry.next_offset, entry.run_id)
+        return entry.next_offset
+
+    def group_offset(self) -> int | None:
         def ask(timeout: float) -> int | None:
             [tp] = self._consumer.committed([TopicPartition(self.topic, self.partition)], timeout=timeout)
             if tp.error is not None:
@@ -48,11 +79,34 @@ class PartitionCheckpoint:
                 f"cannot read committed offset of {self.topic}[{self.partition}]: {describe(exc)}"
             ) from exc
 
+    def logged(self) -> CheckpointEntry | None:
+        """This partition's record in the checkpoint topic (its partition of the same number)."""
+        return checkpoint_log.read_entries(self._connection, self.log_topic, self.group, self.topic,
+                                           [self.partition], timeout_s=self._timeout_s).get(self.partition)
+
     def group_metadata(self):
         return self._consumer.consumer_group_metadata()
 
     def offsets(self, next_offset: int) -> list[TopicPartition]:
         return [TopicPartition(self.topic, self.partition, next_offset)]
+
+    def stage(self, producer, next_offset: int) -> None:
+        """Add the position ``next_offset`` to ``producer``'s open transaction: the checkpoint
+        record, then the group's offset. Both commit with the transaction or not at all."""
+        entry = CheckpointEntry(self.partition, next_offset, self._partitions_of_input(), self._run_id, 0)
+        producer.produce_to(self.log_topic, self.partition,
+                            checkpoint_log.key(self.group, self.topic, self.partition), entry.value())
+        producer.send_offsets_to_transaction(self.offsets(next_offset), self.group_metadata())
+
+    def _partitions_of_input(self) -> int:
+        if self._input_partitions is None:
+            try:
+                md = self._consumer.list_topics(self.topic, timeout=self._timeout_s)
+            except KafkaException as exc:
+                raise KafkaSetupError(f"cannot read the partitions of {self.topic}: {describe(exc)}") from exc
+            # Never fewer than this partition's number + 1, even from a metadata answer that lags.
+            self._input_partitions = max(len(md.topics[self.topic].partitions), self.partition + 1)
+        return self._input_partitions
 
     def close(self) -> None:
         self._consumer.close()

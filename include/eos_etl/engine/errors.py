@@ -33,3 +33,8 @@ class TransformContractError(EngineError):
 class NotEnoughReplicasError(PublishError):
     """Too few of an output partition's replicas are on answering brokers for an acks=all write
     (below ``min.insync.replicas``): nothing can commit until brokers come back."""
+
+
+class PositionLostError(EngineError):
+    """A partition has no committed offset and no checkpoint record, but the pipeline already
+    published: starting from the start policy would publish those records again."""

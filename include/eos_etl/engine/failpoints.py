@@ -15,6 +15,7 @@ before_commit, after_commit (count = transactions committed), before_report.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -43,11 +44,6 @@ def _parse(spec: str) -> dict[str, dict]:
 _POINTS = _parse(os.environ.get(ENV, ""))
 
 
-def reload() -> None:
-    global _POINTS
-    _POINTS = _parse(os.environ.get(ENV, ""))
-
-
 def load(spec: str) -> None:
     """Set the points to the environment's plus ``spec`` (carried in a pipeline
     config). Replaces earlier ones: Spark reuses Python workers across runs."""
@@ -59,9 +55,23 @@ def active() -> bool:
     return bool(_POINTS)
 
 
+_suspended = 0
+
+
+@contextlib.contextmanager
+def suspended():
+    """No point fires inside (a step that is not the publishing path, run on the same process)."""
+    global _suspended
+    _suspended += 1
+    try:
+        yield
+    finally:
+        _suspended -= 1
+
+
 def hit(name: str, partition: int | None = None, count: int | None = None) -> None:
     point = _POINTS.get(name)
-    if point is None:
+    if point is None or _suspended:
         return
     if "partition" in point and partition is not None and int(point["partition"]) != partition:
         return

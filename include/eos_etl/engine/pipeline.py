@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
+from . import checkpoint_log
 
 # Producer settings tuned for batch throughput; anything can be overridden.
 DEFAULT_PRODUCER_CONFIG: dict[str, str | int] = {
@@ -63,6 +64,9 @@ class PipelineConfig:
     def __post_init__(self) -> None:
         if not self.transactional_id_prefix or any(c.isspace() for c in self.transactional_id_prefix):
             raise ConfigurationError("transactional_id_prefix must be a non-empty string without spaces")
+        if len(self.checkpoint_topic) > 249:
+            raise ConfigurationError(f"group {self.group[:40]!r}... is too long: its checkpoint topic "
+                                     f"<group>{checkpoint_log.SUFFIX} would exceed Kafka's 249 characters")
         if self.chunk_records < 1:
             raise ConfigurationError("chunk_records must be >= 1")
         if self.chunk_seconds * 1000 * 2 > self.transaction_timeout_ms:
@@ -78,6 +82,12 @@ class PipelineConfig:
         return self.stall_timeout_s
 
     @property
+    def checkpoint_topic(self) -> str:
+        """The pipeline's compacted checkpoint topic (:mod:`.checkpoint_log`): its position per
+        input partition, written in every transaction, kept after the group's offsets expire."""
+        return checkpoint_log.topic_for(self.group)
+
+    @property
     def transactional_id_stem(self) -> str:
         """What every transactional id of this pipeline starts with (its prefixed ACL's name)."""
         return f"{self.transactional_id_prefix}-{self.input_topic}-"
@@ -90,7 +100,7 @@ class PipelineConfig:
         from ..kafka.acls import PipelineResources
 
         return PipelineResources(self.input_topic, tuple(self.output_topics), self.group,
-                                 self.transactional_id_stem)
+                                 self.transactional_id_stem, self.checkpoint_topic)
 
     def producer_settings(self, partition: int) -> dict:
         conf = dict(DEFAULT_PRODUCER_CONFIG)

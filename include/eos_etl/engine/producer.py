@@ -170,6 +170,13 @@ class TransactionalProducer:
             # The producer refuses new messages once the transaction is in an error state.
             self._call("produce", exc, fn=self._raise)
 
+    def produce_to(self, topic: str, partition: int, key: bytes, value: bytes) -> None:
+        """One record to a chosen partition (not the per-output hot path: no headers)."""
+        try:
+            produce_waiting(self.producer, topic, value, key, partition=partition)
+        except KafkaException as exc:
+            self._call("produce", self._raise, exc)
+
     @staticmethod
     def _raise(exc: Exception):
         raise exc

@@ -5,14 +5,17 @@ For input partition ``p`` with window range ``[start, end)``:
 1. ``init_transactions`` with transactional.id ``<prefix>-<topic>-<p>``: fences
    any earlier attempt (a retried task, a second run, a paused zombie) and
    aborts whatever it left open.
-2. Read the group's committed offset for ``p`` (stable). Input records below it
-   were published by an earlier attempt and are skipped, so a retry or a rerun
-   of the same window publishes nothing twice.
+2. Read the partition's committed position (the group's offset, stable; where
+   Kafka deleted it, the checkpoint topic's record: :mod:`.checkpoint`). Input
+   records below it were published by an earlier attempt and are skipped, so a
+   retry or a rerun of the same window publishes nothing twice.
 3. Produce each remaining record's outputs, in input order, in a transaction;
    every ``chunk_records`` records or ``chunk_seconds`` seconds, add the offset
    after the last record with ``send_offsets_to_transaction`` and commit. The
    last transaction commits ``end`` itself (the window end is the committed
-   position even when aborted records or markers follow the last record).
+   position even when aborted records or markers follow the last record). With
+   nothing left to publish the position is committed again (a refresh), so the
+   group's offsets never expire while the pipeline runs.
 4. An abortable error aborts, re-reads the committed offset and replays the
    buffered records of the open transaction from there. Fatal errors (fenced)
    end the attempt.
@@ -30,6 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 
@@ -96,7 +100,7 @@ class PartitionPublisher:
             self.config.producer_settings(p), retry_deadline_s=self.config.retry_deadline_s,
             call_bound=self._call_bound,
         )
-        checkpoint = PartitionCheckpoint(self.config.consumer_settings(), self.config.input_topic, p)
+        checkpoint = PartitionCheckpoint(self.config, p)
         try:
             producer.init_transactions()
             failpoints.hit("after_init", p)
@@ -116,12 +120,15 @@ class PartitionPublisher:
                 self.transactional_id, self.config.run_id,
             )
             if position >= self.range.end:
-                # Everything already published: drain and count, touch nothing.
+                # Everything already published (or nothing to publish): drain and count, then
+                # commit the position again so the group's offsets never expire while the
+                # pipeline runs.
                 for _ in records:
                     result.records_read += 1
                     result.records_skipped += 1
                     if not result.records_read % POLL_EVERY:
                         self._on_progress()
+                self._loop(producer, checkpoint, position, result).refresh()
             else:
                 self._run_transactions(producer, checkpoint, records, position, result)
             result.seconds = round(time.monotonic() - t0, 3)
@@ -146,15 +153,19 @@ class PartitionPublisher:
             )
         return committed
 
+    def _loop(self, producer, checkpoint, position: int, result: PartitionResult) -> TransactionLoop:
+        cfg = self.config
+        writer = LineageWriter(producer.produce, cfg.input_topic, self.partition, cfg.run_id)
+        return TransactionLoop(producer, checkpoint, writer, result, position=position,
+                               validated_position=self._validated_position, chunk_records=cfg.chunk_records,
+                               chunk_seconds=cfg.chunk_seconds, max_abort_retries=cfg.max_abort_retries,
+                               on_progress=self._on_progress)
+
     def _run_transactions(self, producer, checkpoint, records, position, result) -> None:
         cfg = self.config
         p = self.partition
         end = self.range.end
-        writer = LineageWriter(producer.produce, cfg.input_topic, p, cfg.run_id)
-        loop = TransactionLoop(producer, checkpoint, writer, result, position=position,
-                               validated_position=self._validated_position, chunk_records=cfg.chunk_records,
-                               chunk_seconds=cfg.chunk_seconds, max_abort_retries=cfg.max_abort_retries,
-                               on_progress=self._on_progress)
+        loop = self._loop(producer, checkpoint, position, result)
         last_offset = -1
         for rec in records:
             offset = rec[0]
@@ -173,3 +184,16 @@ class PartitionPublisher:
             last_offset = offset
             loop.add(rec)
         loop.finish(end)
+
+
+def publish_without_spark(config: PipelineConfig, ranges: dict[int, OffsetRange]) -> list[PartitionResult]:
+    """Publish ranges that hold no visible record, on this process's threads (no Spark task).
+
+    Each partition commits its window end, or, already past it, its committed position again:
+    ranges with only aborted records or markers, empty ranges (a window with nothing new), and
+    the planned start of partitions the group had no offset for.
+    """
+    if not ranges:
+        return []
+    with ThreadPoolExecutor(max_workers=min(8, len(ranges))) as pool:
+        return list(pool.map(lambda item: PartitionPublisher(config, *item).publish(()), sorted(ranges.items())))

@@ -16,17 +16,22 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..kafka.admin import ClusterAdmin
 from ..kafka.errors import AuthenticationError, AuthorizationError, BrokerUnreachableError
+from . import checkpoint_log, failpoints, offsets_retention
 from .errors import ProducerFencedError, TransformContractError
 from .pipeline import PipelineConfig
-from .publisher import PartitionPublisher, PartitionResult
+from .publisher import PartitionPublisher, PartitionResult, publish_without_spark
 from .replica_guard import ReplicaGuard, require_writable
 from .superseded import step_aside
 from .task_attempts import AttemptTracker, TaskAttempts
-from .window import Window
+from .window import OffsetRange, Window
 from .worker_warmup import PythonWorkerWarmup
+
+if TYPE_CHECKING:
+    from ..kafka.features import FinalizedFeatures
 
 log = logging.getLogger(__name__)
 
@@ -147,35 +152,58 @@ def cluster_features(config: PipelineConfig):
     return features
 
 
-def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None):
-    """Fail fast, before anything is read or published, if the run cannot work; returns the cluster's
-    finalised features (:func:`cluster_features`, None if unreadable).
+@dataclass
+class Preflight:
+    """What a passed preflight learnt: the warnings it logged (a weak output topic, offsets that may
+    expire before the next run) and the cluster's finalised features (None if unreadable)."""
+
+    warnings: list[str]
+    features: FinalizedFeatures | None
+
+
+def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None, *,
+              schedule_interval_s: float | None = None) -> Preflight:
+    """Fail fast, before anything is read or published, if the run cannot work; return the
+    warnings it logged and the cluster's finalised features (:class:`Preflight`).
 
     Every question goes to whichever broker answers and is retried on retriable
     failures (a broker lost, leaders and coordinators moving) for at most
     ``ClusterAdmin.retry_deadline_s`` (30 s) each; an unreachable cluster fails in
     ``ClusterAdmin.timeout`` (10 s). Failures are one :class:`KafkaSetupError` line.
+    ``schedule_interval_s``: how often the pipeline runs, when it runs on a schedule.
     """
     admin = admin or ClusterAdmin(config.connection)
     admin.check_reachable()
     require_grants(config)  # first: without Read or Write a topic looks missing, and the error should say why
     admin.require_topics(config.input_topic, *config.output_topics)
+    checkpoint_log.require_topic(admin, config.checkpoint_topic, config.input_topic)
     # Two of three brokers gone would otherwise surface as a misleading timeout, minutes later.
     require_writable(config.connection, config.output_topics)
     from ..kafka.topics import durability_warnings
 
+    warnings: list[str] = []
     try:
-        for warning in durability_warnings(admin, list(config.output_topics)):
-            log.warning(warning)
+        warnings += durability_warnings(admin, list(config.output_topics))
     except BrokerUnreachableError as exc:
         # Only a warning was at stake: the run itself needs the partition leaders, not this answer.
         log.warning("could not check the output topics' durability: %s", exc)
     features = cluster_features(config)
     try:
-        max_timeout = admin.broker_config("transaction.max.timeout.ms")
+        brokers = admin.broker_configs("transaction.max.timeout.ms", offsets_retention.SETTING)
     except (AuthenticationError, AuthorizationError):
-        log.warning("not allowed to read broker configs; cannot check transaction.max.timeout.ms up front")
-        return features
+        log.warning("not allowed to read broker configs; cannot check transaction.max.timeout.ms and "
+                    "%s up front", offsets_retention.SETTING)
+        brokers = {}
+    if brokers:
+        try:
+            warnings += offsets_retention.check(admin, brokers[offsets_retention.SETTING], config.checkpoint_topic,
+                                                topic=config.input_topic, group=config.group,
+                                                schedule_interval_s=schedule_interval_s)
+        except BrokerUnreachableError as exc:
+            log.warning("could not read when the pipeline last committed: %s", exc)
+    for warning in warnings:
+        log.warning(warning)
+    max_timeout = brokers.get("transaction.max.timeout.ms")
     if max_timeout is not None and int(max_timeout) < config.transaction_timeout_ms:
         from ..errors import ConfigurationError
 
@@ -184,7 +212,7 @@ def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None):
             f"transaction.max.timeout.ms={max_timeout}; lower the pipeline's transaction timeout "
             "(and chunk_seconds) or raise the broker setting"
         )
-    return features
+    return Preflight(warnings, features)
 
 
 #: Consumer settings of every bounded batch read. A range usually ends just after a
@@ -393,9 +421,16 @@ def run_window(
     log.info("run %s: window %s, transactional ids %s-%s-*", config.run_id, window,
              config.transactional_id_prefix, config.input_topic)
     if window.is_empty:
+        summary.partitions = publish_without_spark(config, window.ranges)
         summary.seconds = round(time.monotonic() - t0, 3)
-        log.info("run %s: window is empty, nothing to do", config.run_id)
+        log.info("run %s: window is empty: nothing to publish, committed positions renewed", config.run_id)
         return summary
+    if starts := {p: OffsetRange(window.ranges[p].start, window.ranges[p].start)
+                  for p in window.uncommitted if p in window.nonempty()}:
+        # The group had no offset for these: their starts first, so a run that fails later still
+        # leaves every partition it planned with its position committed (and checkpointed).
+        with failpoints.suspended():  # the publishing path's fault points are the tasks', not this
+            publish_without_spark(config, starts)
     warmup = PythonWorkerWarmup(spark, tasks=len(window.nonempty())).start()
     t_build = time.monotonic()
     out = transform(read_window(spark, config, window))
@@ -422,12 +457,10 @@ def run_window(
     for row in rows:
         res = json.loads(row["result"])
         done[row["partition"]] = PartitionResult(**res)
-    # Partitions whose range held no visible record (only aborted records or
-    # markers) had no rows in Spark; their offsets still advance to the window end.
-    for p, rng in window.nonempty().items():
-        if p not in done:
-            done[p] = PartitionPublisher(config, p, rng).publish(())
-    summary.partitions = list(done.values())
+    # Partitions whose range held no visible record (only aborted records or markers) had no
+    # rows in Spark; their offsets still advance to the window end. Empty ranges renew their commit.
+    missed = publish_without_spark(config, {p: rng for p, rng in window.ranges.items() if p not in done})
+    summary.partitions = [*done.values(), *missed]
     summary.seconds = round(time.monotonic() - t0, 3)
     a = summary.task_attempts
     log.info(

@@ -35,8 +35,7 @@ def wait_for_successor(config: PipelineConfig, partition: int, end: int, timeout
                        poll_s: float = 1.0) -> bool:
     """True once the group's committed offset for ``partition`` reaches ``end`` (within ``timeout_s``)."""
     deadline = time.monotonic() + timeout_s
-    checkpoint = PartitionCheckpoint(config.consumer_settings(), config.input_topic, partition,
-                                     timeout_s=max(1.0, min(10.0, timeout_s)))
+    checkpoint = PartitionCheckpoint(config, partition, timeout_s=max(1.0, min(10.0, timeout_s)))
     log.warning("%s was fenced by another attempt; waiting up to %.0fs for it to commit %s[%d] up to %d",
                 config.transactional_id(partition), timeout_s, config.input_topic, partition, end)
     try:

@@ -10,14 +10,22 @@ off too). The read is bounded: a window has one task per input partition, and
 at most :data:`MAX_TASKS_READ` attempts per stage are looked at.
 
 A Spark Connect client (``engine.connect``) has no status store to read: it tags
-its operations with the same name (``addTag``, for the server's logs and UI) and
-reports the attempts as not visible (``visible=False``, counts None in the summary).
+its operations with the same name (``addTag``) and reads how the attempts of the
+jobs carrying that tag ended from the server's event log (Spark's own
+``EventLoggingListener``, JSON lines, see ``stack.spark_connect``), when the
+directory is given (``$EOS_ETL_SPARK_EVENT_LOG_DIR``, set for the project's own
+server); only what the run appended to it is read. Without it the attempts are
+reported as not visible (``visible=False``, counts None in the summary).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from .connect import is_connect
 
@@ -29,6 +37,11 @@ FENCED_MARKER = "ProducerFencedError"
 MAX_TASKS_READ = 10_000
 _JOB_GROUP = "spark.jobGroup.id"
 _JOB_DESCRIPTION = "spark.job.description"
+#: Where a Spark Connect server writes its event log, when a client may read it.
+EVENT_LOG_ENV = "EOS_ETL_SPARK_EVENT_LOG_DIR"
+#: How long a client waits for its jobs' end to reach the event log (the listener writes it
+#: asynchronously, and flushes at a job's end).
+EVENT_LOG_WAIT_S = 5.0
 
 
 @dataclass
@@ -72,9 +85,13 @@ class AttemptTracker:
         self._sc = None if self._connect else spark.sparkContext
         self.group = f"eos-etl-run-{run_id}"
         self._previous: tuple[str | None, str | None] = (None, None)
+        events = os.environ.get(EVENT_LOG_ENV)
+        self._events = EventLogReader(Path(events)) if self._connect and events else None
 
     def __enter__(self) -> "AttemptTracker":
         if self._connect:
+            if self._events is not None:
+                self._events.mark()
             self._spark.addTag(self.group)
             return self
         self._previous = (self._sc.getLocalProperty(_JOB_GROUP), self._sc.getLocalProperty(_JOB_DESCRIPTION))
@@ -92,7 +109,13 @@ class AttemptTracker:
     def attempts(self) -> TaskAttempts:
         """Every task attempt of the group's jobs, by outcome; empty if Spark cannot tell."""
         if self._connect:
-            return TaskAttempts(visible=False)
+            if self._events is None:
+                return TaskAttempts(visible=False)
+            try:
+                return self._events.attempts(self.group)
+            except (OSError, ValueError) as exc:  # a statistic must never fail a finished run
+                log.warning("could not read the task attempts of %s from the server's event log: %s", self.group, exc)
+                return TaskAttempts(visible=False)
         out = TaskAttempts()
         try:
             store = self._sc._jsc.sc().statusStore()
@@ -114,3 +137,55 @@ class AttemptTracker:
 def _seq(scala_seq):
     """Iterate a Scala ``Seq`` reached through py4j."""
     return (scala_seq.apply(i) for i in range(scala_seq.size()))
+
+
+class EventLogReader:
+    """The task attempts of tagged jobs, from what a Spark application appended to its event log
+    (a directory of rolling ``events_*`` files) since :meth:`mark`."""
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self._start: dict[Path, int] = {}
+
+    def _files(self) -> list[Path]:
+        return sorted(self.directory.glob("eventlog_v2_*/events_*"), key=lambda p: (p.stat().st_mtime, p.name))
+
+    def mark(self) -> None:
+        """Remember where every file ends now: only lines written after this are read."""
+        self._start = {p: p.stat().st_size for p in self._files()}
+
+    def _lines(self):
+        for path in self._files():
+            with open(path, "rb") as f:
+                f.seek(self._start.get(path, 0))
+                yield from f
+
+    def attempts(self, tag: str, wait_s: float = EVENT_LOG_WAIT_S) -> TaskAttempts:
+        """Every attempt of the stages of the jobs tagged ``tag`` (once their ends were logged)."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            jobs, ended, stages, tasks = set(), set(), set(), []
+            needle = tag.encode()
+            for line in self._lines():
+                if b'"SparkListenerJobStart"' in line and needle in line:
+                    event = json.loads(line)
+                    jobs.add(event["Job ID"])
+                    stages.update(event.get("Stage IDs", ()))
+                elif b'"SparkListenerJobEnd"' in line:
+                    ended.add(json.loads(line)["Job ID"])
+                elif b'"SparkListenerTaskEnd"' in line:
+                    tasks.append(line)
+            if jobs <= ended or time.monotonic() >= deadline:
+                break
+            time.sleep(0.2)
+        out = TaskAttempts()
+        for line in tasks:
+            event = json.loads(line)
+            if event.get("Stage ID") not in stages:
+                continue
+            reason = event.get("Task End Reason", {})
+            kind = reason.get("Reason")
+            status = "SUCCESS" if kind == "Success" else "KILLED" if kind == "TaskKilled" else "FAILED"
+            out.count(status, f"{reason.get('Description', '')} {reason.get('Full Stack Trace', '')}")
+        return out
+

@@ -6,9 +6,10 @@ records in :attr:`TransactionLoop.buffered`). Transitions:
 * :meth:`add` (closed -> open, or open): begin if needed, produce the record's
   outputs, buffer it; commit when the transaction holds ``chunk_records``
   records or has been open ``chunk_seconds`` (open -> closed).
-* :meth:`commit` (-> closed): send the offset after the last record with
-  ``send_offsets_to_transaction``, wait for every delivery, commit. Outputs and
-  offsets become visible together or not at all.
+* :meth:`commit` (-> closed): stage the offset after the last record with the
+  checkpoint (its record in the checkpoint topic, then
+  ``send_offsets_to_transaction``), wait for every delivery, commit. Outputs,
+  offsets and the checkpoint record become visible together or not at all.
 * an abortable error anywhere above (librdkafka's ``txn_requires_abort()``):
   abort, re-read the group's committed offset (the checkpoint), keep the
   buffered records at or after it, begin and produce them again (-> open). Each
@@ -26,6 +27,10 @@ records in :attr:`TransactionLoop.buffered`). Transitions:
   the next ``init_transactions`` aborts it.
 * :meth:`finish`: the last commit, of the window end itself, even with nothing
   left to produce (aborted records or markers after the last record).
+* :meth:`refresh` (closed -> closed): commit the committed position again with
+  nothing produced: a partition with nothing new still renews its commit, so
+  the group's offsets never reach the broker's offsets retention while the
+  pipeline runs.
 
 Generic: it knows input records as ``(offset, outputs)`` and nothing of what
 the outputs mean. :class:`LineageWriter` produces a record's outputs with the
@@ -109,7 +114,6 @@ class TransactionLoop:
         self._max_abort_retries = max_abort_retries
         self._on_progress = on_progress
         self._clock = clock
-        self._group_metadata = checkpoint.group_metadata()
         self.buffered: list[InputRecord] = []  # the open transaction's records, for replay after an abort
         self.is_open = False
         self._opened_at = 0.0
@@ -153,7 +157,7 @@ class TransactionLoop:
         if not self.is_open:
             self._begin()
         failpoints.hit("before_send_offsets", p)
-        self.producer.send_offsets_to_transaction(self.checkpoint.offsets(next_offset), self._group_metadata)
+        self.checkpoint.stage(self.producer, next_offset)
         failpoints.hit("after_send_offsets", p)
         self.producer.flush()
         failpoints.hit("before_commit", p)  # all outputs acked by the broker, not yet committed
@@ -177,6 +181,15 @@ class TransactionLoop:
         while self.buffered or self.position < end:
             try:
                 self.commit(end)
+            except (TransactionAbortable, TransactionOutcomeUnknown) as exc:
+                self._recover(exc)
+
+    def refresh(self) -> None:
+        """Commit :attr:`position` again in a transaction of its own (nothing is open or buffered)."""
+        while True:
+            try:
+                self.commit(self.position)
+                return
             except (TransactionAbortable, TransactionOutcomeUnknown) as exc:
                 self._recover(exc)
 

@@ -37,6 +37,10 @@ class Window:
     topic: str
     group: str
     ranges: dict[int, OffsetRange] = field(default_factory=dict)
+    # Partitions whose start is not the group's committed offset yet: restored from the checkpoint
+    # topic (the group's offsets expired), or never published from. A run commits their starts
+    # first (engine.runner), so every partition it touches has a checkpoint record from then on.
+    uncommitted: tuple[int, ...] = ()
 
     @property
     def partitions(self) -> list[int]:
@@ -76,11 +80,14 @@ class Window:
 
     # -- JSON (CLI output, spark-submit argument, XCom) -------------------------
     def to_dict(self) -> dict:
-        return {
+        data = {
             "topic": self.topic,
             "group": self.group,
             "partitions": {str(p): [r.start, r.end] for p, r in sorted(self.ranges.items())},
         }
+        if self.uncommitted:
+            data["uncommitted"] = list(self.uncommitted)
+        return data
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), separators=(",", ":"))
@@ -95,7 +102,10 @@ class Window:
             if not isinstance(se, list) or len(se) != 2 or not all(type(o) is int for o in se):
                 raise ValueError(f"partition {p!r}: expected [start, end] offsets")
             ranges[int(p)] = OffsetRange(se[0], se[1])
-        return cls(topic=data["topic"], group=data["group"], ranges=ranges)
+        uncommitted = data.get("uncommitted", [])
+        if not isinstance(uncommitted, list) or not all(type(p) is int and p in ranges for p in uncommitted):
+            raise ValueError("uncommitted: expected a list of the window's partitions")
+        return cls(topic=data["topic"], group=data["group"], ranges=ranges, uncommitted=tuple(uncommitted))
 
     @classmethod
     def from_json(cls, text: str) -> "Window":

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from ..checker import check_shop
 from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
+from ..kafka.group_offsets import GroupOffsetsReader
+from ..kafka.topics import ensure_topics
 from ..shop.job import ShopSettings
 from ..shop.schema import ShopTopics
 from .process import JobProcess, run_window_args
@@ -45,6 +47,8 @@ class TrialResult:
     hung: bool = False
     # Exit code of the faulted run, where the scenario judges it (start-phase kills); None: not judged.
     exit_code: int | None = None
+    # From the fault to the faulted run ending (or what the scenario times: an orphan's tasks ending).
+    fail_s: float | None = None
     # What the trial ran against, when a soak runs the same scenario on several set-ups
     # (e.g. "transaction.version=1"); "" for one set-up.
     variant: str = ""
@@ -68,7 +72,8 @@ class TrialResult:
         return {"scenario": self.scenario, "trial": self.trial, "records": self.records, "kills": self.kills,
                 "violations": self.violations, "lso_settled": self.lso_settled, "seconds": self.seconds,
                 "detail": self.detail, "error": self.error, "recovery_s": self.recovery_s, "hung": self.hung,
-                "exit_code": self.exit_code, "variant": self.variant, "counters": self.counters, "ok": self.ok}
+                "exit_code": self.exit_code, "fail_s": self.fail_s, "variant": self.variant,
+                "counters": self.counters, "ok": self.ok}
 
 
 @dataclass
@@ -85,6 +90,8 @@ class Lab:
     spark: object | None = None
     # faults.network_lab.NetworkLab when jobs run on hosts of their own (network namespaces), to be cut off.
     network: object | None = None
+    # stack.spark_connect.SparkConnectServer for the Connect scenarios (None: jobs run their own Spark).
+    connect: object | None = None
 
     @property
     def cluster(self):
@@ -102,10 +109,10 @@ class Lab:
         tag = f"{name}-{uuid.uuid4().hex[:8]}"
         topics = ShopTopics(purchases=f"purchases-{tag}", invoices=f"invoices-{tag}",
                             shipments=f"shipments-{tag}", dead_letters=f"purchases-{tag}.dlq")
-        self.admin.create_topics({topics.purchases: partitions, topics.invoices: partitions,
-                                  topics.shipments: partitions, topics.dead_letters: 1})
-        return ShopSettings(connection=self.connection, topics=topics, group=f"group-{tag}",
+        shop = ShopSettings(connection=self.connection, topics=topics, group=f"group-{tag}",
                             transactional_id_prefix=f"txn-{tag}", **kwargs)
+        ensure_topics(self.admin, shop.specs(partitions), allow_existing=True)
+        return shop
 
     def input_ends(self, shop: ShopSettings, timeout_s: float = 60) -> dict[int, int]:
         """Where a complete run must leave the group's offsets: each input partition's LSO, once settled.
@@ -138,9 +145,10 @@ class Lab:
         job.save(path)
         return str(path)
 
-    def recover(self, shop: ShopSettings, extra: list[str] = (), *, timeout_s: float = 600) -> JobProcess:
+    def recover(self, shop: ShopSettings, extra: list[str] = (), *, timeout_s: float = 600,
+                env: dict | None = None) -> JobProcess:
         """Run the job to completion with no faults (what the next scheduled run does)."""
-        job = self.job(shop, extra).start()
+        job = self.job(shop, extra, env=env).start()
         code = job.wait(timeout_s)
         if code != 0:
             job.kill()
@@ -148,11 +156,26 @@ class Lab:
             raise RecoveryFailed(f"recovery run exited with {code} (log: {where or 'not kept'}):\n{job.tail(25)}")
         return job
 
+    def wait_for_expired_offsets(self, shop: ShopSettings, timeout_s: float = 180) -> float:
+        """Wait until the broker deleted the group's committed offsets (its offsets retention ran out
+        since the last commit); return how long that took. Raises TimeoutError past ``timeout_s``."""
+        t0 = time.monotonic()
+        parts = self.admin.partitions(shop.topics.purchases)
+        with GroupOffsetsReader(self.connection.client_config(), shop.group) as reader:
+            while True:
+                left = {p: o for p, o in reader.unstable(shop.topics.purchases, parts, 10).items() if o is not None}
+                if not left:
+                    return time.monotonic() - t0
+                if time.monotonic() - t0 > timeout_s:
+                    raise TimeoutError(f"group {shop.group} still has committed offsets {left} after {timeout_s:.0f}s")
+                time.sleep(2)
+
     def outputs_settled(self, shop: ShopSettings, timeout_s: float = 60) -> bool:
-        """No transaction left hanging: every output partition's LSO reaches its high watermark."""
+        """No transaction left hanging: every output partition's LSO reaches its high watermark (and
+        every partition of the checkpoint topic, written in the same transactions)."""
         deadline = time.monotonic() + timeout_s
         admin = self.admin
-        lagging = [(t, p) for t in shop.topics.outputs
+        lagging = [(t, p) for t in (*shop.topics.outputs, shop.pipeline().checkpoint_topic)
                    for p, o in admin.settled_offsets(t, timeout_s=max(0.0, deadline - time.monotonic()),
                                                      poll_s=0.5).items() if not o.settled]
         if lagging:

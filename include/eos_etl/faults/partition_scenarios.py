@@ -105,7 +105,8 @@ def hanging_transactions(lab: Lab, topics: tuple[str, ...]) -> list[dict[str, st
 def judge(lab: Lab, result: TrialResult, shop, ends: dict[int, int]) -> TrialResult:
     """The checker's verdict, settled outputs, and Kafka's find-hanging empty for the trial's topics."""
     lab.judge(result, shop, ends)
-    topics = (shop.topics.purchases, *shop.topics.outputs)
+    # The checkpoint topic too: every transaction writes its record there.
+    topics = (shop.topics.purchases, *shop.topics.outputs, shop.pipeline().checkpoint_topic)
     hanging = hanging_transactions(lab, topics)
     if hanging:
         result.violations["find_hanging"] = len(hanging)

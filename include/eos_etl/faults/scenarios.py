@@ -299,6 +299,62 @@ def hostile_input(lab: Lab, seed: int) -> TrialResult:
     return result
 
 
+# -- 7b. a pause longer than the broker keeps the group's offsets -------------------------------------
+#: Where the pause past the offsets retention falls: between two complete windows; between an attempt
+#: killed mid-window (its transaction aborted by the broker's timeout) and its retry; while a frozen
+#: zombie holds a transaction, resumed after the retry took over.
+EXPIRY_POINTS = ("between_windows", "killed_attempt", "zombie")
+_KILL_POINTS = ("mid_produce", "after_send_offsets", "before_commit", "after_commit")
+
+
+def offsets_expired(lab: Lab, point: str, seed: int, *, records: int = 2000,
+                    expiry_timeout_s: float = 240) -> TrialResult:
+    """Pause past the broker's ``offsets.retention.minutes`` at ``point``, then run on: the group's
+    offsets are gone and the pipeline's position comes from its checkpoint topic; nothing twice.
+
+    Needs a lab whose broker has a short offsets retention (the soak's runs one with 1 minute)."""
+    rng = random.Random(seed)
+    with trial("offsets_expired", f"{point} seed={seed}") as result:
+        shop = lab.make_shop(2, name=f"expired-{point.replace('_', '-')}")
+        options = dict(invalid_share=0.05, transaction_size=100, abort_share=0.1)
+        result.records = _written(generate(shop.connection, shop.topics.purchases, records, seed=seed, **options))
+        # A short transaction timeout: an attempt's open transaction (which holds the group's offsets
+        # back from expiring) is aborted by the broker within seconds of the attempt's death.
+        extra = ["--chunk-records", "200", "--transaction-timeout-ms", "10000", "--chunk-seconds", "4"]
+        lab.recover(shop, extra)  # the first window: committed offsets to lose
+        result.records += _written(generate(shop.connection, shop.topics.purchases, records // 2, seed=seed + 1,
+                                            **options))
+        job = None
+        if point != "between_windows":
+            step = rng.choice(_KILL_POINTS)
+            spec = f"{step}=stop,partition={seed % 2}" + (f",after={rng.randint(20, 150)}" if step == "mid_produce"
+                                                          else ",after=1" if step == "after_commit" else "")
+            job = lab.job(shop, extra, failpoints=spec).start()
+            if not job.wait_for_failpoint_stop(240):
+                raise RuntimeError(f"the attempt never reached {step}:\n{job.tail()}")
+            if point == "killed_attempt":
+                job.kill()
+            else:
+                job.pause()  # frozen mid-window, transaction open, until the retry took over
+            result.kills = 1
+            result.detail = f"attempt stopped at {step}; "
+        waited = lab.wait_for_expired_offsets(shop, expiry_timeout_s)
+        result.kills += 1  # the pause past the retention is this scenario's fault
+        t0 = time.monotonic()
+        lab.recover(shop, extra)
+        result.recovery_s = round(time.monotonic() - t0, 1)
+        if point == "zombie":
+            job.resume()
+            code = job.wait(240)
+            if code is None:
+                job.kill()
+            if "fenced" not in job.stderr.lower() and code == 0:
+                result.violations["zombie_not_fenced"] = 1
+        result.detail += f"group offsets expired {waited:.0f}s after the pause began; the next run took over"
+        lab.judge(result, shop)
+    return result
+
+
 # -- 8. misconfiguration: one clear error, nothing published, no offsets moved ----------------------
 def misconfiguration(lab: Lab) -> list[TrialResult]:
     from ..stack.tools import free_port

@@ -24,7 +24,13 @@ from pathlib import Path
 
 from .. import paths
 from ..kafka.connection import KafkaConnection
+from ..stack.kafka_cluster import KafkaCluster
+from ..stack.spark_cluster import SparkStandalone
+from ..stack.spark_connect import SparkConnectServer
+from ..stack.tools import free_port
 from . import scenarios as sc
+from .connect_endurance import run_endurance
+from .connect_scenarios import CONNECT_SCENARIOS
 from .lab import Lab, TrialResult
 
 log = logging.getLogger(__name__)
@@ -33,7 +39,11 @@ SOAK_USER = "soak"
 SOAK_PASSWORD = secrets.token_urlsafe(18)  # one per soak process: no password is written down anywhere
 
 SCENARIOS = ("kill_at_step", "random_kills", "broker_restart", "zombie", "concurrent_runs",
-             "transaction_timeout", "hostile_input", "misconfiguration", "start_phase_broker_kill")
+             "transaction_timeout", "hostile_input", "misconfiguration", "start_phase_broker_kill",
+             "offsets_expired", *CONNECT_SCENARIOS, "connect_endurance")
+#: The offsets_expired scenario's broker deletes a group's committed offsets a minute after its last
+#: commit (checked every 2 s), so a trial's pause past the retention takes about a minute, not 7 days.
+SHORT_RETENTION = {"offsets.retention.minutes": "1", "offsets.retention.check.interval.ms": "2000"}
 
 
 @dataclass
@@ -44,12 +54,16 @@ class SoakOptions:
     broker_restarts: int = 5
     start_phase_kills: int = 30  # broker SIGKILLs in a run's first 10 s (start_phase_broker_kill trials)
     duration_s: float = 0.0  # repeat the scenario list until this long has passed (0: once)
+    endurance_windows: int = 500  # consecutive windows of the connect_endurance run
     scenarios: tuple[str, ...] = SCENARIOS
     out: Path | None = None  # the markdown table; default docs/reliability.md
 
 
-def _plan(opts: SoakOptions, round_: int) -> list[tuple[str, Callable[[Lab], list[TrialResult]]]]:
-    """(scenario, run) pairs for one pass; seeds differ between passes."""
+def _plan(opts: SoakOptions, round_: int, short_retention: Callable[[], Lab], connect: Callable[[Lab], Lab]
+          ) -> list[tuple[str, Callable[[Lab], list[TrialResult]]]]:
+    """(scenario, run) pairs for one pass; seeds differ between passes. ``short_retention()``: the lab
+    whose broker keeps a group's offsets one minute (offsets_expired runs there); ``connect(lab)``: the
+    lab with its Spark Connect server started (the connect_* scenarios)."""
     base = round_ * 100
     seeds = [base + s for s in range(1, opts.seeds + 1)]
     steps: list = []
@@ -73,6 +87,15 @@ def _plan(opts: SoakOptions, round_: int) -> list[tuple[str, Callable[[Lab], lis
             steps += [(name, lambda lab, s=s: [sc.hostile_input(lab, s)]) for s in seeds]
         elif name == "misconfiguration":
             steps.append((name, sc.misconfiguration))
+        elif name == "offsets_expired":
+            steps += [(name, lambda _lab, p=p, s=s: [sc.offsets_expired(short_retention(), p, s)])
+                      for s in seeds for p in sc.EXPIRY_POINTS]
+        elif name in CONNECT_SCENARIOS:
+            steps += [(name, lambda lab, s=s, run=CONNECT_SCENARIOS[name]: [run(connect(lab), s)]) for s in seeds]
+        elif name == "connect_endurance":
+            steps.append((name, lambda lab: [run_endurance(connect(lab), opts.endurance_windows,
+                                                           out_dir=(opts.out or paths.project_root() / "docs" /
+                                                                    "reliability.md").parent)]))
         elif name == "start_phase_broker_kill":
             steps += [(name, lambda lab, s=s: [sc.start_phase_broker_kill(lab, base + s)])
                       for s in range(1, opts.start_phase_kills + 1)]
@@ -82,9 +105,6 @@ def _plan(opts: SoakOptions, round_: int) -> list[tuple[str, Callable[[Lab], lis
 
 
 def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
-    from ..stack.kafka_cluster import KafkaCluster
-    from ..stack.tools import free_port
-
     home = paths.var_dir() / "soak" / "kafka"
     shutil.rmtree(home, ignore_errors=True)
     broker = KafkaCluster(home=home, port=free_port(), sasl_users={SOAK_USER: SOAK_PASSWORD})
@@ -93,12 +113,28 @@ def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
               sasl_bootstrap_servers=broker.sasl_bootstrap_servers, sasl_user=SOAK_USER, sasl_password=SOAK_PASSWORD,
               sasl_ca_file=broker.ca_file,
               log_dir=paths.var_dir() / "soak" / "logs")
+    short: list[KafkaCluster] = []
+
+    def short_retention() -> Lab:
+        if not short:
+            short_home = paths.var_dir() / "soak" / "kafka-short-retention"
+            shutil.rmtree(short_home, ignore_errors=True)
+            short.append(KafkaCluster(home=short_home, port=free_port(), overrides=SHORT_RETENTION).start())
+        return Lab(KafkaConnection(short[0].bootstrap_servers), log_dir=paths.var_dir() / "soak" / "logs")
+
+    def connect(lab_: Lab) -> Lab:
+        if lab_.connect is None:
+            connect_home = paths.var_dir() / "soak" / "spark-connect"
+            shutil.rmtree(connect_home, ignore_errors=True)
+            lab_.connect = SparkConnectServer(home=connect_home, port=free_port(), master="local[2,4]").start()
+        return lab_
+
     results: list[TrialResult] = []
     t0 = time.monotonic()
     round_ = 0
     try:
         while True:
-            for name, run in _plan(opts, round_):
+            for name, run in _plan(opts, round_, short_retention, connect):
                 if not broker.is_running():  # a failed broker trial must not sink the rest
                     broker.start()
                 results += run(lab)
@@ -107,7 +143,11 @@ def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
             if time.monotonic() - t0 >= opts.duration_s:
                 break
     finally:
+        if lab.connect is not None:
+            lab.connect.stop()
         broker.stop()
+        for b in short:
+            b.stop()
     return results, time.monotonic() - t0
 
 
@@ -171,7 +211,7 @@ def summarize(results: list[TrialResult]) -> list[dict]:
     for r in results:
         row = rows.setdefault(r.scenario, {"scenario": r.scenario, "trials": 0, "records": 0, "faults": 0,
                                            "violations": 0, "errors": 0, "hangs": 0, "longest_recovery_s": None,
-                                           "seconds": 0.0})
+                                           "longest_fail_s": None, "seconds": 0.0})
         row["trials"] += 1
         row["records"] += r.records
         row["faults"] += r.kills
@@ -181,6 +221,8 @@ def summarize(results: list[TrialResult]) -> list[dict]:
         row["seconds"] += r.seconds
         if r.recovery_s is not None:
             row["longest_recovery_s"] = max(row["longest_recovery_s"] or 0.0, r.recovery_s)
+        if r.fail_s is not None:
+            row["longest_fail_s"] = max(row["longest_fail_s"] or 0.0, r.fail_s)
     return list(rows.values())
 
 
@@ -234,15 +276,18 @@ def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, c
         "not failing fast with one clear error, anything published or any offset moved by a misconfigured run).",
         "",
         *start_phase_outcomes(results, "one node"),
-        "| scenario | trials | records | kills | violations | wall time |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| scenario | trials | records | faults | violations | hangs | longest time to fail | longest recovery "
+        "| wall time |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         failed = f" ({r['errors']} not carried out)" if r["errors"] else ""
+        fail = f"{r['longest_fail_s']:.0f} s" if r["longest_fail_s"] is not None else "-"
+        recovery = f"{r['longest_recovery_s']:.0f} s" if r["longest_recovery_s"] is not None else "-"
         lines.append(f"| {r['scenario']} | {r['trials']} | {r['records']:,} | {r['faults']} | "
-                     f"{r['violations']}{failed} | {r['seconds'] / 60:.1f} min |")
+                     f"{r['violations']}{failed} | {r['hangs']} | {fail} | {recovery} | {r['seconds'] / 60:.1f} min |")
     lines.append(f"| **total** | **{total['trials']}** | **{total['records']:,}** | **{total['faults']}** | "
-                 f"**{total['violations']}** | **{wall / 60:.1f} min** |")
+                 f"**{total['violations']}** | **{sum(r['hangs'] for r in rows)}** | | | **{wall / 60:.1f} min** |")
     lines += [
         "",
         "What each scenario does (code: `include/eos_etl/faults/scenarios.py`):",
@@ -273,6 +318,11 @@ def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, c
         "(connect, metadata, committed offsets, fencing, preflight, planning, Spark start) and restarted "
         "2-5 s later: the run exits 0, or 2 with exactly one `error:` line (\"cannot reach Kafka\" while the "
         "only broker is down), never by a signal and never with a traceback; a clean run then finishes the window.",
+        "- **offsets_expired**: on a broker that deletes a group's committed offsets one minute after the last "
+        "commit, a pause past that retention (until the group's offsets are gone) between two complete windows, "
+        "between an attempt killed at a random transaction step and its retry, and while a frozen attempt holds "
+        "a transaction (resumed after the retry: it must be fenced); the next run resumes from the pipeline's "
+        "checkpoint topic and publishes nothing twice.",
         "",
         "### Trials" if subset else "## Trials",
         "",
@@ -358,9 +408,6 @@ def run_cluster_soak(opts: ClusterSoakOptions, on_trial: Callable[[list[TrialRes
 
     ``on_trial(results, wall)`` after every trial (the CLI rewrites the table, so a long soak shows progress).
     """
-    from ..stack.kafka_cluster import KafkaCluster
-
-    from ..stack.spark_cluster import SparkStandalone
     from .spark_scenarios import SPARK_SCENARIOS
 
     root = paths.var_dir() / "soak-cluster"
@@ -374,6 +421,9 @@ def run_cluster_soak(opts: ClusterSoakOptions, on_trial: Callable[[list[TrialRes
     if spark is not None:
         spark.start()
     lab = Lab(KafkaConnection(cluster.bootstrap_servers), broker=cluster, log_dir=root / "logs", spark=spark)
+    if any(name == "connect_executor_kill" for name, _ in plan):
+        shutil.rmtree(root / "spark-connect", ignore_errors=True)
+        lab.connect = SparkConnectServer(home=root / "spark-connect", port=free_port(), master=spark.master_url)
     results: list[TrialResult] = []
     t0 = time.monotonic()
     try:
@@ -383,6 +433,8 @@ def run_cluster_soak(opts: ClusterSoakOptions, on_trial: Callable[[list[TrialRes
             if on_trial is not None:
                 on_trial(results, time.monotonic() - t0)
     finally:
+        if lab.connect is not None:
+            lab.connect.stop()
         if spark is not None:
             spark.stop()
         cluster.stop()

@@ -116,18 +116,24 @@ def partition_attempts(spark: SparkStandalone, topic: str, partition: int) -> Pa
     return PartitionAttempts(started, redundant)
 
 
-def _executor_or_worker_kill(lab: Lab, scenario: str, seed: int, *, whole_worker: bool,
+def _executor_or_worker_kill(lab: Lab, scenario: str, seed: int, *, whole_worker: bool, connect: bool = False,
                              records: int = 3000, partitions: int = 2, chunk_records: int = 500) -> TrialResult:
+    """``connect``: the window runs on the lab's Spark Connect server, whose executors are the cluster's."""
     cluster, spark = lab.cluster, _spark(lab)
     with trial(scenario, f"seed={seed}") as result:
         _restore(cluster)
         spark.start()
         shop, ends = _shop_with_purchases(lab, result, partitions, scenario.replace("_", "-"), records,
                                           invalid_share=0.05, seed=seed, transaction_size=250, abort_share=0.1)
-        extra = _cluster_args(lab, chunk_records)
+        env = None
+        if connect:
+            lab.connect.ensure_running()
+            extra, env = ["--chunk-records", str(chunk_records)], lab.connect.client_env()
+        else:
+            extra = _cluster_args(lab, chunk_records)
         p = seed % partitions
         failpoint = f"mid_produce=stop,partition={p},after={100 + seed * 37 % 300},{_once(scenario)}"
-        job = lab.job(shop, extra, failpoints=failpoint).start()
+        job = lab.job(shop, extra, failpoints=failpoint, env=env).start()
         try:
             executor = _stopped_task(spark, FAILPOINT_WAIT_S, job)
             t_fault = time.monotonic()
@@ -149,7 +155,7 @@ def _executor_or_worker_kill(lab: Lab, scenario: str, seed: int, *, whole_worker
         attempts = partition_attempts(spark, shop.topics.purchases, p)
         spark.start()  # the killed worker back (a no-op after an executor kill)
         if code != 0:
-            lab.recover(shop, extra)
+            lab.recover(shop, extra, env=env)
             result.recovery_s = round(time.monotonic() - t_fault, 1)
         result.detail = (f"SIGKILL of {what} mid-transaction on partition {p}; attempts of that partition: "
                          f"{attempts.started}; faulted run {'hung' if code is None else f'exit {code}'}; "
@@ -210,7 +216,12 @@ def spark_speculation(lab: Lab, seed: int, *, records: int = 3000, partitions: i
     return result
 
 
+def connect_executor_kill(lab: Lab, seed: int) -> TrialResult:
+    """The same executor kill under a window run on the Spark Connect server (its executors on the cluster)."""
+    return _executor_or_worker_kill(lab, "connect_executor_kill", seed, whole_worker=False, connect=True)
+
+
 SPARK_SCENARIOS = {"executor_kill": executor_kill, "worker_kill": worker_kill,
-                   "spark_speculation": spark_speculation}
+                   "spark_speculation": spark_speculation, "connect_executor_kill": connect_executor_kill}
 for _name, _run in SPARK_SCENARIOS.items():
     register(_name, _run)

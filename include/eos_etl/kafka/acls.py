@@ -6,15 +6,20 @@ found. Two roles cover everything the product does with a principal:
 * **pipeline** (plan and run windows): Read on the input topic (fetch, list
   offsets); Write on each output topic, DescribeConfigs on them (the run
   checks their ``min.insync.replicas``) and Create (a replay creates its
-  versioned output topics; on a topic that exists it allows nothing); Read on
-  the consumer group (the committed offsets, and the offsets sent in each
-  transaction); Write on the
+  versioned output topics; on a topic that exists it allows nothing); the same
+  on the pipeline's checkpoint topic plus Read (its records are the position
+  when the group's offsets expired; the run checks its ``cleanup.policy``);
+  Read on the consumer group (the committed offsets, and the offsets sent in
+  each transaction); DescribeConfigs on the cluster (read-only: the run checks
+  the brokers' ``transaction.max.timeout.ms`` and ``offsets.retention.minutes``
+  up front; sensitive broker settings are never returned); Write on the
   transactional ids, as one PREFIXED ACL on ``<prefix>-<input topic>-``.
   IdempotentWrite on the cluster is *not* granted: since Kafka 3.0 (KIP-679) a
   transactional producer's InitProducerId is authorised by Write on its
   transactional id, so the permission would only widen what a stolen login can do.
-* **validator** (data-quality validation): Read on the input topic and the
-  output topics, Describe on the group (its committed offsets).
+* **validator** (data-quality validation): Read on the input topic, the
+  output topics and the checkpoint topic, Describe on the group (its committed
+  offsets).
 * **watcher** (event-driven runs: the consumer that only notices arrivals):
   Read on the input topic and on its own group, the pipeline's group name plus
   ``-arrivals`` (:data:`WATCH_GROUP_SUFFIX`). Nothing of the pipeline's group.
@@ -31,6 +36,8 @@ from ..errors import ConfigurationError
 from .connection import KafkaConnection
 
 ROLES = ("pipeline", "validator", "watcher")
+#: The name of Kafka's one cluster resource in ACLs.
+CLUSTER_NAME = "kafka-cluster"
 #: The watcher's consumer group is the pipeline's group name plus this.
 WATCH_GROUP_SUFFIX = "-arrivals"
 
@@ -39,7 +46,7 @@ WATCH_GROUP_SUFFIX = "-arrivals"
 class Grant:
     """One allowed operation on one resource (a literal name, or every name with a prefix)."""
 
-    resource: str  # topic | group | transactional-id
+    resource: str  # topic | group | cluster | transactional-id
     name: str
     operation: str  # READ | WRITE | CREATE | DESCRIBE | DESCRIBE_CONFIGS
     prefixed: bool = False
@@ -57,16 +64,20 @@ class PipelineResources:
     output_topics: tuple[str, ...]
     group: str
     transactional_id_stem: str  # every transactional id of the pipeline starts with it
+    checkpoint_topic: str  # written in every transaction, like the outputs; read when the group's offsets expired
 
     def grants(self, role: str) -> list[Grant]:
         if role == "pipeline":
             return [Grant("topic", self.input_topic, "READ"),
-                    *(Grant("topic", t, op) for t in self.output_topics
+                    *(Grant("topic", t, op) for t in (*self.output_topics, self.checkpoint_topic)
                       for op in ("WRITE", "DESCRIBE_CONFIGS", "CREATE")),
+                    Grant("topic", self.checkpoint_topic, "READ"),
                     Grant("group", self.group, "READ"),
+                    Grant("cluster", CLUSTER_NAME, "DESCRIBE_CONFIGS"),
                     Grant("transactional-id", self.transactional_id_stem, "WRITE", prefixed=True)]
         if role == "validator":
-            return [*(Grant("topic", t, "READ") for t in (self.input_topic, *self.output_topics)),
+            return [*(Grant("topic", t, "READ") for t in (self.input_topic, *self.output_topics,
+                                                            self.checkpoint_topic)),
                     Grant("group", self.group, "DESCRIBE")]
         if role == "watcher":
             return [Grant("topic", self.input_topic, "READ"), Grant("group", self.watch_group, "READ")]
@@ -78,9 +89,11 @@ class PipelineResources:
 
     def needed_to_run(self) -> list[Grant]:
         """What a run checks with :func:`missing_grants`: the pipeline role without Create
-        (replays only) and the transactional ids (no API describes them: the run proves
-        their Write with an ``init_transactions`` instead)."""
-        return [g for g in self.grants("pipeline") if g.operation != "CREATE" and g.resource != "transactional-id"]
+        (replays only), the transactional ids (no API describes them: the run proves their
+        Write with an ``init_transactions`` instead) and the cluster's DescribeConfigs (only
+        warnings need it: the run goes on without it)."""
+        return [g for g in self.grants("pipeline")
+                if g.operation != "CREATE" and g.resource not in ("transactional-id", "cluster")]
 
 
 def missing_grants(connection: KafkaConnection, needs: list[Grant], timeout: float = 10.0) -> list[Grant]:
@@ -134,7 +147,7 @@ def principal_name(user: str) -> str:
 def _binding(principal: str, grant: Grant):
     from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-    resource = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP,
+    resource = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP, "cluster": ResourceType.BROKER,
                 "transactional-id": ResourceType.TRANSACTIONAL_ID}[grant.resource]
     pattern = ResourcePatternType.PREFIXED if grant.prefixed else ResourcePatternType.LITERAL
     return AclBinding(resource, grant.name, pattern, principal, "*", AclOperation[grant.operation],

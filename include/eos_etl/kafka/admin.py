@@ -245,6 +245,12 @@ class ClusterAdmin:
                     return offsets
             time.sleep(poll_s)
 
+    def newest_timestamps(self, topic: str, partitions: list[int]) -> dict[int, int | None]:
+        """The largest record timestamp per partition (None: the partition is empty)."""
+        got = self._list_offsets(topic, partitions, OffsetSpec.max_timestamp(), IsolationLevel.READ_UNCOMMITTED,
+                                 may_be_missing=True)
+        return {p: (ts if off >= 0 and ts >= 0 else None) for p, (off, ts) in got.items()}
+
     def offsets_for_time(self, topic: str, partitions: list[int], timestamp_ms: int) -> dict[int, int | None]:
         """First offset whose timestamp is >= timestamp_ms; None when there is none yet."""
         got = self._list_offsets(
@@ -295,13 +301,17 @@ class ClusterAdmin:
                              retriable=retriable)
 
     def broker_config(self, name: str) -> str | None:
-        """A broker setting, from whichever live broker answers first.
+        """A broker setting, from whichever live broker answers first (see :meth:`broker_configs`)."""
+        return self.broker_configs(name)[name]
+
+    def broker_configs(self, *names: str) -> dict[str, str | None]:
+        """Broker settings (None: not set), all from whichever live broker answers first.
 
         Every broker in the metadata is asked at once: a broker that was just
         killed stays in the metadata until KRaft fences it, and waiting on it
         alone would fail the run although the others are up.
         """
-        def ask(timeout: float) -> str | None:
+        def ask(timeout: float) -> dict[str, str | None]:
             md = self._admin.list_topics(timeout=timeout)
             futures = []
             for broker_id in md.brokers:
@@ -317,22 +327,23 @@ class ClusterAdmin:
                     break
                 for fut in done:
                     if fut.exception() is None:
-                        entry = fut.result().get(name)
-                        return entry.value if entry is not None else None
+                        entries = fut.result()
+                        return {name: entries[name].value if name in entries else None for name in names}
                     failure = fut.exception()
                     if not is_retriable(failure):
                         raise failure
             raise failure or TimeoutError(f"no broker described its configuration within {timeout:.0f}s")
 
-        return self._ask(f"a describe-configs request for {name}", ask)
+        return self._ask(f"a describe-configs request for {', '.join(names)}", ask)
 
     def broker_count(self) -> int:
         """Brokers the cluster serves now (registered and unfenced)."""
         return len(self._metadata("a metadata request").brokers)
 
     def topic_states(self, topics: list[str]):
-        """``{topic: TopicState}`` of those that exist: partitions, fewest replicas, effective min ISR."""
-        from .topics import MIN_ISR, TopicState
+        """``{topic: TopicState}`` of those that exist: partitions, fewest replicas, effective min ISR
+        and cleanup policy."""
+        from .topics import CLEANUP_POLICY, MIN_ISR, TopicState
 
         md = self._metadata("a metadata request")
         present = [t for t in dict.fromkeys(topics) if t in md.topics and md.topics[t].error is None]
@@ -342,7 +353,7 @@ class ClusterAdmin:
         def min_isr(timeout: float) -> dict[str, object]:
             resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in present]
             futures = self._admin.describe_configs(resources, request_timeout=timeout)
-            return {r.name: fut.result(timeout=timeout + 1).get(MIN_ISR) for r, fut in futures.items()}
+            return {r.name: fut.result(timeout=timeout + 1) for r, fut in futures.items()}
 
         def retriable(exc: BaseException) -> bool:
             # A topic created a moment ago: the broker asked may not know it yet.
@@ -351,12 +362,14 @@ class ClusterAdmin:
 
         entries = self._ask(f"a describe-configs request for {', '.join(present)}", min_isr, retriable=retriable)
         states = {}
-        for name, entry in entries.items():
+        for name, config in entries.items():
             parts = md.topics[name].partitions.values()
+            min_isr, policy = config.get(MIN_ISR), config.get(CLEANUP_POLICY)
             states[name] = TopicState(
                 name=name, partitions=len(parts),
                 replication_factor=min(len(p.replicas) for p in parts),
-                min_insync_replicas=int(entry.value) if entry is not None else 1,
+                min_insync_replicas=int(min_isr.value) if min_isr is not None else 1,
+                cleanup_policy=policy.value if policy is not None else "delete",
             )
         return states
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 
+from .. import logging_setup
 from ..errors import ConfigurationError
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -29,6 +30,7 @@ class KafkaConnection:
     ssl_client_pem: str | None = None
 
     def __post_init__(self) -> None:
+        logging_setup.mask(self.sasl_password)
         # Incomplete security settings fail here, never fall back to something weaker.
         if self.security_protocol not in PROTOCOLS:
             raise ConfigurationError(f"unknown Kafka security protocol {self.security_protocol!r}: "

@@ -66,10 +66,15 @@ class GroupOffsetsReader:
         """
         return self._read("read_committed", topic, partitions, timeout_s)
 
+    def unstable(self, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int | None]:
+        """Committed offsets without RequireStable: a pending transactional commit is not waited for
+        (the coordinator answers with the last completed one)."""
+        return self._read("read_uncommitted", topic, partitions, timeout_s)
+
     def coordinator_answers(self, topic: str, partitions: list[int], timeout_s: float) -> bool:
         """Whether the group coordinator answers an offset fetch without RequireStable within ``timeout_s``."""
         try:
-            self._read("read_uncommitted", topic, partitions, timeout_s)
+            self.unstable(topic, partitions, timeout_s)
             return True
         except KafkaException:
             return False

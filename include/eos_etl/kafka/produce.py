@@ -13,17 +13,27 @@ FULL_QUEUE_POLL_S = 0.05
 
 
 def produce_waiting(producer, topic: str, value: bytes | str | None, key: bytes | str | None = None, *,
-                    headers: list | None = None, on_delivery=None) -> None:
+                    headers: list | None = None, on_delivery=None, partition: int | None = None,
+                    timestamp: int = 0) -> None:
     """``producer.produce(...)``, polling while the local queue is full; other errors propagate.
 
-    Called once per output record: no per-call dict, and ``on_delivery`` is passed only when
-    given (the producer's own callback otherwise)."""
+    Called once per output record: the common call builds no per-call dict; ``on_delivery``,
+    ``partition`` and ``timestamp`` are passed only when given (else the producer's own callback,
+    the partitioner's choice, and the producer's clock at send). ``timestamp``: the record's
+    CreateTime in epoch milliseconds."""
     while True:
         try:
-            if on_delivery is None:
+            if on_delivery is None and partition is None and not timestamp:
                 producer.produce(topic, value, key, headers=headers)
             else:
-                producer.produce(topic, value, key, headers=headers, on_delivery=on_delivery)
+                options: dict = {}
+                if on_delivery is not None:
+                    options["on_delivery"] = on_delivery
+                if partition is not None:
+                    options["partition"] = partition
+                if timestamp:
+                    options["timestamp"] = timestamp
+                producer.produce(topic, value, key, headers=headers, **options)
             return
         except BufferError:
             producer.poll(FULL_QUEUE_POLL_S)

@@ -23,6 +23,7 @@ class ConsumedRecord:
     key: bytes | None
     value: bytes | None
     headers: dict[str, bytes]
+    timestamp_ms: int = -1
 
 
 def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple[int, int]], *,
@@ -51,7 +52,7 @@ def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple
                 if msg.error() or msg.partition() not in todo or msg.offset() >= ranges[msg.partition()][1]:
                     continue
                 yield ConsumedRecord(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
-                                     dict(msg.headers() or []))
+                                     dict(msg.headers() or []), msg.timestamp()[1])
             for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
                 if tp.offset >= ranges[tp.partition][1]:
                     todo.discard(tp.partition)

@@ -11,6 +11,7 @@ the caller allows it deliberately.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from .errors import TopicMismatchError
 log = logging.getLogger(__name__)
 
 MIN_ISR = "min.insync.replicas"
+CLEANUP_POLICY = "cleanup.policy"
 
 
 @dataclass(frozen=True)
@@ -69,11 +71,13 @@ class TopicState:
     partitions: int
     replication_factor: int
     min_insync_replicas: int
+    cleanup_policy: str = "delete"
     created: bool = False
 
     def to_dict(self) -> dict:
         return {"partitions": self.partitions, "replication_factor": self.replication_factor,
-                "min_insync_replicas": self.min_insync_replicas, "created": self.created}
+                "min_insync_replicas": self.min_insync_replicas, "cleanup_policy": self.cleanup_policy,
+                "created": self.created}
 
 
 def mismatches(spec: TopicSpec, durability: Durability, state: TopicState) -> list[str]:
@@ -85,6 +89,9 @@ def mismatches(spec: TopicSpec, durability: Durability, state: TopicState) -> li
         out.append(f"replication factor {state.replication_factor} < {durability.replication_factor}")
     if state.min_insync_replicas < durability.min_insync_replicas:
         out.append(f"{MIN_ISR} {state.min_insync_replicas} < {durability.min_insync_replicas}")
+    wanted_policy = spec.config.get(CLEANUP_POLICY)
+    if wanted_policy is not None and set(state.cleanup_policy.split(",")) != set(wanted_policy.split(",")):
+        out.append(f"{CLEANUP_POLICY} {state.cleanup_policy}, not {wanted_policy}")
     return out
 
 
@@ -117,8 +124,7 @@ def ensure_topics(admin: ClusterAdmin, specs: list[TopicSpec], durability: Durab
     deadline = time.monotonic() + admin.timeout
     while len(states := admin.topic_states(names)) < len(names) and time.monotonic() < deadline:
         time.sleep(0.2)
-    return {name: TopicState(st.name, st.partitions, st.replication_factor, st.min_insync_replicas,
-                             created=any(s.name == name for s in missing))
+    return {name: dataclasses.replace(st, created=any(s.name == name for s in missing))
             for name, st in states.items()}
 
 

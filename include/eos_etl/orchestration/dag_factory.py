@@ -15,6 +15,7 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import Param, dag, task
+from croniter import CroniterBadCronError, croniter
 from airflow.utils.types import DagRunType
 
 from .. import paths
@@ -78,7 +79,22 @@ def _wait_for_arrivals(ctx, admin, topic: str) -> dict | None:
     return {"events": events, "waited_s": round(wait_for_quiet(admin, topic), 1)}
 
 
-def _plan(ctx, version: str | None) -> dict:
+def schedule_interval_s(schedule) -> float | None:
+    """The longest gap between two of the next runs of a cron schedule (presets like ``@hourly``
+    included); None for a schedule that is not a cron expression (manual, asset-triggered)."""
+    if not isinstance(schedule, str):
+        return None
+    try:
+        fires = croniter(schedule, datetime(2026, 1, 1, tzinfo=timezone.utc))
+        times = [fires.get_next(float) for _ in range(25)]
+    except (CroniterBadCronError, ValueError, KeyError):
+        return None
+    return max(b - a for a, b in zip(times, times[1:]))
+
+
+def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
+    from ..arguments import attempt_run_id
+    from ..engine.publisher import publish_without_spark
     from ..engine.runner import preflight
     from ..kafka.admin import ClusterAdmin
     from ..kafka.topics import ensure_topics
@@ -98,10 +114,12 @@ def _plan(ctx, version: str | None) -> dict:
     admin = ClusterAdmin(connection)
     if version:
         # A replay writes to its own versioned topics, created like the originals.
-        ensure_topics(admin, settings.topics.specs(len(admin.partitions(cfg.topics.invoices)), outputs_only=True),
+        ensure_topics(admin, settings.specs(len(admin.partitions(cfg.topics.invoices)), outputs_only=True),
                       allow_existing=True)
-    preflight(settings.pipeline())  # broker, topics, credentials, timeouts: fail fast and clearly
+    # Broker, topics, credentials, timeouts: fail fast and clearly. Warns when offsets may expire.
+    warnings = preflight(settings.pipeline(), schedule_interval_s=interval_s).warnings
     arrivals = _wait_for_arrivals(ctx, admin, settings.topics.purchases)
+    dry_run = bool(params.get("dry_run"))
 
     until_ms = None
     if params.get("until"):
@@ -115,8 +133,12 @@ def _plan(ctx, version: str | None) -> dict:
     elif ctx["dag_run"].run_type in SCHEDULED_RUN_TYPES and ctx.get("data_interval_end"):
         until_ms = int(ctx["data_interval_end"].timestamp() * 1000)
     cap = _count_param(params, "max_records_per_partition")
-    window = settings.plan(max_records_per_partition=cap,
-                           until_timestamp_ms=until_ms)
+    window = settings.plan(max_records_per_partition=cap, until_timestamp_ms=until_ms)
+    if window.is_empty and not dry_run:
+        # No run_window for a window with nothing new: its commit is renewed here, so the group's
+        # offsets never expire while the pipeline keeps running.
+        run_id = attempt_run_id(ctx["run_id"], ctx["ti"].try_number)
+        publish_without_spark(settings.pipeline(run_id=run_id), window.ranges)
     partitions = [{"partition": p, "start": r.start, "end": r.end, "offsets": r.span}
                   for p, r in sorted(window.ranges.items())]
     for row in partitions:
@@ -128,7 +150,8 @@ def _plan(ctx, version: str | None) -> dict:
         "partitions": partitions,
         "span": window.span,
         "empty": window.is_empty,
-        "dry_run": bool(params.get("dry_run")),
+        "dry_run": dry_run,
+        "warnings": warnings,
         "until_ms": until_ms,
         "version": version,
         "cli_args": cfg.cli_args(settings),
@@ -143,7 +166,7 @@ def _plan(ctx, version: str | None) -> dict:
 def _validate(ctx, plan: dict) -> dict:
     from ..engine.window import Window
     from ..quality.validation import validate_run
-    from ..stack.spark import spark_session
+    from ..stack.session import spark_session
     from .settings import ShopDagConfig, get_kafka_connection, validation_spark_master
 
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
@@ -207,21 +230,30 @@ def _replay_params() -> dict:
                                          "group/prefix <name>-replay-<version>.")}
 
 
+#: The outer bound of one run_window try (``$EOS_ETL_RUN_TIMEOUT_S``): Airflow kills a try that
+#: outlives it (``on_kill``) and retries. Every wait inside a window has a bound of its own (the
+#: publishing tasks' stall watchdog, the Connect client's server watch); this one catches the rest.
+RUN_TIMEOUT_ENV = "EOS_ETL_RUN_TIMEOUT_S"
+DEFAULT_RUN_TIMEOUT_S = 3600
+
+
 def _run_window_operator(dag_id: str):
     """spark-submit per window, or, with ``$EOS_ETL_SPARK_CONNECT_CONN_ID`` set, a client of that
     connection's long-lived Spark Connect server (settings.py)."""
+    timeout = timedelta(seconds=float(os.environ.get(RUN_TIMEOUT_ENV, DEFAULT_RUN_TIMEOUT_S)))
     if connect_conn_id := os.environ.get(SPARK_CONNECT_ROUTE_ENV):
         return WindowSparkConnectOperator(task_id="run_window", conn_id=connect_conn_id,
                                           kafka_conn_id=KAFKA_CONN_ID, application=str(RUN_WINDOW_JOB),
-                                          outlets=output_aliases(dag_id))
+                                          outlets=output_aliases(dag_id), execution_timeout=timeout)
     return WindowSparkSubmitOperator(task_id="run_window", conn_id=SPARK_CONN_ID, kafka_conn_id=KAFKA_CONN_ID,
                                      application=str(RUN_WINDOW_JOB), name=f"eos-etl-{dag_id}",
-                                     outlets=output_aliases(dag_id))
+                                     outlets=output_aliases(dag_id), execution_timeout=timeout)
 
 
 def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, tags: list[str],
                    is_paused_upon_creation: bool | None = None):
     params = {**_common_params(None), **(_replay_params() if version_param else {})}
+    interval_s = schedule_interval_s(schedule)
 
     @dag(
         dag_id=dag_id,
@@ -239,7 +271,8 @@ def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, t
     def shop_dag():
         @task(retries=1)
         def plan_window(**context) -> dict:
-            return _recording_errors(context, _plan, context["params"].get("version") if version_param else None)
+            return _recording_errors(context, _plan, context["params"].get("version") if version_param else None,
+                                     interval_s)
 
         @task.short_circuit(ignore_downstream_trigger_rules=False)
         def has_new_records(plan: dict) -> bool:

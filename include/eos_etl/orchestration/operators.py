@@ -16,6 +16,11 @@ from airflow.sdk import BaseOperator
 from .. import paths
 from ..arguments import attempt_run_id
 from ..errors import ConfigurationError
+from ..engine.task_attempts import EVENT_LOG_ENV
+from ..stack.connect_client import TERM_GRACE_S, where
+from ..stack.connect_probe import wait_answering
+from ..stack.spark import REMOTE_ENV
+from ..stack.spark_connect import HOME_ENV, STALL_BOUND_S, SparkConnectServer
 from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_CONN_ID
 
 
@@ -167,12 +172,22 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
     Python process (the window's driver logic) whose session lives on the
     server named by the provider's ``spark_connect`` connection
     (``SparkConnectHook``; its password is the server's token). The server's
-    JVM and its compiled code stay warm across windows; Python workers are
-    still started per window (Spark 4.1 gives each client session its own)
+    JVM and its compiled code stay warm across windows
     (``eos_etl.stack.spark_connect``; docs/benchmarks.md). The server's
     address with the token reaches the job in its environment
     (``SPARK_REMOTE``), the Kafka connection as a private file, as for
     spark-submit; neither is ever on a command line or in the log.
+
+    Supervision: for the project's own server (``$EOS_ETL_SPARK_CONNECT_HOME``,
+    set by ``make up``) the task first makes sure it runs and answers
+    (``SparkConnectServer.ensure_running``: started if down, restarted if stuck)
+    and holds the server's window lock while the job runs, so housekeeping
+    restarts never hit a window. Any other server (compose's, a cluster's) is
+    only probed: one that does not answer within the stall bound fails the try
+    with one error, and Airflow's retry finds it restarted by its own supervisor
+    (Docker's restart policy). The job bounds every wait itself
+    (``eos_etl.stack.connect_client``); ``on_kill`` sends it SIGTERM, which
+    interrupts its operations on the server and releases its session.
     """
 
     template_fields = ("application",)
@@ -191,26 +206,46 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
         from airflow.sdk.exceptions import AirflowException
 
         from ..stack.package_zip import package_dir
-        from ..stack.spark import REMOTE_ENV
 
         remote = SparkConnectHook(self.conn_id).get_connection_url()  # carries the token: never logged
+        server = self._supervised_server()
+        if server is not None:
+            server.ensure_running()
+        elif (reason := wait_answering(remote)) is not None:
+            raise AirflowException(f"{where(remote)} (connection {self.conn_id!r}) answered nothing for "
+                                   f"{STALL_BOUND_S:.0f}s ({reason}); the retry runs once its supervisor restarted it")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
         env.update({REMOTE_ENV: remote, "PYTHONPATH": os.pathsep.join(
             [str(package_dir().parent), *filter(None, [os.environ.get("PYTHONPATH")])])})
+        if server is not None:  # its event log tells how the window's task attempts ended
+            env[EVENT_LOG_ENV] = str(server.event_log_dir)
         self.log.info("running %s on the Spark Connect server of connection %r", self.application, self.conn_id)
-        self._proc = subprocess.Popen([sys.executable, self.application, *application_args], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                      text=True, errors="replace")
-        for line in self._proc.stdout:
-            self.log.info("%s", line.rstrip())
-        if (rc := self._proc.wait()) != 0:
+        with server.window() if server is not None else contextlib.nullcontext():
+            self._proc = subprocess.Popen([sys.executable, self.application, *application_args], env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          stdin=subprocess.DEVNULL, text=True, errors="replace")
+            for line in self._proc.stdout:
+                self.log.info("%s", line.rstrip())
+            rc = self._proc.wait()
+        if rc != 0:
             raise AirflowException(f"{self.application} exited with {rc} on the Spark Connect server of "
                                    f"connection {self.conn_id!r} (its log above)")
 
+    @staticmethod
+    def _supervised_server():
+        """The project's own server when this Airflow runs its windows on it (``make up``), else None."""
+        home = os.environ.get(HOME_ENV)
+        return SparkConnectServer.at(Path(home)) if home else None
+
     def on_kill(self) -> None:
-        # The job's tasks on the server end with it or are fenced by the next attempt's.
+        # SIGTERM: the job interrupts its operations on the server and releases its session (within
+        # TERM_GRACE_S), so its tasks stop now instead of running on; then it is killed for sure.
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
+            try:
+                self._proc.wait(TERM_GRACE_S + 5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
 
 
 def check_deploy_mode(spark_conn_id: str, override: str | None = None) -> None:

@@ -126,8 +126,12 @@ def generate(
     abort_share: float = 0.0,
     progress: bool = False,
     max_payload_bytes: int = 256 * 1024,
+    timestamp_ms: int = 0,
 ) -> GeneratorStats:
-    """Produce ``count`` purchases to ``topic``; returns what was written (and aborted)."""
+    """Produce ``count`` purchases to ``topic``; returns what was written (and aborted).
+
+    ``timestamp_ms``: every purchase's record time (CreateTime), e.g. an hour that a scheduled run
+    or a backfill covers; 0 stamps each with the time it is sent."""
     t0 = time.monotonic()
     conf = connection.client_config()
     conf.update({"enable.idempotence": True, "linger.ms": 20, "compression.type": "lz4",
@@ -155,7 +159,7 @@ def generate(
     pending: list[str | None] = []
     for i, (key, value, kind) in enumerate(purchases(count, invalid_share=invalid_share, seed=seed,
                                                      max_payload_bytes=max_payload_bytes)):
-        produce_waiting(producer, topic, value, key, on_delivery=on_delivery)
+        produce_waiting(producer, topic, value, key, on_delivery=on_delivery, timestamp=timestamp_ms)
         pending.append(kind)
         if transactional and len(pending) >= transaction_size:
             _end_transaction(producer, pending, stats, abort_rng, abort_share)

@@ -6,6 +6,7 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
+from ..engine import checkpoint_log
 from ..engine.pipeline import PipelineConfig
 from ..engine.planner import plan_window
 from ..engine.recovery import fence_transactional_ids
@@ -47,6 +48,11 @@ class ShopSettings:
         return dataclasses.replace(self, topics=topics, group=f"{self.group}-replay-{version}",
                                    transactional_id_prefix=f"{self.transactional_id_prefix}-replay-{version}")
 
+    def specs(self, partitions: int, *, outputs_only: bool = False) -> list:
+        """Every topic the pipeline needs (:meth:`ShopTopics.specs`) and its checkpoint topic."""
+        return [*self.topics.specs(partitions, outputs_only=outputs_only),
+                checkpoint_log.topic_spec(self.pipeline().checkpoint_topic, partitions)]
+
     def transform(self):
         return functools.partial(purchases_to_outputs, topics=self.topics, max_payload_bytes=self.max_payload_bytes)
 
@@ -57,7 +63,7 @@ class ShopSettings:
     def plan(self, **kwargs) -> Window:
         pipeline = self.pipeline()
         kwargs.setdefault("recover", lambda parts: fence_transactional_ids(pipeline, parts))
-        return plan_window(ClusterAdmin(self.connection), self.topics.purchases, self.group, **kwargs)
+        return plan_window(ClusterAdmin(self.connection), pipeline, **kwargs)
 
 
 def summary_dict(settings: ShopSettings, summary: RunSummary) -> dict:

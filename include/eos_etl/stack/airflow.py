@@ -54,7 +54,9 @@ from typing import Any
 
 from .. import paths
 from .errors import PortInUseError, StackError
+from .process import PidFile, session_members
 from .spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
+from .spark_connect import HOME_ENV as CONNECT_HOME_ENV
 from .tools import port_accepts, require_free_port, require_tool
 
 log = logging.getLogger(__name__)
@@ -107,33 +109,6 @@ class AirflowStatus:
             lines.append(f"  health: {health}")
         lines += [f"  home: {self.home}", f"  log: {self.log_file}"]
         return "\n".join(lines)
-
-
-def _proc_stat(pid: int) -> tuple[str, int] | None:
-    """(state, session id) of a process, None if it does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-    # After "pid (comm)": state ppid pgrp session ...
-    return fields[0], int(fields[3])
-
-
-def _session_members(sid: int) -> list[int]:
-    """Live (non-zombie) processes in session ``sid``.
-
-    Task processes put themselves in their own process group, but stay in the
-    session ``start_new_session`` created, so this finds every component.
-    """
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        stat = _proc_stat(int(entry))
-        if stat is not None and stat[1] == sid and stat[0] != "Z":
-            members.append(int(entry))
-    return members
 
 
 @dataclass
@@ -203,6 +178,8 @@ class AirflowStandalone:
         if spark_connect is not None:
             connections[AIRFLOW_CONN_ID] = spark_connect.airflow_connection()
             overrides[AIRFLOW_ROUTE_ENV] = AIRFLOW_CONN_ID
+            # The run task makes sure this server runs and answers before each window.
+            overrides[CONNECT_HOME_ENV] = str(spark_connect.home)
         return cls(home=paths.var_dir() / "airflow", connections=connections, overrides=overrides)
 
     # -- layout ---------------------------------------------------------------
@@ -326,24 +303,13 @@ class AirflowStandalone:
 
     # -- process --------------------------------------------------------------
     def _recorded_pid(self) -> int | None:
-        try:
-            return int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
+        recorded = PidFile(self.pid_file).recorded()
+        return recorded[0] if recorded is not None else None
 
     def pid(self) -> int | None:
-        """Pid of the standalone parent process if it is alive."""
+        """Pid of the standalone parent process if it is alive (and the same process: its start time)."""
         self._reap()
-        pid = self._recorded_pid()
-        if pid is None:
-            return None
-        stat = _proc_stat(pid)
-        if stat is None or stat[0] == "Z":
-            return None
-        # A recycled pid that is not ours is not the standalone process.
-        if stat[1] != pid:
-            return None
-        return pid
+        return PidFile(self.pid_file).pid()
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -399,7 +365,7 @@ class AirflowStandalone:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,  # outlives the CLI; stop() signals the whole group
             )
-        self.pid_file.write_text(str(self._proc.pid))
+        PidFile(self.pid_file).record(self._proc.pid)
         log.info(
             "Airflow standalone starting (pid %d) on %s, home %s, log %s",
             self._proc.pid,
@@ -544,14 +510,14 @@ class AirflowStandalone:
         # The session id is the recorded pid; components orphaned by a parent
         # that died are still found (and stopped) through it.
         pid = self._recorded_pid()
-        if pid is None or not _session_members(pid):
+        if pid is None or not session_members(pid):
             self.pid_file.unlink(missing_ok=True)
             self._reap()
             return
         log.info("stopping Airflow standalone (session %d)", pid)
         # Normally one group (the parent's); running tasks have their own.
         groups = set()
-        for member in _session_members(pid):
+        for member in session_members(pid):
             try:
                 groups.add(os.getpgid(member))
             except ProcessLookupError:
@@ -564,10 +530,10 @@ class AirflowStandalone:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._reap()
-            if not _session_members(pid):
+            if not session_members(pid):
                 break
             time.sleep(0.2)
-        left = _session_members(pid)
+        left = session_members(pid)
         if left:
             log.warning(
                 "Airflow processes %s ignored SIGTERM for %.0fs; killing them", ", ".join(map(str, left)), timeout
@@ -578,10 +544,10 @@ class AirflowStandalone:
                 except ProcessLookupError:
                     pass
             kill_deadline = time.monotonic() + 30.0
-            while _session_members(pid):
+            while session_members(pid):
                 if time.monotonic() > kill_deadline:
                     raise StackError(
-                        f"Airflow processes {', '.join(map(str, _session_members(pid)))} survived SIGKILL "
+                        f"Airflow processes {', '.join(map(str, session_members(pid)))} survived SIGKILL "
                         f"(stuck in the kernel?); check them with `ps -o pid,stat,cmd -s {pid}`"
                     )
                 self._reap()

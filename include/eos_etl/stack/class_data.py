@@ -174,7 +174,7 @@ def _train(archive: Path, workload: str) -> None:
     from pyspark import SparkContext
 
     from .jvm import spark_jvm_options_string
-    from .spark import spark_session
+    from .session import spark_session
 
     module, _, function = workload.partition(":")
     run = getattr(importlib.import_module(module), function)

@@ -19,3 +19,10 @@ class PortInUseError(StackError):
 
 class BrokerStartError(StackError):
     """The broker process exited or did not become ready in time."""
+
+
+class SparkServerLostError(StackError):
+    """The Spark server a run used (a Spark Connect server) went away or stopped answering mid-run:
+    the run failed, not its configuration (exit code 1); its retry runs on the restarted server."""
+
+    exit_code = 1

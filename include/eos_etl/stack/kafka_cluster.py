@@ -48,10 +48,11 @@ from typing import Protocol
 
 from .. import paths
 from ..arguments import switch_on
+from ..kafka.users import MECHANISM as SASL_MECHANISM
 from . import maven
 from .errors import BrokerStartError, PortInUseError, StackError
 from .jvm import jvm_options
-from ..kafka.users import MECHANISM as SASL_MECHANISM
+from .process import PidFile, wait_ports_free
 from .tools import (
     free_port,
     port_accepts,
@@ -83,6 +84,11 @@ _BASE_PROPERTIES: dict[str, str] = {
     # Abort transactions that outlive their timeout within a second, not a minute.
     "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
     "transaction.max.timeout.ms": "900000",
+    # A group without members (a batch pipeline's, between runs) keeps its committed offsets this
+    # long after its last commit: 30 days rather than Kafka's 7, so a pipeline paused over a holiday
+    # or a month-long upstream fix still shows its position and lag to monitoring tools. Nothing
+    # depends on it: the pipeline's checkpoint topic keeps its position for as long as it exists.
+    "offsets.retention.minutes": "43200",
     # Authorization is always on. The PLAINTEXT listener, the controller listener and
     # inter-broker traffic carry the ANONYMOUS principal, which is the super-user: whoever can
     # reach them administers the broker, so every listener binds loopback only (KafkaCluster
@@ -377,36 +383,13 @@ class KafkaNode:
 
     def pid(self) -> int | None:
         """The node's pid while the process exists (running or paused); None once it is gone."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (FileNotFoundError, ValueError):
-            return None
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                state = f.read().rsplit(")", 1)[-1].split()[0]
-        except (FileNotFoundError, ProcessLookupError):
-            return None
-        if state == "Z":
-            # Only a zombie is left: every thread has exited. Reap it if it is our child.
-            try:
-                os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pass
-            return None
-        return pid
+        return PidFile(self.pid_file).pid()
 
     def is_running(self) -> bool:
         return self.pid() is not None
 
     def is_paused(self) -> bool:
-        pid = self.pid()
-        if pid is None:
-            return False
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                return f.read().rsplit(")", 1)[-1].split()[0] == "T"
-        except FileNotFoundError:
-            return False
+        return PidFile(self.pid_file).state() == "T"
 
     def spawn(self) -> None:
         """Start the process (storage must be formatted); returns without waiting."""
@@ -423,7 +406,7 @@ class KafkaNode:
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # outlives the CLI that started it
             )
-        self.pid_file.write_text(str(proc.pid))
+        PidFile(self.pid_file).record(proc.pid)
         log.info("Kafka node %d starting (pid %d) on %s, log %s", self.node_id, proc.pid, self.address, self.log_file)
 
     def start(self, timeout: float = READY_TIMEOUT_S) -> "KafkaNode":
@@ -473,41 +456,19 @@ class KafkaNode:
 
     def pause(self) -> None:
         """SIGSTOP: the process freezes with its sockets open (a stand-in for a network partition)."""
-        pid = self.pid()
-        if pid is None:
+        if not PidFile(self.pid_file).send(signal.SIGSTOP):
             raise StackError(f"Kafka node {self.node_id} is not running")
-        os.kill(pid, signal.SIGSTOP)
 
     def resume(self) -> None:
-        pid = self.pid()
-        if pid is not None:
-            os.kill(pid, signal.SIGCONT)
+        PidFile(self.pid_file).send(signal.SIGCONT)
 
     def _signal_and_wait(self, sig: int, timeout: float) -> None:
-        pid = self.pid()
-        if pid is None:
-            self.pid_file.unlink(missing_ok=True)
-            return
-        os.kill(pid, sig)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.pid() is not None:
-            time.sleep(0.05)
-        if self.pid() is not None:
-            log.warning("Kafka node %d (pid %d) ignored %s for %.0fs; killing it",
-                        self.node_id, pid, signal.Signals(sig).name, timeout)
-            os.kill(pid, signal.SIGKILL)
-            deadline = time.monotonic() + 30
-            while self.pid() is not None and time.monotonic() < deadline:
-                time.sleep(0.05)
-        self.pid_file.unlink(missing_ok=True)
-        # The process is gone, but the kernel may still hold its ports for a moment
-        # (sockets closing). A start right now would fail on them: wait until every
-        # port this node listens on can be bound again.
-        deadline = time.monotonic() + 30
-        while not all(self.cluster.placement.port_is_free(self.node_id, p) for p in self.ports):
-            if time.monotonic() > deadline:
-                raise StackError(f"ports {self.ports} of Kafka node {self.node_id} still busy 30 s after it exited")
-            time.sleep(0.05)
+        # The kernel may hold the ports a moment after the process is gone (sockets closing):
+        # a start right after needs every port this node listens on free again, where it listens.
+        what = f"Kafka node {self.node_id}"
+        PidFile(self.pid_file).end(what, sig, timeout)
+        placement = self.cluster.placement
+        wait_ports_free(tuple(self.ports), what, is_free=lambda port: placement.port_is_free(self.node_id, port))
 
     def restart(self, *, hard: bool = False, timeout: float = READY_TIMEOUT_S) -> "KafkaNode":
         self.kill() if hard else self.stop()

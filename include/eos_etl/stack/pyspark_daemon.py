@@ -28,6 +28,8 @@ import sys
 import threading
 import time
 
+from .process import ProcStat, all_pids
+
 _ARCHIVE_SUFFIXES = (".zip", ".jar")
 # Seconds without a single worker after which the daemon exits (unset: never; stack.spark_connect sets it).
 IDLE_EXIT_ENV = "EOS_ETL_PYTHON_DAEMON_IDLE_EXIT_S"
@@ -53,17 +55,8 @@ def redundant_archives(path: list[str]) -> list[str]:
 
 
 def child_count(pid: int) -> int:
-    """How many processes have ``pid`` as their parent (read from /proc)."""
-    count = 0
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    if int(f.read().rsplit(b")", 1)[1].split()[1]) == pid:
-                        count += 1
-            except (OSError, IndexError, ValueError):
-                continue  # gone meanwhile
-    return count
+    """How many processes have ``pid`` as their parent."""
+    return sum(1 for child in all_pids() if (stat := ProcStat.read(child)) is not None and stat.ppid == pid)
 
 
 def exit_when_idle(idle_s: float, poll_s: float = 2.0) -> None:
@@ -93,7 +86,9 @@ def main() -> None:
     # spark-submit ships (--py-files) comes first, exactly as under pyspark's own daemon.
     for name in [n for n in sys.modules if n == "eos_etl" or n.startswith("eos_etl.")]:
         del sys.modules[name]
-    from pyspark.daemon import manager  # reads the worker module from sys.argv, as when run by Spark
+    from pyspark.daemon import (
+        manager,  # reads the worker module from sys.argv, as when run by Spark
+    )
 
     manager()
 

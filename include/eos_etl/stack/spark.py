@@ -24,13 +24,12 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..errors import ConfigurationError
 from . import maven
 from .jvm import spark_jvm_options_string
-from .package_zip import package_zip, source_digest
-from .tools import port_accepts
+from .package_zip import package_zip
 from .versions import SPARK_KAFKA
 
 log = logging.getLogger(__name__)
@@ -75,6 +74,13 @@ DEFAULT_CONF: dict[str, str] = {
 # package instead of its zip archives (see .pyspark_daemon: ~0.5 CPU s per worker start, 90 ms per task).
 MACHINE_LOCAL_CONF: dict[str, str] = {"spark.python.daemon.module": "eos_etl.stack.pyspark_daemon"}
 
+
+
+def spark_home() -> Path:
+    """The installed pyspark package: its ``bin/spark-class`` and ``jars/`` are a Spark distribution."""
+    import pyspark
+
+    return Path(pyspark.__file__).resolve().parent
 
 def connector_jars() -> list[str]:
     """Local paths of the Kafka connector jars (fetched on first use)."""
@@ -129,15 +135,10 @@ def spark_conf(extra: dict[str, str] | None = None, master: str = DEFAULT_MASTER
     return conf
 
 
-def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: dict[str, str] | None = None):
-    """Get (or create) the SparkSession for this process."""
+def classic_session(app_name: str = "eos-etl", master: str | None = None, conf: dict[str, str] | None = None):
+    """Get (or create) this process's own Spark application's session (local, a cluster master,
+    or spark-submit's); :func:`.session.spark_session` chooses between this and a Connect client."""
     from pyspark.sql import SparkSession
-
-    if remote := os.environ.get(REMOTE_ENV):
-        if master:
-            raise ValueError(f"--master {master} and ${REMOTE_ENV} both given: a Spark Connect client runs on "
-                             "its server's master")
-        return connect_session(remote, app_name, conf)
 
     # Python workers must run the same interpreter (the project's venv).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -162,50 +163,6 @@ def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: di
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("EOS_ETL_SPARK_LOG_LEVEL", "WARN"))
     return spark
-
-
-def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str] | None = None):
-    """A Spark Connect client session on ``remote`` (``sc://host:port``; the token from
-    ``$SPARK_CONNECT_AUTHENTICATE_TOKEN``). Only session settings apply here: the application's
-    (master, jars, JVM options) are the server's. Never logs ``remote``: a URL may carry the token."""
-    from pyspark.sql import SparkSession
-
-    from pyspark.errors.exceptions.connect import SparkConnectGrpcException
-    from grpc import StatusCode
-
-    address = urlsplit(remote)
-    where = f"the Spark Connect server at {address.netloc}"  # never the URL's parameters: they carry the token
-    # pyspark's client retries an unreachable server for ~10 minutes: a server that is not there is one error now.
-    if not port_accepts(address.port or CONNECT_DEFAULT_PORT, address.hostname or "localhost", timeout=5.0):
-        raise ConfigurationError(f"{where} cannot be reached (python -m eos_etl spark-connect status)")
-    builder = SparkSession.builder.remote(remote).appName(app_name)
-    for key, value in {**(conf or {}), **REQUIRED_CONF}.items():
-        builder = builder.config(key, value)
-    try:
-        spark = builder.getOrCreate()
-    except SparkConnectGrpcException as exc:
-        code = exc.getGrpcStatusCode()
-        if code == StatusCode.UNAUTHENTICATED:
-            raise ConfigurationError(f"{where} refused this client's token (${TOKEN_ENV}, or the password of the "
-                                     "Airflow spark_connect connection, must be the server's)") from exc
-        if code == StatusCode.UNAVAILABLE:
-            raise ConfigurationError(f"{where} cannot be reached (python -m eos_etl spark-connect status)") from exc
-        raise
-    _require_same_code(spark, where)
-    return spark
-
-
-def _require_same_code(spark, where: str) -> None:
-    """The server's Python workers run the publishing tasks with the code *they* imported when the
-    server started; a client with other code would have its tasks run by that older code."""
-    served = spark.conf.get(SOURCE_DIGEST_CONF, None)
-    if served is None:
-        log.warning("%s was not started by eos_etl (no %s): its Python workers must import this same eos_etl",
-                    where, SOURCE_DIGEST_CONF)
-    elif served != source_digest():
-        spark.stop()
-        raise ConfigurationError(f"{where} runs other eos_etl code than this client (it started before the code "
-                                 "changed): restart it (python -m eos_etl spark-connect restart)")
 
 
 def _submitted_conf() -> dict[str, str]:

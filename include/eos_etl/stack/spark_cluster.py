@@ -47,7 +47,9 @@ from pathlib import Path
 from .. import paths
 from .errors import StackError
 from .jvm import jvm_options_string
-from .tools import free_port, port_accepts, port_is_free, require_free_port, require_tool
+from .process import PidFile, ProcStat, all_pids, cmdline, descendants
+from .spark import spark_home
+from .tools import free_port, port_accepts, require_free_port, require_tool
 
 log = logging.getLogger(__name__)
 
@@ -69,80 +71,6 @@ _REGISTERED_MARKER = "Successfully registered with master"
 _local_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
-def spark_home() -> Path:
-    """The installed pyspark package: its ``bin/spark-class`` and ``jars/`` are a Spark distribution."""
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
-
-
-def live_pid(pid_file: Path) -> int | None:
-    """The pid recorded in ``pid_file`` while that process exists (zombies reaped and reported gone)."""
-    try:
-        pid = int(pid_file.read_text().strip())
-    except (FileNotFoundError, ValueError):
-        return None
-    state = _proc_state(pid)
-    if state is None:
-        return None
-    if state == "Z":
-        try:
-            os.waitpid(pid, os.WNOHANG)  # our child: reap it
-        except ChildProcessError:
-            pass
-        return None
-    return pid
-
-
-def end_process(pid_file: Path, what: str, sig: int = signal.SIGTERM, timeout: float = STOP_TIMEOUT_S, *,
-                ports: tuple[int, ...] = (), host: str = "127.0.0.1") -> int | None:
-    """Send ``sig`` to the process recorded in ``pid_file``, SIGKILL it if it is still there after
-    ``timeout``, forget the pid file, then wait (30 s at most) until its ``ports`` are free again:
-    like a Kafka node, a restart right away needs them released by the kernel. Returns the pid it
-    ended (None: nothing was running)."""
-    pid = live_pid(pid_file)
-    if pid is not None:
-        os.kill(pid, sig)
-        if not _wait_gone(pid_file, timeout):
-            log.warning("%s (pid %d) ignored %s for %.0fs; killing it", what, pid, signal.Signals(sig).name, timeout)
-            os.kill(pid, signal.SIGKILL)
-            if not _wait_gone(pid_file, 30.0):
-                raise StackError(f"{what} (pid {pid}) survived SIGKILL for 30 s (stuck in the kernel?); "
-                                 f"check it with `ps -o pid,stat,cmd {pid}`")
-    pid_file.unlink(missing_ok=True)
-    deadline = time.monotonic() + 30
-    while not all(port_is_free(p, host) for p in ports):
-        if time.monotonic() > deadline:
-            raise StackError(f"ports {', '.join(map(str, ports))} of {what} still busy 30 s after it exited")
-        time.sleep(0.1)
-    return pid
-
-
-def _wait_gone(pid_file: Path, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while live_pid(pid_file) is not None:
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def _proc_state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[-1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return None
-
-
-def _cmdline(pid: int) -> list[str]:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
-    except (FileNotFoundError, ProcessLookupError):
-        return []
-
-
 def _arg(argv: list[str], name: str) -> str | None:
     try:
         return argv[argv.index(name) + 1]
@@ -162,7 +90,8 @@ class ExecutorProcess:
     host: str = ""  # the executor's --hostname: its worker's address
 
     def is_running(self) -> bool:
-        return _proc_state(self.pid) not in (None, "Z")
+        stat = ProcStat.read(self.pid)
+        return stat is not None and stat.state != "Z"
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         """Signal the executor JVM (SIGKILL by default: a lost executor, as a crashed machine would)."""
@@ -173,42 +102,21 @@ class ExecutorProcess:
 
     def python_workers(self) -> list[int]:
         """Pids of the executor's Python processes (the pyspark daemon and the workers it forked)."""
-        return _descendants(self.pid)
+        return descendants(self.pid)
 
     def stopped_python_workers(self) -> list[int]:
         """Those of :meth:`python_workers` that are stopped (SIGSTOP: a task paused at a failpoint)."""
-        return [pid for pid in self.python_workers() if _proc_state(pid) == "T"]
-
-
-def _descendants(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[-1].split()[1])
-        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], list(children.get(root, []))
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return sorted(out)
+        return [pid for pid in self.python_workers() if (s := ProcStat.read(pid)) is not None and s.state == "T"]
 
 
 def list_executors() -> list[ExecutorProcess]:
     """Every executor JVM on this machine, whichever worker launched it."""
     found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+    for pid in all_pids():
+        argv = cmdline(pid)
+        if EXECUTOR_CLASS not in argv or (stat := ProcStat.read(pid)) is None or stat.state == "Z":
             continue
-        argv = _cmdline(int(entry))
-        if EXECUTOR_CLASS not in argv or _proc_state(int(entry)) in (None, "Z"):
-            continue
-        found.append(ExecutorProcess(pid=int(entry), executor_id=_arg(argv, "--executor-id") or "?",
+        found.append(ExecutorProcess(pid=pid, executor_id=_arg(argv, "--executor-id") or "?",
                                      app_id=_arg(argv, "--app-id") or "?", worker_id=None,
                                      worker_url=_arg(argv, "--worker-url") or "",
                                      host=_arg(argv, "--hostname") or ""))
@@ -291,7 +199,7 @@ class _SparkDaemon:
         return f"{self.host}:{self.port}"
 
     def pid(self) -> int | None:
-        return live_pid(self.pid_file)
+        return PidFile(self.pid_file).pid()
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -330,7 +238,7 @@ class _SparkDaemon:
                 [str(spark_class), *self._main_args()], env=self._env(), cwd=self.home,
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )
-        self.pid_file.write_text(str(proc.pid))
+        PidFile(self.pid_file).record(proc.pid)
         log.info("Spark %s starting (pid %d) on %s, log %s", self.name, proc.pid, self.address, self.log_file)
 
     def log_since_start(self) -> str:
@@ -355,8 +263,8 @@ class _SparkDaemon:
         self._signal_and_wait(signal.SIGKILL, 10.0)
 
     def _signal_and_wait(self, sig: int, timeout: float) -> None:
-        end_process(self.pid_file, f"the Spark {self.name}", sig, timeout, ports=(self.port, self.ui_port),
-                    host=self.host)
+        PidFile(self.pid_file).end(f"the Spark {self.name}", sig, timeout, ports=(self.port, self.ui_port),
+                                   host=self.host)
 
 
 @dataclass

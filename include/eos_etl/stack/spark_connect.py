@@ -45,24 +45,41 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NoReturn
 
 from .. import paths
 from ..arguments import switch_on
+from .connect_probe import PROBE_TIMEOUT_S, STALL_BOUND_S, probe, wait_answering
 from .errors import StackError
 from .package_zip import package_dir, source_digest
+from .process import PidFile
 from .pyspark_daemon import IDLE_EXIT_ENV as DAEMON_IDLE_EXIT_ENV
-from .spark import (CONNECT_DEFAULT_PORT, DEFAULT_MASTER, MASTER_ENV, REMOTE_ENV, SOURCE_DIGEST_CONF, TOKEN_ENV,
-                    connector_jars, spark_conf)
-from .spark_cluster import STOP_TIMEOUT_S, end_process, live_pid, spark_home
+from .spark import (
+    CONNECT_DEFAULT_PORT,
+    DEFAULT_MASTER,
+    MASTER_ENV,
+    REMOTE_ENV,
+    SOURCE_DIGEST_CONF,
+    TOKEN_ENV,
+    connector_jars,
+    spark_conf,
+    spark_home,
+)
+from .spark_cluster import STOP_TIMEOUT_S
 from .tools import free_port, port_accepts, require_free_port
 
 log = logging.getLogger(__name__)
@@ -70,6 +87,7 @@ log = logging.getLogger(__name__)
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = CONNECT_DEFAULT_PORT
 PORT_ENV = "EOS_ETL_SPARK_CONNECT_PORT"
+DRIVER_HOST_ENV = "EOS_ETL_SPARK_CONNECT_DRIVER_HOST"  # the driver's address for executors elsewhere
 DAEMON_IDLE_EXIT_S = 30
 MEMORY_ENV = "EOS_ETL_SPARK_CONNECT_MEMORY"  # the server JVM's heap (driver and local executors)
 DEFAULT_MEMORY = "1g"
@@ -90,6 +108,34 @@ appender.console.layout.pattern = %d{{yy/MM/dd HH:mm:ss}} %p %c{{1}}: %m%n%ex
 logger.server.name = {SERVER_CLASS}
 logger.server.level = info
 """
+# An operation no client is attached to any more (its client was killed) is cancelled, with its
+# jobs, after this: Spark's default is 5 minutes, checked every 30 s, and until then a retry's
+# tasks queue behind the orphan's. A living client is attached all along (it reattaches at once).
+DETACHED_TIMEOUT = "15s"
+MAINTENANCE_INTERVAL = "5s"
+# A session unused this long goes (Spark's default: 60 minutes). The windows of one pipeline share a
+# session per day (stack.connect_client): it must outlive a day of windows at any schedule.
+SESSION_TIMEOUT = "25h"
+# Spark 4.1 makes a Python worker factory (and an "Idle Worker Monitor" thread) per client session
+# and never frees it (SPARK-54055). The pipeline's windows share a session per day, so one leaks a
+# day per pipeline; a server holding more than this many is restarted between windows.
+MAX_IDLE_WORKER_MONITORS = 16
+_IDLE_WORKER_MONITOR = "Idle Worker Mon"  # the thread's name as the kernel keeps it (15 characters)
+# Redaction of the Kafka login in what the server shows and logs (plans, event logs, the UI): Spark
+# redacts option and configuration values whose key matches; a JAAS string holds the password.
+REDACTION = {
+    "spark.redaction.regex": "(?i)secret|password|token|access[.]?key|jaas",
+    "spark.sql.redaction.options.regex": "(?i)url|jaas|password|secret|token",
+    "spark.sql.redaction.string.regex": "(?i)password\\s*=\\s*\"[^\"]*\"",
+}
+# The server's event log (Spark's own listener, JSON lines): how each window's task attempts ended,
+# which a client cannot ask the server's status store for (about 100 KB per small window). Rolled at
+# this size (Spark's least); between windows the supervisor keeps the newest files only.
+EVENT_LOG_ROLL = "2m"
+EVENT_LOG_KEEP = 2
+# Where a client of the project's own server finds its home (set for the project's Airflow): the
+# run task then makes sure the server is up and answering before each window.
+HOME_ENV = "EOS_ETL_SPARK_CONNECT_HOME"
 # `make up` and the demo run the DAGs' windows on the project's server unless this is "off".
 SWITCH_ENV = "EOS_ETL_SPARK_CONNECT"
 # The Airflow connection to the server, and the variable that makes the DAGs run their windows on it.
@@ -104,7 +150,10 @@ class SparkConnectServer:
     home: Path
     port: int | None = None  # None: the stored one, else a free port chosen at the first start
     master: str | None = None  # None: $EOS_ETL_SPARK_MASTER, else local[*,4] (stack.spark)
-    host: str = "127.0.0.1"
+    host: str = "127.0.0.1"  # where clients reach it (gRPC)
+    # Where executors reach its driver: loopback serves local mode and the local standalone cluster;
+    # executors on other machines need an address of this machine they can reach.
+    driver_host: str | None = None
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).absolute()
@@ -113,7 +162,15 @@ class SparkConnectServer:
     def local(cls, master: str | None = None) -> "SparkConnectServer":
         """The project's own server: var/spark-connect on $EOS_ETL_SPARK_CONNECT_PORT (15002)."""
         return cls(home=paths.var_dir() / "spark-connect", port=int(os.environ.get(PORT_ENV, DEFAULT_PORT)),
-                   master=master)
+                   master=master, driver_host=os.environ.get(DRIVER_HOST_ENV) or None)
+
+    @classmethod
+    def at(cls, home: Path) -> "SparkConnectServer":
+        """The server whose home is ``home``, on the port and master it was started with."""
+        server = cls(home=home)
+        state = server._state()
+        server.port, server.master = state.get("port"), state.get("master") or None
+        return server
 
     def airflow_connection(self) -> dict:
         """The provider's ``spark_connect`` connection to this server (the token as password)."""
@@ -135,6 +192,10 @@ class SparkConnectServer:
     @property
     def log_file(self) -> Path:
         return self.home / "logs" / "server.out"
+
+    @property
+    def event_log_dir(self) -> Path:
+        return self.home / "events"
 
     def _state(self) -> dict:
         return json.loads(self.state_file.read_text()) if self.state_file.is_file() else {}
@@ -163,7 +224,8 @@ class SparkConnectServer:
         return self.home / "server.pid"
 
     def pid(self) -> int | None:
-        return live_pid(self.pid_file)
+        """The server JVM's pid while it runs (paused included); never another process's that got the number."""
+        return PidFile(self.pid_file).pid()
 
     def is_running(self) -> bool:
         return self.pid() is not None
@@ -206,6 +268,19 @@ class SparkConnectServer:
         # each, four per window). A publishing task runs on a worker of its own anyway (one transaction
         # per input partition): workers that end with their task cost a fork per task, not a pool per window.
         conf["spark.python.worker.reuse"] = "false"
+        conf.update(REDACTION)
+        conf.update({
+            "spark.connect.execute.manager.detachedTimeout": DETACHED_TIMEOUT,
+            "spark.connect.execute.manager.maintenanceInterval": MAINTENANCE_INTERVAL,
+            "spark.connect.session.manager.defaultSessionTimeout": SESSION_TIMEOUT,
+            "spark.eventLog.enabled": "true",
+            "spark.eventLog.dir": self.event_log_dir.as_uri(),
+            "spark.eventLog.rolling.enabled": "true",
+            "spark.eventLog.rolling.maxFileSize": EVENT_LOG_ROLL,
+            "spark.eventLog.compress": "false",
+        })
+        if self.driver_host:
+            conf.update({"spark.driver.host": self.driver_host, "spark.driver.bindAddress": self.driver_host})
         conf.update({
             "spark.connect.grpc.binding.address": self.host,
             "spark.connect.grpc.binding.port": str(self.bound_port),
@@ -226,7 +301,7 @@ class SparkConnectServer:
             # HotSpot maps that archive only for the class path it was made with, whose first entry
             # is the configuration directory; SPARK_* is not inherited, so no stray spark-defaults.conf.
             "SPARK_LOCAL_DIRS": str(self.home / "local"),
-            "SPARK_LOCAL_IP": self.host,
+            "SPARK_LOCAL_IP": self.driver_host or self.host,
             # The server's Python workers run the publishing tasks: this package, this interpreter.
             "PYTHONPATH": str(package_dir().parent),
             "PYSPARK_PYTHON": sys.executable,
@@ -250,23 +325,56 @@ class SparkConnectServer:
             self.stop()
         port = self._state().get("port") or self.port or free_port(self.host)
         require_free_port(port, "the Spark Connect server", self.host)
-        for sub in ("logs", "local", "conf"):
-            (self.home / sub).mkdir(parents=True, exist_ok=True)
+        for sub in ("logs", "local", "conf", "events"):
+            (self.home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
         self.log4j_file.write_text(_LOG4J2)
-        if self.log_file.is_file() and self.log_file.stat().st_size >= LOG_ROTATE_BYTES:
-            self.log_file.replace(self.log_file.with_name(self.log_file.name + ".1"))
+        self.rotate_log()
         self._write_state({"port": port})
         offset = self.log_file.stat().st_size if self.log_file.is_file() else 0
         with open(self.log_file, "ab") as out:
             # spark-submit execs the JVM, so this pid is the server's own; its own session outlives the CLI.
             proc = subprocess.Popen(self.command(), env=self._env(), cwd=self.home, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        self.pid_file.write_text(str(proc.pid))
+        PidFile(self.pid_file).record(proc.pid)
         self._write_state({"port": port, "master": self.master or "",
-                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "health_session": str(uuid.uuid4())})
         log.info("Spark Connect server starting (pid %d) on %s:%d, log %s", proc.pid, self.host, port, self.log_file)
         self._wait_ready(timeout, log_offset=offset)
         return self
+
+    def exec_in_foreground(self) -> NoReturn:
+        """Become the server: this process is replaced by the server's JVM, which logs to this
+        process's stderr. For a container's main process, supervised by the container's restart
+        policy (``python -m eos_etl spark-connect run``); :meth:`start` is for a machine.
+
+        A token in ``$SPARK_CONNECT_AUTHENTICATE_TOKEN`` (the container's secret) becomes the
+        server's token file, replacing any earlier one; without it the token file's (made at the
+        first start) is used, as :meth:`start` does."""
+        if given := os.environ.get(TOKEN_ENV, "").strip():
+            self._store_token(given)
+        port = self._state().get("port") or self.port or DEFAULT_PORT
+        for sub in ("local", "conf", "events"):
+            (self.home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.log4j_file.write_text(_LOG4J2)
+        self.prune_event_log()
+        self._write_state({"port": port, "master": self.master or "",
+                           "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                           "health_session": str(uuid.uuid4())})
+        command, env = self.command(), self._env()
+        PidFile(self.pid_file).record(os.getpid())  # spark-submit and spark-class exec: the JVM keeps this pid
+        log.info("Spark Connect server in the foreground on %s:%d", self.host, port)
+        os.chdir(self.home)
+        os.execve(command[0], command, env)
+
+    def _store_token(self, token: str) -> None:
+        """Replace the token file with ``token`` (written whole under a private name, then renamed)."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        draft = self.home / f".token.{os.getpid()}"
+        fd = os.open(draft, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(token)
+        draft.replace(self.token_file)
 
     def _wait_ready(self, timeout: float, log_offset: int | None = None) -> None:
         deadline = time.monotonic() + timeout
@@ -283,12 +391,111 @@ class SparkConnectServer:
             time.sleep(0.2)
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM (Spark stops its application and Python workers); SIGKILL after ``timeout``."""
+        """SIGTERM (Spark stops its application and Python workers; a paused server is continued
+        first); SIGKILL after ``timeout``."""
         port = self._state().get("port")
-        pid = end_process(self.pid_file, "the Spark Connect server", timeout=timeout,
-                          ports=(port,) if port else (), host=self.host)
+        pid = PidFile(self.pid_file).end("the Spark Connect server", timeout=timeout,
+                                         ports=(port,) if port else (), host=self.host)
         if pid is not None:
             log.info("Spark Connect server (pid %d) stopped", pid)
+
+    # -- supervision -------------------------------------------------------------------
+    def health(self, timeout_s: float = PROBE_TIMEOUT_S) -> str | None:
+        """None when the server answers a trivial request within ``timeout_s``; else why not.
+
+        Asked in a session of its own, the same one every time (no session piles up on the
+        server), on a connection of its own."""
+        return probe(self.probe_url(), timeout_s)
+
+    def probe_url(self) -> str:
+        """The server's address with its token and the one session every probe of a supervisor uses
+        (no session piles up on the server). Carries the token: never logged."""
+        session = self._state().get("health_session") or str(uuid.uuid4())
+        return f"{self.url}/;token={self.token()};session_id={session}"
+
+    def ensure_running(self, stall_bound_s: float = STALL_BOUND_S) -> "SparkConnectServer":
+        """Make sure the server is up and answering before a window: start it when it is not
+        running; restart it when it has answered no probe for ``stall_bound_s`` (stuck, or paused);
+        between windows, rotate its log and restart a server whose per-session threads piled up.
+        One supervisor at a time (a lock in the home); same port, token and master."""
+        with self._lock("supervisor.lock", fcntl.LOCK_EX):
+            self.rotate_log()
+            if self._no_window_in_flight():  # a window reads the event log files it started in
+                self.prune_event_log()
+            if not self.is_running():
+                log.warning("the Spark Connect server (%s) is not running; starting it", self.home)
+                return self.start()
+            reason = wait_answering(self.probe_url(), stall_bound_s)
+            if reason is not None:
+                log.warning("the Spark Connect server (pid %s) answered no probe for %.0fs (%s); restarting it",
+                            self.pid(), stall_bound_s, reason)
+                self.stop(timeout=10.0)
+                return self.start()
+            monitors = self.idle_worker_monitors()
+            if monitors > MAX_IDLE_WORKER_MONITORS and self._no_window_in_flight():
+                log.warning("the Spark Connect server holds %d per-session Python worker monitors; restarting it "
+                            "between windows", monitors)
+                self.stop()
+                return self.start()
+        return self
+
+    @contextlib.contextmanager
+    def window(self) -> Iterator[None]:
+        """Held (shared) by every window the project runs on this server: a restart for
+        housekeeping waits for no window, it only happens when none holds it."""
+        with self._lock("windows.lock", fcntl.LOCK_SH):
+            yield
+
+    def _no_window_in_flight(self) -> bool:
+        try:
+            with self._lock("windows.lock", fcntl.LOCK_EX | fcntl.LOCK_NB):
+                return True
+        except BlockingIOError:
+            return False
+
+    @contextlib.contextmanager
+    def _lock(self, name: str, mode: int) -> Iterator[None]:
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.home / name, "a") as f:
+            fcntl.flock(f, mode)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    def idle_worker_monitors(self) -> int:
+        """Threads of the server JVM that watch a Python worker factory (one per factory)."""
+        pid = self.pid()
+        if pid is None:
+            return 0
+        count = 0
+        for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else ():
+            try:
+                count += Path(f"/proc/{pid}/task/{tid}/comm").read_text().startswith(_IDLE_WORKER_MONITOR)
+            except OSError:
+                continue
+        return count
+
+    def prune_event_log(self) -> None:
+        """Keep the newest :data:`EVENT_LOG_KEEP` event log files of the newest application (the
+        file being written among them) and nothing of earlier ones (earlier starts of the server)."""
+        apps = sorted(self.event_log_dir.glob("eventlog_v2_*"), key=lambda p: p.stat().st_mtime)
+        for ended in apps[:-1]:
+            shutil.rmtree(ended, ignore_errors=True)
+        if apps:
+            files = sorted(apps[-1].glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
+            for old in files[:-EVENT_LOG_KEEP]:
+                old.unlink(missing_ok=True)
+
+    def rotate_log(self) -> None:
+        """Copy ``server.out`` to ``server.out.1`` and empty it once it passed :data:`LOG_ROTATE_BYTES`.
+
+        While the server runs: it writes with O_APPEND, so after the truncation its next line
+        starts the emptied file (lines written between the copy and the truncation are lost)."""
+        if self.log_file.is_file() and self.log_file.stat().st_size >= LOG_ROTATE_BYTES:
+            shutil.copyfile(self.log_file, self.log_file.with_name(self.log_file.name + ".1"))
+            with open(self.log_file, "r+b") as f:
+                f.truncate(0)
 
     def describe(self) -> str:
         state = self._state()
@@ -321,6 +528,10 @@ def start_for_windows(master: str | None = None) -> SparkConnectServer | None:
     (``make up``, the demo); None with ``EOS_ETL_SPARK_CONNECT=off``: a spark-submit per window then."""
     if not switch_on(SWITCH_ENV):
         return None
-    server = SparkConnectServer.local(master).start()
+    server = SparkConnectServer.local(master)
+    if server.is_running() and server._state().get("master", "") != (master or ""):
+        server.start()  # restarts it on this master
+    server.ensure_running()
     print(server.describe(), flush=True)
     return server
+

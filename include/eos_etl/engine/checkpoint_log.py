@@ -1,0 +1,164 @@
+"""The pipeline's checkpoint topic: its position per input partition, kept as long as the topic exists.
+
+Kafka deletes a consumer group's committed offsets ``offsets.retention.minutes``
+after the last commit once the group has no members, and a batch pipeline's
+group never has members between runs: after a long enough pause the group
+offsets are simply gone. So every transaction also writes the partition's next
+offset as one record to a compacted topic of the pipeline's own
+(``<group>.checkpoints``, ``cleanup.policy=compact``, no time retention):
+outputs, group offsets and this record commit atomically, and the record
+outlives the group's offsets. Compaction keeps the last record per key, so the
+topic stays about one record per input partition (plus at most one open
+segment, rolled hourly).
+
+A record: key ``["<group>", "<input topic>", <partition>]`` (JSON), value
+``{"next_offset": N, "input_partitions": P, "run_id": "..."}`` (JSON),
+timestamp the time of the commit. ``input_partitions`` is how many partitions
+the input topic had when the record was written, so a reader can tell "this
+partition is newer than the pipeline's last run" from "this partition was never
+checkpointed". The record for input partition ``p`` goes to partition ``p`` of
+the checkpoint topic, which has at least as many partitions as the input (the
+run checks): only ``p``'s own transactions ever hold that partition's last
+stable offset back, so what a read_committed reader sees there is exactly
+``p``'s last committed position.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, KafkaException
+
+from ..kafka.connection import KafkaConnection
+from ..kafka.errors import KafkaSetupError
+from ..kafka.reader import iter_ranges
+from ..kafka.retry import describe
+
+#: The checkpoint topic's settings: compacted, never deleted by time, rolled (and so compactable) hourly.
+TOPIC_CONFIG = {
+    "cleanup.policy": "compact",
+    "retention.ms": "-1",
+    "segment.ms": "3600000",
+    "min.cleanable.dirty.ratio": "0.1",
+}
+#: What an existing checkpoint topic must have: a ``delete`` policy would let Kafka drop the checkpoint.
+REQUIRED_POLICY = "compact"
+SUFFIX = ".checkpoints"
+
+
+def topic_for(group: str) -> str:
+    """The checkpoint topic of the pipeline whose consumer group is ``group``."""
+    return f"{group}{SUFFIX}"
+
+
+def topic_spec(topic: str, input_partitions: int):
+    """How ``create-topics`` makes the checkpoint topic: one partition per input partition, compacted."""
+    from ..kafka.topics import TopicSpec
+
+    return TopicSpec(topic, input_partitions, dict(TOPIC_CONFIG))
+
+
+def require_topic(admin, topic: str, input_topic: str) -> None:
+    """Fail (one :class:`ConfigurationError` line) unless ``topic`` can hold the pipeline's checkpoint:
+    it exists, Kafka never deletes its records by time or size (``cleanup.policy=compact``), and it
+    has a partition for every partition of ``input_topic``."""
+    from ..errors import ConfigurationError
+    from ..kafka.errors import MissingTopicError
+
+    try:
+        partitions = len(admin.partitions(topic))
+    except MissingTopicError:
+        raise ConfigurationError(f"the pipeline's checkpoint topic {topic!r} does not exist: create it with "
+                                 "`python -m eos_etl create-topics` (it makes only what is missing and checks "
+                                 "the rest)") from None
+    state = admin.topic_states([topic]).get(topic)
+    policy = state.cleanup_policy if state is not None else "unknown"
+    if set(policy.split(",")) != {REQUIRED_POLICY}:
+        raise ConfigurationError(f"checkpoint topic {topic!r} has cleanup.policy={policy}: Kafka may delete the "
+                                 f"pipeline's position; set cleanup.policy={REQUIRED_POLICY} "
+                                 f"(kafka-configs --alter --entity-type topics --entity-name {topic} "
+                                 f"--add-config cleanup.policy={REQUIRED_POLICY})")
+    inputs = len(admin.partitions(input_topic))
+    if partitions < inputs:
+        raise ConfigurationError(f"checkpoint topic {topic!r} has {partitions} partitions, {input_topic!r} "
+                                 f"{inputs}: give it one per input partition (kafka-topics --alter --topic {topic} "
+                                 f"--partitions {inputs})")
+
+
+def key(group: str, input_topic: str, partition: int) -> bytes:
+    return json.dumps([group, input_topic, partition], separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class CheckpointEntry:
+    """The last committed position of one input partition, as its checkpoint record says."""
+
+    partition: int
+    next_offset: int
+    input_partitions: int
+    run_id: str
+    timestamp_ms: int
+
+    def value(self) -> bytes:
+        return json.dumps({"next_offset": self.next_offset, "input_partitions": self.input_partitions,
+                           "run_id": self.run_id}, separators=(",", ":")).encode()
+
+    def to_dict(self) -> dict:
+        return {"next_offset": self.next_offset, "input_partitions": self.input_partitions, "run_id": self.run_id,
+                "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.timestamp_ms / 1000))}
+
+
+def decode(group: str, input_topic: str, raw_key: bytes | None, raw_value: bytes | None,
+           timestamp_ms: int) -> CheckpointEntry | None:
+    """The entry a record holds for ``group`` and ``input_topic``; None for anything else
+    (another pipeline's key, a tombstone, a record this format does not know)."""
+    try:
+        g, t, p = json.loads(raw_key or b"null")
+        if g != group or t != input_topic or raw_value is None:
+            return None
+        data = json.loads(raw_value)
+        return CheckpointEntry(int(p), int(data["next_offset"]), int(data["input_partitions"]),
+                               str(data.get("run_id", "")), timestamp_ms)
+    except (ValueError, TypeError, KeyError):
+        return None
+
+
+def read_entries(connection: KafkaConnection, topic: str, group: str, input_topic: str,
+                 partitions: list[int] | None = None, *, timeout_s: float = 30.0) -> dict[int, CheckpointEntry]:
+    """The last committed entry per input partition (read_committed, to the last stable offset).
+
+    ``partitions``: the checkpoint topic's partitions to read (default: all). Small and
+    bounded: compaction keeps one record per key beyond the open segment.
+    """
+    consumer = Consumer({**connection.client_config(), "group.id": f"eos-etl-checkpoints-{time.monotonic_ns()}",
+                         "isolation.level": "read_committed", "enable.auto.commit": False, "log_level": 0})
+    try:
+        if partitions is None:
+            md = consumer.list_topics(topic, timeout=timeout_s)
+            tmd = md.topics.get(topic)
+            if tmd is None or tmd.error is not None:
+                raise KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: "
+                                      f"{tmd.error.str() if tmd is not None and tmd.error else 'missing'}; "
+                                      "create it with `python -m eos_etl create-topics`")
+            partitions = sorted(tmd.partitions)
+        from confluent_kafka import TopicPartition
+
+        ranges = {}
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
+            ranges[p] = (low, high)  # a read_committed consumer's high watermark is the last stable offset
+    except KafkaException as exc:
+        raise KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: {describe(exc)}") from exc
+    finally:
+        consumer.close()
+    entries: dict[int, CheckpointEntry] = {}
+    try:
+        for rec in iter_ranges(connection, topic, ranges, timeout_s=timeout_s):
+            entry = decode(group, input_topic, rec.key, rec.value, rec.timestamp_ms)
+            if entry is not None:
+                entries[entry.partition] = entry  # offset order within a partition: the last one wins
+    except TimeoutError as exc:
+        raise KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: {exc}") from exc
+    return entries

@@ -1,0 +1,255 @@
+"""Faults on the Spark Connect route: the server, the client and the broker under a window run on the server.
+
+The lab's :class:`~eos_etl.stack.spark_connect.SparkConnectServer` (``Lab.connect``)
+runs every window; the job is a real ``python -m eos_etl run-window`` client.
+A window is made to stay in flight where the fault lands: one publishing task
+sleeps mid-transaction (failpoint ``mid_produce=sleep``, once). After the
+fault, production's next steps: the supervisor's ``ensure_running`` (what the
+run task does before every window) and a retry; then the checker.
+
+- **connect_server_kill**: SIGKILL of the server mid-publish.
+- **connect_server_stop**: SIGSTOP of the server past the stall bound (a stuck JVM).
+- **connect_client_kill**: SIGKILL of the client mid-window: the server must end
+  the orphaned operation (its tasks) within its detached-operation bound.
+- **connect_task_kill**: Airflow kills the run task: the operator's ``on_kill``
+  (SIGTERM to the client), which interrupts the window's operations and
+  releases its session.
+- **connect_two_clients**: two clients run the same window at once.
+- **connect_server_restart**: the server restarted between two windows.
+- **connect_broker_kill**: the broker SIGKILLed (and restarted 2 s later) while a
+  Connect window publishes.
+
+Each trial records how long the faulted run took to end (``fail_s``, within
+:data:`FAIL_BOUND_S` or it is a hang) and the recovery (fault to exact output).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import signal
+import time
+
+import psutil
+
+from ..stack.connect_client import TERM_GRACE_S
+from ..stack.connect_probe import STALL_BOUND_S
+from ..stack.spark_connect import DETACHED_TIMEOUT, MAINTENANCE_INTERVAL, SparkConnectServer
+from .lab import Lab, TrialResult
+from .process import JobProcess
+from .scenarios import _once, _shop_with_purchases, trial
+
+log = logging.getLogger(__name__)
+
+#: A window whose server dies or stalls ends within this (the client's watch, a probe, the exit).
+FAIL_BOUND_S = STALL_BOUND_S + 15
+#: An orphaned operation (its client killed) ends within this: Spark's detached timeout, its maintenance
+#: interval, and the time to interrupt the tasks.
+ORPHAN_BOUND_S = float(DETACHED_TIMEOUT.rstrip("s")) + float(MAINTENANCE_INTERVAL.rstrip("s")) + 15
+SLEEP_S = 120  # how long the failpoint keeps a task in flight (the fault lands within it)
+EXTRA = ["--chunk-records", "200"]
+
+
+def _server(lab: Lab) -> SparkConnectServer:
+    if lab.connect is None:
+        raise ValueError("Connect scenarios need a lab with a Spark Connect server (Lab.connect)")
+    return lab.connect
+
+
+def _client(lab: Lab, shop, failpoints: str = "", run_id: str | None = None) -> JobProcess:
+    extra = EXTRA + (["--run-id", run_id] if run_id else [])
+    return lab.job(shop, extra, failpoints=failpoints, env=_server(lab).client_env())
+
+
+def _in_flight(lab: Lab, shop, scenario: str, seed: int) -> JobProcess:
+    """A client whose task for one partition is asleep mid-transaction."""
+    server = _server(lab)
+    server.ensure_running()
+    since = server.log_file.stat().st_size if server.log_file.is_file() else 0
+    job = _client(lab, shop, f"mid_produce=sleep:{SLEEP_S},partition={seed % 2},after={10 + seed * 13 % 90},"
+                             f"{_once(scenario)}").start()
+    deadline = time.monotonic() + 240
+    while "failpoint mid_produce fired" not in server._log_since(since):
+        if not job.alive or time.monotonic() > deadline:
+            job.kill()
+            raise RuntimeError(f"the window never reached its failpoint:\n{job.tail()}")
+        time.sleep(0.3)
+    return job
+
+
+def task_workers(server: SparkConnectServer) -> list[int]:
+    """The server's Python workers running a task now (children of its worker daemons)."""
+    try:
+        return [w.pid for daemon in psutil.Process(server.pid()).children() for w in daemon.children()]
+    except (psutil.Error, ValueError, TypeError):
+        return []
+
+
+def _ended_within(result: TrialResult, job: JobProcess, t_fault: float, bound_s: float, codes: tuple[int, ...]
+                  ) -> int | None:
+    """Wait for the faulted run to end within ``bound_s``; it must end with one of ``codes`` and,
+    failing, with exactly one ``error:`` line and no traceback."""
+    code = job.wait(max(1.0, bound_s - (time.monotonic() - t_fault)))
+    if code is None:
+        result.hung = True
+        job.kill()
+        return None
+    result.fail_s = round(time.monotonic() - t_fault, 1)
+    errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
+    if code not in codes or (code != 0 and (len(errors) != 1 or "Traceback" in job.stderr)):
+        result.violations["unclear_failure"] = 1
+        log.error("faulted run: exit %s, errors %s\n%s", code, errors, job.tail(30))
+    return code
+
+
+def _recover(lab: Lab, result: TrialResult, shop, t_fault: float) -> None:
+    _server(lab).ensure_running()
+    lab.recover(shop, EXTRA, env=_server(lab).client_env())
+    result.recovery_s = round(time.monotonic() - t_fault, 1)
+
+
+def _server_fault(lab: Lab, seed: int, scenario: str, sig: int) -> TrialResult:
+    with trial(scenario, f"seed={seed}") as result:
+        shop, ends = _shop_with_purchases(lab, result, 2, scenario.replace("_", "-"), 600, invalid_share=0.05,
+                                          seed=seed, transaction_size=100, abort_share=0.1)
+        job = _in_flight(lab, shop, scenario, seed)
+        server = _server(lab)
+        pid = server.pid()
+        psutil.Process(pid).send_signal(sig)
+        t_fault = time.monotonic()
+        result.kills = 1
+        code = _ended_within(result, job, t_fault, FAIL_BOUND_S, (1,))
+        _recover(lab, result, shop, t_fault)
+        result.detail = (f"server {signal.Signals(sig).name} mid-publish; the window ended (exit {code}) after "
+                         f"{result.fail_s}s; restarted (pid {pid} -> {server.pid()}), retry exact after "
+                         f"{result.recovery_s}s")
+        lab.judge(result, shop, ends)
+    return result
+
+
+def connect_server_kill(lab: Lab, seed: int) -> TrialResult:
+    return _server_fault(lab, seed, "connect_server_kill", signal.SIGKILL)
+
+
+def connect_server_stop(lab: Lab, seed: int) -> TrialResult:
+    return _server_fault(lab, seed, "connect_server_stop", signal.SIGSTOP)
+
+
+def _client_gone(lab: Lab, seed: int, scenario: str, end_client) -> TrialResult:
+    with trial(scenario, f"seed={seed}") as result:
+        shop, ends = _shop_with_purchases(lab, result, 2, scenario.replace("_", "-"), 600, invalid_share=0.05,
+                                          seed=seed, transaction_size=100, abort_share=0.1)
+        job = _in_flight(lab, shop, scenario, seed)
+        server = _server(lab)
+        t_fault = time.monotonic()
+        how = end_client(job)
+        result.kills = 1
+        bound = ORPHAN_BOUND_S if how == "SIGKILL" else TERM_GRACE_S + 5
+        while task_workers(server) and time.monotonic() - t_fault < bound + 60:
+            time.sleep(0.5)
+        orphan_s = round(time.monotonic() - t_fault, 1)
+        if orphan_s > bound:
+            result.violations["orphan_outlived_its_bound"] = 1
+        result.fail_s = orphan_s
+        _recover(lab, result, shop, t_fault)
+        result.detail = (f"client {how} mid-window; its tasks on the server ended {orphan_s}s later (bound "
+                         f"{bound:.0f}s); retry exact after {result.recovery_s}s")
+        lab.judge(result, shop, ends)
+    return result
+
+
+def connect_client_kill(lab: Lab, seed: int) -> TrialResult:
+    def sigkill(job: JobProcess) -> str:
+        job.kill()
+        return "SIGKILL"
+
+    return _client_gone(lab, seed, "connect_client_kill", sigkill)
+
+
+def connect_task_kill(lab: Lab, seed: int) -> TrialResult:
+    """Airflow's own path: the operator's ``on_kill`` on the running client."""
+    from ..orchestration.operators import WindowSparkConnectOperator  # Airflow loads for this scenario only
+
+    def on_kill(job: JobProcess) -> str:
+        operator = WindowSparkConnectOperator(task_id="run_window", application="jobs/run_window.py")
+        operator._proc = job.proc
+        operator.on_kill()
+        code = job.wait(5)
+        errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
+        if code != 143 or len(errors) != 1 or "terminated (SIGTERM)" not in errors[0]:
+            raise RuntimeError(f"on_kill: exit {code}, errors {errors}:\n{job.tail()}")
+        return "SIGTERM (on_kill)"
+
+    return _client_gone(lab, seed, "connect_task_kill", on_kill)
+
+
+def connect_two_clients(lab: Lab, seed: int) -> TrialResult:
+    with trial("connect_two_clients", f"seed={seed}") as result:
+        shop, ends = _shop_with_purchases(lab, result, 2, "connect-two", 3000, invalid_share=0.05, seed=seed,
+                                          transaction_size=200, abort_share=0.1)
+        _server(lab).ensure_running()
+        t0 = time.monotonic()
+        jobs = [_client(lab, shop, run_id=f"twin-{i}-{seed}").start() for i in (1, 2)]
+        codes = [j.wait(FAIL_BOUND_S + 240) for j in jobs]
+        for j in jobs:
+            if j.alive:
+                result.hung = True
+                j.kill()
+        result.fail_s = round(time.monotonic() - t0, 1)
+        if 0 not in codes:
+            _recover(lab, result, shop, t0)
+        result.detail = f"exit codes {codes}; {sum(j.count('fenced') > 0 for j in jobs)} of 2 saw fencing"
+        lab.judge(result, shop, ends)
+    return result
+
+
+def connect_server_restart(lab: Lab, seed: int) -> TrialResult:
+    with trial("connect_server_restart", f"seed={seed}") as result:
+        shop, ends = _shop_with_purchases(lab, result, 2, "connect-restart", 600, invalid_share=0.05, seed=seed)
+        server = _server(lab)
+        server.ensure_running()
+        lab.recover(shop, EXTRA + ["--max-records-per-partition", "100"], env=server.client_env())
+        pid = server.pid()
+        server.stop()
+        t_fault = time.monotonic()
+        result.kills = 1
+        _recover(lab, result, shop, t_fault)
+        result.detail = f"restarted between windows (pid {pid} -> {server.pid()}); next window exact"
+        lab.judge(result, shop, ends)
+    return result
+
+
+def connect_broker_kill(lab: Lab, seed: int) -> TrialResult:
+    rng = random.Random(seed)
+    with trial("connect_broker_kill", f"seed={seed}") as result:
+        shop, ends = _shop_with_purchases(lab, result, 2, "connect-broker", 3000, invalid_share=0.05, seed=seed,
+                                          transaction_size=200, abort_share=0.1)
+        _server(lab).ensure_running()
+        job = _client(lab, shop).start()
+        if not job.wait_for("publishing tasks", 240):
+            raise RuntimeError(f"the window never started publishing:\n{job.tail()}")
+        time.sleep(rng.uniform(0.0, 2.0))
+        lab.broker.kill()
+        t_fault = time.monotonic()
+        result.kills = 1
+        time.sleep(2)
+        lab.broker.start()
+        code = _ended_within(result, job, t_fault, 300, (0, 1, 2))
+        if code != 0:
+            _recover(lab, result, shop, t_fault)
+        else:
+            result.recovery_s = result.fail_s
+        result.detail = f"broker SIGKILL mid-window, back after 2 s; the window ended with exit {code}"
+        lab.judge(result, shop, ends)
+    return result
+
+
+CONNECT_SCENARIOS = {
+    "connect_server_kill": connect_server_kill,
+    "connect_server_stop": connect_server_stop,
+    "connect_client_kill": connect_client_kill,
+    "connect_task_kill": connect_task_kill,
+    "connect_two_clients": connect_two_clients,
+    "connect_server_restart": connect_server_restart,
+    "connect_broker_kill": connect_broker_kill,
+}

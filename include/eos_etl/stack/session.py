@@ -1,0 +1,27 @@
+"""The one way the project gets a SparkSession: a Spark Connect client when ``$SPARK_REMOTE`` names a
+server (:mod:`.connect_client`), else this process's own Spark application (:mod:`.spark`)."""
+
+from __future__ import annotations
+
+import os
+
+from .connect_client import close_session, connect_session
+from .spark import REMOTE_ENV, classic_session
+
+
+def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: dict[str, str] | None = None):
+    """Get (or create) the SparkSession for this process."""
+    if remote := os.environ.get(REMOTE_ENV):
+        if master:
+            raise ValueError(f"--master {master} and ${REMOTE_ENV} both given: a Spark Connect client runs on "
+                             "its server's master")
+        return connect_session(remote, app_name, conf)
+    return classic_session(app_name, master, conf)
+
+
+def stop_session(spark) -> None:
+    """End a session from :func:`spark_session`: a Connect client's is released (bounded)."""
+    if type(spark).__module__.startswith("pyspark.sql.connect"):
+        close_session(spark)
+    else:
+        spark.stop()
