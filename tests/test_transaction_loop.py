@@ -305,3 +305,16 @@ def test_refresh_commits_the_same_position_again_with_nothing_produced():
     loop.refresh()
     assert checkpoint.committed_offset == checkpoint.logged_offset == 4
     assert producer.visible == [] and result.transactions == 1 and result.aborts == 1
+
+
+def test_refresh_after_a_commit_of_unknown_outcome_reinitialises_and_commits_again():
+    checkpoint = FakeCheckpoint(4)
+    producer = FakeProducer(checkpoint, {("commit_transaction", 1): _unknown("commit_transaction")})
+    result = PartitionResult(partition=0, transactional_id="t-0", start=4, end=4, committed_before=4)
+    loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "r"), result,
+                           position=4, validated_position=lambda c: 4 if c is None else c, chunk_records=3,
+                           chunk_seconds=3600, max_abort_retries=3)
+    loop.refresh()
+    assert result.reinitialisations == 1 and producer.epoch == 1 and producer.calls.get("abort_transaction") is None
+    assert producer.log[-1] == ("commit_transaction", 1)  # the renewed commit, on the new epoch
+    assert checkpoint.committed_offset == checkpoint.logged_offset == 4 and producer.visible == []
