@@ -68,12 +68,13 @@ def test_a_cluster_formatted_with_transaction_version_1_says_so_in_preflight_and
     connection = KafkaConnection(version1_broker.bootstrap_servers)
     assert finalized_features(connection).transaction_version == 1
     from eos_etl.kafka.admin import ClusterAdmin
+    from eos_etl.kafka.topics import ensure_topics
     from eos_etl.shop.job import ShopSettings
     from eos_etl.shop.schema import ShopTopics
 
     topics = ShopTopics("purchases-tv1", "invoices-tv1", "shipments-tv1", "purchases-tv1.dlq")
-    ClusterAdmin(connection).create_topics({t: 1 for t in (topics.purchases, *topics.outputs)})
     shop = ShopSettings(connection=connection, topics=topics, group="group-tv1", transactional_id_prefix="tv1")
+    ensure_topics(ClusterAdmin(connection), shop.specs(1))  # its checkpoint topic too
     res = cli("transactions", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop), timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.splitlines()[0].startswith("cluster: transaction.version 1, metadata.version 4."), res.stdout

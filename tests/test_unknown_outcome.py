@@ -19,13 +19,15 @@ import time
 import pytest
 
 from eos_etl.engine.checkpoint import PartitionCheckpoint
-from eos_etl.engine.pipeline import DEFAULT_PRODUCER_CONFIG
+from eos_etl.engine import checkpoint_log
+from eos_etl.engine.pipeline import DEFAULT_PRODUCER_CONFIG, PipelineConfig
 from eos_etl.engine.producer import TransactionalProducer
 from eos_etl.engine.publisher import PartitionResult
 from eos_etl.engine.transaction_loop import H_SOURCE_OFFSET, LineageWriter, TransactionLoop
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.reader import read_ranges
+from eos_etl.kafka.topics import ensure_topics
 from eos_etl.kafka.transactions import TransactionsTool
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.tools import free_port
@@ -104,15 +106,16 @@ def test_a_commit_of_unknown_outcome_ends_the_producer_and_a_new_epoch_finishes_
     connection = KafkaConnection(own_broker.bootstrap_servers)
     admin = ClusterAdmin(connection)
     source, sink, group, tid = unique("uo-in"), unique("uo-out"), unique("uo-group"), unique("uo-txn")
+    config = PipelineConfig(connection, input_topic=source, group=group, output_topics=(sink,),
+                            transactional_id_prefix=tid)
     admin.create_topics({source: 1, sink: 1})
+    ensure_topics(admin, [checkpoint_log.topic_spec(config.checkpoint_topic, 1)])
     end = 12
     settings = {**DEFAULT_PRODUCER_CONFIG, **connection.client_config(), "transactional.id": tid,
                 "transaction.timeout.ms": 60_000, "log_level": 0}
     producer = FreezingProducer(settings, own_broker, at_commit, retry_deadline_s=RETRY_S,
                                 op_timeout_s=OP_TIMEOUT_S)
-    checkpoint = PartitionCheckpoint({**connection.client_config(), "group.id": group,
-                                      "isolation.level": "read_committed", "enable.auto.commit": False},
-                                     source, 0)
+    checkpoint = PartitionCheckpoint(config, 0)
     try:
         producer.init_transactions()
         epoch_before = _epoch(connection, tid)
@@ -135,7 +138,7 @@ def test_a_commit_of_unknown_outcome_ends_the_producer_and_a_new_epoch_finishes_
     assert producer.threads_before and producer.threads_after == producer.threads_before, \
         (producer.threads_before, producer.threads_after)
     assert _epoch(connection, tid) > epoch_before, "the new producer did not get a new epoch"
-    assert checkpoint_committed(connection, group, source) == end
+    assert checkpoint_committed(config) == end
     assert result.records_published == end and result.transactions == 3, result
     offsets = admin.settled_offsets(sink, timeout_s=30)
     assert all(o.settled for o in offsets.values()), f"a transaction is left open: {offsets}"
@@ -145,9 +148,8 @@ def test_a_commit_of_unknown_outcome_ends_the_producer_and_a_new_epoch_finishes_
     assert sources == list(range(end)), f"not exactly once: {sources}"
 
 
-def checkpoint_committed(connection: KafkaConnection, group: str, topic: str) -> int | None:
-    reader = PartitionCheckpoint({**connection.client_config(), "group.id": group,
-                                  "isolation.level": "read_committed", "enable.auto.commit": False}, topic, 0)
+def checkpoint_committed(config: PipelineConfig) -> int | None:
+    reader = PartitionCheckpoint(config, 0)
     try:
         return reader.committed()
     finally:
