@@ -3,7 +3,7 @@ PY := .venv/bin/python
 # pytest-xdist workers for `make test` (CI has 2 cores; each worker starts its own broker and Spark session)
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test test-fast soak soak-cluster bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
+.PHONY: setup demo test test-fast soak soak-cluster soak-partitions bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
 
 setup:
 	@bash scripts/setup.sh
@@ -23,9 +23,15 @@ test-fast: setup
 soak: setup
 	$(PY) -m eos_etl soak
 
-## Broker and Spark faults on a private three-node Kafka cluster + Spark standalone; writes the cluster section of docs/reliability.md.
+## Broker and Spark faults on a private three-node Kafka cluster + Spark standalone, then the network
+## partitions (soak-partitions); writes the cluster and partition sections of docs/reliability.md.
 soak-cluster: setup
-	$(PY) -m eos_etl soak --cluster
+	status=0; $(PY) -m eos_etl soak --cluster || status=1; $(PY) -m eos_etl soak --partitions || status=1; exit $$status
+
+## Network partitions (root): brokers and the job in network namespaces of their own, cut apart with iptables,
+## on clusters formatted with transaction.version 1 and 2 (~2 h with 3 seeds); writes the partition section.
+soak-partitions: setup
+	$(PY) -m eos_etl soak --partitions
 
 ## Benchmarks (~40 min, not part of the tests): writes docs/benchmarks.md and docs/benchmarks.png.
 bench: setup

@@ -40,6 +40,12 @@ fi
   || echo "setup: warning: no class-data archive; Spark's JVMs start without it (python -m eos_etl jvm-archive retries)"
 # Debian's chromium for the real-browser UI test (installs it when root with apt).
 bash scripts/install_browser.sh
+# iptables for the network-partition lab (namespaces, cuts inside them): installed when root with apt.
+if ! command -v iptables >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "setup: installing iptables with apt-get (the network-partition lab's cuts)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables >/dev/null 2>&1 \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables >/dev/null; }
+fi
 # Compose renders docker-compose.yaml for tests/test_compose.py (`config`: no Docker engine needed).
 if ! command -v docker-compose > /dev/null && ! docker compose version > /dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then

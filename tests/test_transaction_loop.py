@@ -5,7 +5,9 @@ A fake transactional producer keeps what a read_committed reader would see
 checkpoint topic's record, and
 raises an error class at a chosen call: abortable (abort, rewind to the
 committed offset, replay), fatal (fenced: the attempt fails, nothing of the
-open transaction is visible). Every scenario ends with the invariants checked:
+open transaction is visible), unknown outcome (a commit or abort unanswered:
+the producer is ended and a new one initialised, with a new epoch, before
+anything else; the commit may or may not have landed). Every scenario ends with the invariants checked:
 one output per published input record, outputs visible only with their
 offsets. The same loop against a real broker and injected faults:
 tests/test_kafka_transactions.py, tests/test_faults.py.
@@ -18,7 +20,7 @@ import json
 import pytest
 
 from eos_etl.engine.errors import ProducerFencedError, PublishError
-from eos_etl.engine.producer import TransactionAbortable
+from eos_etl.engine.producer import TransactionAbortable, TransactionOutcomeUnknown
 from eos_etl.engine.publisher import PartitionResult
 from eos_etl.engine.transaction_loop import H_SOURCE_OFFSET, LineageWriter, TransactionLoop
 
@@ -35,16 +37,34 @@ class FakeProducer:
         self.pending_offset: int | None = None
         self.pending_record: int | None = None
         self.fenced = False
+        self.epoch = 0
+        self.ended = False  # after an unknown outcome, until reinitialise(): no call may reach this producer
+        self.log: list[tuple[str, int]] = []  # (method, epoch) of every call, in order
+        # commit_transaction numbers whose unknown outcome was in fact a commit (the answer was lost).
+        self.landed: set[int] = set()
 
     def _call(self, method: str) -> None:
         n = self.calls[method] = self.calls.get(method, 0) + 1
+        self.log.append((method, self.epoch))
+        assert not self.ended, f"{method} on a producer whose commit or abort had an unknown outcome"
         if self.fenced:
             raise ProducerFencedError("producer was fenced")
         exc = self.fail.pop((method, n), None)
         if isinstance(exc, ProducerFencedError):
             self.fenced = True
+        if isinstance(exc, TransactionOutcomeUnknown):
+            if method == "commit_transaction" and n in self.landed:
+                self._apply_commit()
+            self.ended = True
         if exc is not None:
             raise exc
+
+    def reinitialise(self):
+        """A new producer with a new epoch; its init completes or aborts what the old one left open."""
+        self.log.append(("reinitialise", self.epoch))
+        self.epoch += 1
+        self.ended = False
+        self.pending, self.pending_offset, self.pending_record = None, None, None
 
     def begin_transaction(self):
         self._call("begin_transaction")
@@ -74,6 +94,9 @@ class FakeProducer:
 
     def commit_transaction(self):
         self._call("commit_transaction")
+        self._apply_commit()
+
+    def _apply_commit(self):
         self.visible += self.pending
         if self.pending_offset is not None:
             self.checkpoint.committed_offset = self.pending_offset
@@ -108,9 +131,10 @@ def records(offsets) -> list:
 
 
 def run(offsets, *, end: int, start: int = 0, committed: int | None = None, fail: dict | None = None,
-        chunk_records: int = 3, max_abort_retries: int = 3):
+        chunk_records: int = 3, max_abort_retries: int = 3, landed: set[int] = frozenset()):
     checkpoint = FakeCheckpoint(committed)
     producer = FakeProducer(checkpoint, fail)
+    producer.landed = set(landed)
     result = PartitionResult(partition=0, transactional_id="shop-purchases-0", start=start, end=end,
                              committed_before=committed)
     loop = TransactionLoop(
@@ -202,6 +226,46 @@ def test_a_retry_resumes_from_the_committed_offset_and_publishes_nothing_twice()
     assert sorted(o for t, o in combined.visible if t == "invoices") == list(range(8))
 
 
+def _unknown(what: str) -> TransactionOutcomeUnknown:
+    return TransactionOutcomeUnknown(f"{what} got no answer within 60s of retries: its outcome is unknown")
+
+
+@pytest.mark.parametrize("landed", [False, True], ids=["commit lost", "commit landed, answer lost"])
+def test_a_commit_of_unknown_outcome_reinitialises_before_any_new_transaction(landed):
+    producer, checkpoint, result, error = run(
+        range(8), end=8, fail={("commit_transaction", 2): _unknown("commit_transaction")},
+        landed={2} if landed else set())
+    assert error is None
+    assert result.reinitialisations == 1 and producer.epoch == 1
+    assert producer.calls.get("abort_transaction") is None  # an unknown commit is never followed by an abort
+    failed_at = producer.log.index(("commit_transaction", 0), producer.log.index(("commit_transaction", 0)) + 1)
+    assert producer.log[failed_at + 1] == ("reinitialise", 0)
+    assert all(epoch == 1 for _, epoch in producer.log[failed_at + 2:])  # nothing more on the old epoch
+    assert checkpoint.committed_offset == 8 and result.records_published == 8
+    assert sorted(o for t, o in producer.visible if t == "invoices") == list(range(8))
+    assert_exactly_once(producer, checkpoint)
+
+
+def test_an_abort_of_unknown_outcome_reinitialises_and_replays():
+    producer, checkpoint, result, error = run(
+        range(8), end=8, fail={("flush", 2): TransactionAbortable("messages undelivered"),
+                               ("abort_transaction", 1): _unknown("abort_transaction")})
+    assert error is None
+    assert result.aborts == 1 and result.reinitialisations == 1 and producer.epoch == 1
+    aborted_at = producer.log.index(("abort_transaction", 0))
+    assert producer.log[aborted_at + 1] == ("reinitialise", 0)
+    assert checkpoint.committed_offset == 8
+    assert_exactly_once(producer, checkpoint)
+    assert sorted(o for t, o in producer.visible if t == "shipments") == list(range(8))
+
+
+def test_unknown_outcomes_count_as_aborts_and_end_the_attempt_past_the_limit():
+    fail = {("commit_transaction", n): _unknown("commit_transaction") for n in range(1, 10)}
+    producer, checkpoint, result, error = run(range(5), end=5, fail=fail, max_abort_retries=2)
+    assert isinstance(error, PublishError) and "giving up after 2 aborted transactions" in str(error)
+    assert result.reinitialisations == 2 and producer.visible == [] and checkpoint.committed_offset is None
+
+
 def test_the_checkpoint_record_commits_with_the_offsets_and_never_without_them():
     fail = {("commit_transaction", 2): ProducerFencedError("fenced before the second commit")}
     producer, checkpoint, _, error = run(range(6), end=6, fail=fail)
@@ -241,3 +305,16 @@ def test_refresh_commits_the_same_position_again_with_nothing_produced():
     loop.refresh()
     assert checkpoint.committed_offset == checkpoint.logged_offset == 4
     assert producer.visible == [] and result.transactions == 1 and result.aborts == 1
+
+
+def test_refresh_after_a_commit_of_unknown_outcome_reinitialises_and_commits_again():
+    checkpoint = FakeCheckpoint(4)
+    producer = FakeProducer(checkpoint, {("commit_transaction", 1): _unknown("commit_transaction")})
+    result = PartitionResult(partition=0, transactional_id="t-0", start=4, end=4, committed_before=4)
+    loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "r"), result,
+                           position=4, validated_position=lambda c: 4 if c is None else c, chunk_records=3,
+                           chunk_seconds=3600, max_abort_retries=3)
+    loop.refresh()
+    assert result.reinitialisations == 1 and producer.epoch == 1 and producer.calls.get("abort_transaction") is None
+    assert producer.log[-1] == ("commit_transaction", 1)  # the renewed commit, on the new epoch
+    assert checkpoint.committed_offset == checkpoint.logged_offset == 4 and producer.visible == []

@@ -85,7 +85,7 @@ def test_every_blocking_producer_call_is_bounded_by_its_timeout_plus_the_margin(
     producer = TransactionalProducer({"transactional.id": "bound-test", "bootstrap.servers": "127.0.0.1:1"},
                                      op_timeout_s=7.0, call_bound=Recording)
     try:
-        assert producer._call("send_offsets_to_transaction", lambda: 42) == 42
+        assert producer._call("send_offsets_to_transaction", fn=lambda: 42) == 42
     finally:
         producer.close()
     assert bounds == [7.0 + OVERDUE_MARGIN_S]

@@ -354,7 +354,7 @@ def cmd_run_window(args) -> int:
     from .engine.runner import preflight
 
     pipeline = settings.pipeline(**_pipeline_overrides(args))
-    preflight(pipeline)  # before Spark starts: misconfiguration fails in seconds
+    features = preflight(pipeline).features  # before Spark starts: misconfiguration fails in seconds
     window = plan_from_args(settings, args)
     # A window with nothing new only renews its commits: no Spark session for that.
     spark = None if window.is_empty else spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master,
@@ -371,6 +371,7 @@ def cmd_run_window(args) -> int:
         if spark is not None and not args.keep_spark:
             stop_session(spark)
     data = summary_dict(settings, summary)
+    data["cluster_features"] = features.to_dict() if features is not None else None
     data["wall_seconds"] = round(time.monotonic() - t0, 3)
     text = json.dumps(data, indent=None if args.compact else 2)
     if args.summary_file:
@@ -492,8 +493,12 @@ def cmd_check(args) -> int:
 def cmd_soak(args) -> int:
     from .faults.soak import SCENARIOS, SoakOptions, run_soak, summarize, write_markdown
 
+    if args.cluster and args.partitions:
+        raise ConfigurationError("soak: --cluster and --partitions are two soaks; run one, then the other")
     if args.cluster:
         return _cmd_soak_cluster(args)
+    if args.partitions:
+        return _cmd_soak_partitions(args)
     opts = SoakOptions(records=args.records, kills=args.kills, seeds=args.seeds,
                        broker_restarts=args.broker_restarts, start_phase_kills=args.start_phase_kills,
                        duration_s=args.duration, endurance_windows=args.endurance_windows,
@@ -543,6 +548,52 @@ def _cmd_soak_cluster(args) -> int:
     bad = [r for r in results if not r.ok]
     print(f"{len(results)} cluster trials in {wall / 60:.1f} min, {len(bad)} failed; section written to {out}")
     return 1 if bad else 0
+
+
+def _cmd_soak_partitions(args) -> int:
+    from .faults.partition_soak import PartitionSoakOptions, run_partition_soak, summarize, write_markdown
+
+    command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
+    try:
+        versions = tuple(int(v) for v in args.transaction_versions.split(","))
+    except ValueError:
+        raise ConfigurationError(f"--transaction-versions: a comma-separated list of numbers, not "
+                                 f"{args.transaction_versions!r}") from None
+    opts = PartitionSoakOptions(seeds=args.seeds, transaction_versions=versions,
+                                scenarios=tuple(args.scenarios.split(",")) if args.scenarios else (),
+                                out=Path(args.out) if args.out else None, command=command)
+    if not args.merge_into:
+        run = run_partition_soak(opts, on_trial=lambda done: write_markdown(done, opts, command))
+        out = write_markdown(run, opts, command)
+    else:
+        out, run = _rerun_partitions(args, opts, command)
+    for row in summarize(run.results):
+        print(f"{row['scenario']:<30} {row['variant']:<22} trials={row['trials']:<3} faults={row['faults']:<3} "
+              f"violations={row['violations']} hangs={row['hangs']} errors={row['errors']} "
+              f"new_epochs={row['new_epochs']} longest={row['longest_s']}s")
+    bad = [r for r in run.results if not r.ok]
+    print(f"{len(run.results)} partition trials in {run.wall_s / 60:.1f} min, {len(bad)} failed; section written "
+          f"to {out}")
+    return 1 if bad else 0
+
+
+def _rerun_partitions(args, opts, command: str):
+    """Re-run ``--scenarios`` and replace their trials in an earlier partition soak's results."""
+    from .faults.partition_soak import PartitionSoakRun, load, run_partition_soak, save, write_markdown
+    from .faults.soak import merge_rerun
+
+    earlier, earlier_command = load(Path(args.merge_into))  # read first: the soak rewrites its results.json
+    label = (f"{earlier_command or 'an earlier soak'}`, with the trials of {', '.join(opts.scenarios)} "
+             f"replaced by `{command}")
+
+    def merged(done: PartitionSoakRun) -> PartitionSoakRun:
+        return PartitionSoakRun(merge_rerun(earlier.results, done.results), earlier.clusters or done.clusters,
+                                earlier.wall_s + done.wall_s)
+
+    run = run_partition_soak(opts, on_trial=lambda done: write_markdown(merged(done), opts, label))
+    whole = merged(run)
+    save(whole, Path(args.merge_into), label)
+    return write_markdown(whole, opts, label), whole
 
 
 def cmd_demo(args) -> int:
@@ -709,12 +760,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", action="store_true",
                    help="broker faults on a private 3-node cluster (var/soak-cluster); --seeds trials per scenario, "
                         "--scenarios from faults.cluster_scenarios; writes the cluster section")
+    p.add_argument("--partitions", action="store_true",
+                   help="network partitions on a private 3-node cluster whose nodes and job are network "
+                        "namespaces of their own (root; var/soak-partitions): --seeds trials per scenario on each "
+                        "--transaction-versions cluster, --scenarios from faults.partition_scenarios; writes the "
+                        "partition section")
+    p.add_argument("--transaction-versions", default="1,2",
+                   help="with --partitions: the transaction.version levels to format a cluster with (default 1,2)")
     p.add_argument("--rolling-records", type=int, default=200_000,
                    help="with --cluster: window of the rolling-restart scenario")
     p.add_argument("--merge-into", metavar="RESULTS_JSON",
-                   help="with --cluster: re-run only --scenarios and replace their trials in this earlier soak's "
-                        "results (var/soak-cluster/results.json is rewritten by the run, so copy it first); "
-                        "the page then shows the merged set and both commands")
+                   help="with --cluster or --partitions: re-run only --scenarios and replace their trials in this "
+                        "earlier soak's results (var/soak-cluster/results.json or var/soak-partitions/results.json "
+                        "is rewritten by the run, so copy it first); the page then shows the merged set and both "
+                        "commands")
     p.set_defaults(func=cmd_soak)
 
     p = sub.add_parser("demo", help="bring up the stack, create topics, generate purchases and run the pipeline")

@@ -71,6 +71,7 @@ class PartitionResult:
     outputs: dict[str, int] = field(default_factory=dict)  # committed outputs per topic
     transactions: int = 0
     aborts: int = 0
+    reinitialisations: int = 0  # producers ended and replaced after a commit or abort of unknown outcome
     seconds: float = 0.0
     read_seconds: float = 0.0  # of the task's time, waiting for Spark's records (Kafka read + transform)
 

@@ -16,6 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..kafka.admin import ClusterAdmin
 from ..kafka.errors import AuthenticationError, AuthorizationError, BrokerUnreachableError
@@ -28,6 +29,9 @@ from .superseded import step_aside
 from .task_attempts import AttemptTracker, TaskAttempts
 from .window import OffsetRange, Window
 from .worker_warmup import PythonWorkerWarmup
+
+if TYPE_CHECKING:
+    from ..kafka.features import FinalizedFeatures
 
 log = logging.getLogger(__name__)
 
@@ -131,10 +135,36 @@ def require_grants(config: PipelineConfig) -> None:
         prove_transactional_id_access(config)
 
 
+def cluster_features(config: PipelineConfig):
+    """The cluster's finalised ``transaction.version`` and ``metadata.version``, logged (None if unreadable)."""
+    from ..kafka.errors import KafkaSetupError
+    from ..kafka.features import finalized_features
+
+    try:
+        features = finalized_features(config.connection)
+    except KafkaSetupError as exc:
+        log.warning("could not read the cluster's finalised features: %s", exc)
+        return None
+    # librdkafka speaks the version-1 transaction protocol whatever the cluster finalised; the leaders'
+    # partition verification (KIP-890 part 1) guards it against late writes on either.
+    log.info("cluster: %s; this producer (librdkafka) uses the version-1 transaction protocol",
+             features.describe())
+    return features
+
+
+@dataclass
+class Preflight:
+    """What a passed preflight learnt: the warnings it logged (a weak output topic, offsets that may
+    expire before the next run) and the cluster's finalised features (None if unreadable)."""
+
+    warnings: list[str]
+    features: FinalizedFeatures | None
+
+
 def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None, *,
-              schedule_interval_s: float | None = None) -> list[str]:
+              schedule_interval_s: float | None = None) -> Preflight:
     """Fail fast, before anything is read or published, if the run cannot work; return the
-    warnings it logged (a weak output topic, offsets that may expire before the next run).
+    warnings it logged and the cluster's finalised features (:class:`Preflight`).
 
     Every question goes to whichever broker answers and is retried on retriable
     failures (a broker lost, leaders and coordinators moving) for at most
@@ -157,6 +187,7 @@ def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None, *,
     except BrokerUnreachableError as exc:
         # Only a warning was at stake: the run itself needs the partition leaders, not this answer.
         log.warning("could not check the output topics' durability: %s", exc)
+    features = cluster_features(config)
     try:
         brokers = admin.broker_configs("transaction.max.timeout.ms", offsets_retention.SETTING)
     except (AuthenticationError, AuthorizationError):
@@ -181,7 +212,7 @@ def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None, *,
             f"transaction.max.timeout.ms={max_timeout}; lower the pipeline's transaction timeout "
             "(and chunk_seconds) or raise the broker setting"
         )
-    return warnings
+    return Preflight(warnings, features)
 
 
 #: Consumer settings of every bounded batch read. A range usually ends just after a

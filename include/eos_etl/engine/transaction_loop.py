@@ -14,6 +14,14 @@ records in :attr:`TransactionLoop.buffered`). Transitions:
   abort, re-read the group's committed offset (the checkpoint), keep the
   buffered records at or after it, begin and produce them again (-> open). Each
   abort counts; past ``max_abort_retries`` the attempt fails.
+* a commit or abort whose outcome stays unknown after its retries
+  (:class:`~eos_etl.engine.producer.TransactionOutcomeUnknown`: no answer from
+  the coordinator): never retried further, never followed by an abort. The
+  producer is ended and a new one initialised with the same transactional.id
+  (a new epoch: the coordinator completes or aborts what the old one left open
+  and fences anything of it that arrives late); then, as after an abort,
+  re-read the committed offset, which says whether the commit landed, and
+  replay the buffered records at or after it (-> open). Counts as an abort.
 * a fatal error (fenced, unauthorised, anything else): propagates; the caller
   closes the producer and the attempt fails. Nothing it left open is visible:
   the next ``init_transactions`` aborts it.
@@ -37,7 +45,7 @@ from collections.abc import Callable
 
 from . import failpoints
 from .errors import PublishError
-from .producer import TransactionAbortable
+from .producer import TransactionAbortable, TransactionOutcomeUnknown
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +144,7 @@ class TransactionLoop:
                     # a full local queue is served in produce() itself.
                     self.producer.poll()
                 return
-            except TransactionAbortable as exc:
+            except (TransactionAbortable, TransactionOutcomeUnknown) as exc:
                 self._recover(exc)
                 # The replay produced the record again if it was buffered before the error
                 # (a failed commit); a record below the committed position is published.
@@ -173,7 +181,7 @@ class TransactionLoop:
         while self.buffered or self.position < end:
             try:
                 self.commit(end)
-            except TransactionAbortable as exc:
+            except (TransactionAbortable, TransactionOutcomeUnknown) as exc:
                 self._recover(exc)
 
     def refresh(self) -> None:
@@ -182,7 +190,7 @@ class TransactionLoop:
             try:
                 self.commit(self.position)
                 return
-            except TransactionAbortable as exc:
+            except (TransactionAbortable, TransactionOutcomeUnknown) as exc:
                 self._recover(exc)
 
     # -- internals ------------------------------------------------------------------------------
@@ -192,17 +200,40 @@ class TransactionLoop:
         self.is_open = True
         self._opened_at = self._clock()
 
-    def _recover(self, exc: TransactionAbortable) -> None:
-        """Abort, rewind to the committed position and produce the open transaction's records again."""
+    def _reinitialise(self, reason: str) -> None:
+        log.warning("%s; ending the producer of %s and initialising a new one before any new transaction",
+                    reason, self._transactional_id)
+        self.producer.reinitialise()
+        self.result.reinitialisations += 1
+
+    def _recover(self, exc: TransactionAbortable | TransactionOutcomeUnknown) -> None:
+        """Abort (or, after an unknown outcome, re-initialise), rewind to the committed position and
+        produce the open transaction's records again."""
         result = self.result
         result.aborts += 1
+        reason = exc.reason if isinstance(exc, TransactionAbortable) else str(exc)
         if result.aborts > self._max_abort_retries:
             raise PublishError(f"{self._transactional_id}: giving up after {result.aborts - 1} aborted "
-                               f"transactions; last: {exc.reason}") from exc
-        log.warning("aborting transaction of %s: %s", self._transactional_id, exc.reason)
-        self.producer.abort_transaction()
+                               f"transactions; last: {reason}") from exc
+        if isinstance(exc, TransactionOutcomeUnknown):
+            self._reinitialise(reason)
+        else:
+            log.warning("aborting transaction of %s: %s", self._transactional_id, reason)
+            try:
+                self.producer.abort_transaction()
+            except TransactionOutcomeUnknown as unknown:
+                self._reinitialise(str(unknown))
         self.is_open = False
         self.position = self._validated_position(self.checkpoint.committed())
+        landed = [r for r in self.buffered if r[0] < self.position]
+        if landed and isinstance(exc, TransactionOutcomeUnknown):
+            # The commit whose answer was lost had taken effect: its records are published (by this attempt).
+            result.transactions += 1
+            result.records_published += len(landed)
+            for topic, n in self.writer.outputs.items():
+                result.outputs[topic] = result.outputs.get(topic, 0) + n
+            log.warning("the commit of unknown outcome of %s had landed: offsets -> %d", self._transactional_id,
+                        self.position)
         self.buffered[:] = [r for r in self.buffered if r[0] >= self.position]
         self._begin()
         for record in self.buffered:

@@ -49,6 +49,11 @@ class TrialResult:
     exit_code: int | None = None
     # From the fault to the faulted run ending (or what the scenario times: an orphan's tasks ending).
     fail_s: float | None = None
+    # What the trial ran against, when a soak runs the same scenario on several set-ups
+    # (e.g. "transaction.version=1"); "" for one set-up.
+    variant: str = ""
+    # Things the trial saw happen, counted (e.g. producers re-initialised after an unknown outcome).
+    counters: dict = field(default_factory=dict)
 
     @property
     def violation_count(self) -> int:
@@ -67,7 +72,8 @@ class TrialResult:
         return {"scenario": self.scenario, "trial": self.trial, "records": self.records, "kills": self.kills,
                 "violations": self.violations, "lso_settled": self.lso_settled, "seconds": self.seconds,
                 "detail": self.detail, "error": self.error, "recovery_s": self.recovery_s, "hung": self.hung,
-                "exit_code": self.exit_code, "fail_s": self.fail_s, "ok": self.ok}
+                "exit_code": self.exit_code, "fail_s": self.fail_s, "variant": self.variant,
+                "counters": self.counters, "ok": self.ok}
 
 
 @dataclass
@@ -82,6 +88,8 @@ class Lab:
     log_dir: object | None = None
     # stack.spark_cluster.SparkStandalone for the Spark-side scenarios (None: jobs run Spark in local mode).
     spark: object | None = None
+    # faults.network_lab.NetworkLab when jobs run on hosts of their own (network namespaces), to be cut off.
+    network: object | None = None
     # stack.spark_connect.SparkConnectServer for the Connect scenarios (None: jobs run their own Spark).
     connect: object | None = None
 
@@ -118,9 +126,14 @@ class Lab:
         offsets = self.admin.settled_offsets(shop.topics.purchases, timeout_s=timeout_s, poll_s=0.2)
         return {p: o.last_stable for p, o in offsets.items()}
 
-    def job(self, shop: ShopSettings, extra: list[str] = (), *, failpoints: str = "", env: dict | None = None
-            ) -> JobProcess:
-        return JobProcess(run_window_args(shop, list(extra)), failpoints=failpoints, env=env)
+    def job(self, shop: ShopSettings, extra: list[str] = (), *, failpoints: str = "", env: dict | None = None,
+            host: str = "job") -> JobProcess:
+        """A run of the window; with a network lab, on its job ``host``."""
+        args = run_window_args(shop, list(extra))
+        if self.network is not None:
+            args = self.network.job_command(args, host)
+            env = {**self.network.job_env(), **(env or {})}
+        return JobProcess(args, failpoints=failpoints, env=env)
 
     def keep_log(self, job: JobProcess, name: str) -> str:
         """Save a job's output for diagnosis; returns where (or '')."""

@@ -7,7 +7,9 @@ Output partitions are checked with list_offsets: a partition whose last
 stable offset stays below its high watermark holds an open transaction; it is
 **stuck** when that transaction has been open longer than the transaction
 timeout (the broker should have aborted it), or when no producer of the
-pipeline holds it (find-hanging).
+pipeline holds it (find-hanging). The report starts with the cluster's
+finalised ``transaction.version`` and ``metadata.version`` (Kafka's
+``FeatureCommand``, which names metadata versions as releases do).
 """
 
 from __future__ import annotations
@@ -52,23 +54,35 @@ class PartitionLag:
     reason: str = ""
 
 
+TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
+FEATURE_COMMAND = "org.apache.kafka.tools.FeatureCommand"
+
+
 @dataclass
 class TransactionsReport:
     transactions: list[TransactionInfo] = field(default_factory=list)
     open_partitions: list[PartitionLag] = field(default_factory=list)
     hanging: str = ""
+    # Finalised feature levels: name -> level as FeatureCommand prints it ("2", "4.1-IV1").
+    features: dict[str, str] = field(default_factory=dict)
 
     @property
     def stuck(self) -> list[PartitionLag]:
         return [p for p in self.open_partitions if p.stuck]
 
     def to_dict(self) -> dict:
-        return {"transactions": [asdict(t) | {"overdue": t.overdue} for t in self.transactions],
+        return {"features": self.features,
+                "transactions": [asdict(t) | {"overdue": t.overdue} for t in self.transactions],
                 "open_partitions": [asdict(p) for p in self.open_partitions],
                 "stuck": bool(self.stuck), "hanging": self.hanging}
 
     def describe(self) -> str:
-        lines = [f"{'transactional.id':<60} {'state':<16} {'epoch':>5} {'open ms':>9}"]
+        lines = []
+        if self.features:
+            lines.append(f"cluster: transaction.version {self.features.get('transaction.version', '0')}, "
+                         f"metadata.version {self.features.get('metadata.version', 'unknown')} (finalised); "
+                         "the pipeline's producers (librdkafka) use the version-1 transaction protocol")
+        lines.append(f"{'transactional.id':<60} {'state':<16} {'epoch':>5} {'open ms':>9}")
         for t in self.transactions:
             flag = "  OVERDUE" if t.overdue else ""
             dur = t.duration_ms if t.state.lower() == "ongoing" else ""
@@ -88,7 +102,7 @@ class TransactionsTool:
     def __init__(self, connection: KafkaConnection):
         self.connection = connection
 
-    def _run(self, *args: str) -> str:
+    def _run(self, *args: str, tool: str = TRANSACTIONS_COMMAND) -> str:
         java = require_tool("java", install_hint="apt-get install openjdk-17-jre-headless")
         maven.fetch(KAFKA_BROKER)
         with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
@@ -99,14 +113,14 @@ class TransactionsTool:
             config = f.name
         try:
             proc = subprocess.run(
-                [java, "-cp", KAFKA_BROKER.classpath(), "-Dlog4j2.level=ERROR", "org.apache.kafka.tools.TransactionsCommand",
+                [java, "-cp", KAFKA_BROKER.classpath(), "-Dlog4j2.level=ERROR", tool,
                  "--bootstrap-server", self.connection.bootstrap_servers, "--command-config", config, *args],
                 capture_output=True, text=True, timeout=120,
             )
         finally:
             os.unlink(config)
         if proc.returncode != 0:
-            raise KafkaSetupError(f"kafka TransactionsCommand {args[0]} failed: {proc.stderr.strip()[-800:]}")
+            raise KafkaSetupError(f"kafka {tool.rsplit('.', 1)[-1]} {args[0]} failed: {proc.stderr.strip()[-800:]}")
         return proc.stdout
 
     @staticmethod
@@ -133,13 +147,28 @@ class TransactionsTool:
     def find_hanging(self, broker_id: str) -> str:
         return self._run("find-hanging", "--broker-id", broker_id).strip()
 
+    def hanging_transactions(self, broker_id: str) -> list[dict[str, str]]:
+        """find-hanging's rows for ``broker_id`` (topic, partition, producer, start offset, ...); [] when none."""
+        return self._table(self.find_hanging(broker_id))
+
+    def finalized_features(self) -> dict[str, str]:
+        """Finalised feature levels (``FeatureCommand describe``), e.g. {"transaction.version": "2",
+        "metadata.version": "4.1-IV1"}."""
+        features = {}
+        for line in self._run("describe", tool=FEATURE_COMMAND).splitlines():
+            fields = dict(part.split(": ", 1) for part in line.split("\t") if ": " in part)
+            if "Feature" in fields and "FinalizedVersionLevel" in fields:
+                features[fields["Feature"]] = fields["FinalizedVersionLevel"]
+        return features
+
 
 def inspect_pipeline(connection: KafkaConnection, *, transactional_id_prefix: str, output_topics: tuple[str, ...],
                      settle_s: float = 2.0) -> TransactionsReport:
     """State of the pipeline's transactional ids and of its output partitions."""
     admin = ClusterAdmin(connection)
     tool = TransactionsTool(connection)
-    report = TransactionsReport(transactions=tool.list(transactional_id_prefix + "-"))
+    report = TransactionsReport(transactions=tool.list(transactional_id_prefix + "-"),
+                                features=tool.finalized_features())
     overdue = [t for t in report.transactions if t.overdue]
     lagging = []
     for topic in output_topics:

@@ -118,7 +118,7 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
         ensure_topics(admin, settings.specs(len(admin.partitions(cfg.topics.invoices)), outputs_only=True),
                       allow_existing=True)
     # Broker, topics, credentials, timeouts: fail fast and clearly. Warns when offsets may expire.
-    warnings = preflight(settings.pipeline(), schedule_interval_s=interval_s)
+    warnings = preflight(settings.pipeline(), schedule_interval_s=interval_s).warnings
     arrivals = _wait_for_arrivals(ctx, admin, settings.topics.purchases)
     dry_run = bool(params.get("dry_run"))
 

@@ -24,6 +24,11 @@ Usage::
 
 The fault suite asks it who leads what (partition leader, transaction and group
 coordinator, active controller) so it can kill exactly that node.
+
+Where the nodes run is a :class:`NodePlacement`: by default every node on the
+cluster's loopback address (:class:`LoopbackPlacement`); the network-partition
+lab (:mod:`eos_etl.faults.network_lab`) places each node on a host of its own,
+a network namespace with its own address, and starts its process there.
 """
 
 from __future__ import annotations
@@ -39,18 +44,19 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from .. import paths
 from ..arguments import switch_on
 from ..kafka.users import MECHANISM as SASL_MECHANISM
 from . import maven
-from .errors import BrokerStartError, StackError
+from .errors import BrokerStartError, PortInUseError, StackError
 from .jvm import jvm_options
-from .process import PidFile
+from .process import PidFile, wait_ports_free
 from .tools import (
     free_port,
     port_accepts,
-    require_free_port,
+    port_is_free,
     require_tool,
 )
 from .versions import KAFKA_BROKER
@@ -156,6 +162,46 @@ def coordinator_partition(key: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
+class NodePlacement(Protocol):
+    """Where each node of a cluster runs: its listeners' address and how its process is started."""
+
+    #: True when the nodes' addresses are reachable from this machine only (loopback, or the private
+    #: namespaces of a lab): the PLAINTEXT and controller listeners carry the super-user.
+    private: bool
+
+    def host(self, node_id: int) -> str:
+        """The address node ``node_id`` listens on and advertises."""
+
+    def command(self, node_id: int, argv: list[str]) -> list[str]:
+        """``argv`` as started for node ``node_id`` (e.g. inside its network namespace)."""
+
+    def port_is_free(self, node_id: int, port: int) -> bool:
+        """Whether node ``node_id`` could listen on ``port`` now."""
+
+    def free_port(self, node_id: int) -> int:
+        """A port for another listener of node ``node_id``."""
+
+
+@dataclass(frozen=True)
+class LoopbackPlacement:
+    """Every node on one loopback address, started as a plain child process."""
+
+    address: str = "127.0.0.1"
+    private: bool = True
+
+    def host(self, node_id: int) -> str:
+        return self.address
+
+    def command(self, node_id: int, argv: list[str]) -> list[str]:
+        return argv
+
+    def port_is_free(self, node_id: int, port: int) -> bool:
+        return port_is_free(port, self.address)
+
+    def free_port(self, node_id: int) -> int:
+        return free_port(self.address)
+
+
 @dataclass
 class NodeStatus:
     node_id: int
@@ -245,12 +291,17 @@ class KafkaNode:
         return self.home / "server.properties"
 
     @property
+    def host(self) -> str:
+        """The address this node listens on and advertises."""
+        return self.cluster.placement.host(self.node_id)
+
+    @property
     def address(self) -> str:
-        return f"{self.cluster.host}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def sasl_address(self) -> str | None:
-        return f"{self.cluster.host}:{self.sasl_port}" if self.sasl_port else None
+        return f"{self.host}:{self.sasl_port}" if self.sasl_port else None
 
     @property
     def ports(self) -> list[int]:
@@ -258,7 +309,7 @@ class KafkaNode:
 
     def properties(self) -> dict[str, str]:
         c = self.cluster
-        host = c.host
+        host = self.host
         props = {**_BASE_PROPERTIES, **replication_defaults(c.size)}
         if c.plaintext:
             listeners = [f"PLAINTEXT://{host}:{self.port}", f"CONTROLLER://{host}:{self.controller_port}"]
@@ -343,11 +394,15 @@ class KafkaNode:
     def spawn(self) -> None:
         """Start the process (storage must be formatted); returns without waiting."""
         for port in self.ports:
-            require_free_port(port, f"Kafka node {self.node_id}", self.cluster.host)
+            if not self.cluster.placement.port_is_free(self.node_id, port):
+                raise PortInUseError(
+                    f"port {port} on {self.host} is already in use, so Kafka node {self.node_id} cannot listen "
+                    f"there; stop whatever holds it (e.g. `ss -ltnp 'sport = :{port}'`) or choose another port")
         self._write_config()
         with open(self.stdout_file, "ab") as out:
             proc = subprocess.Popen(
-                self._jvm_args() + ["kafka.Kafka", str(self.properties_file)],
+                self.cluster.placement.command(self.node_id,
+                                               self._jvm_args() + ["kafka.Kafka", str(self.properties_file)]),
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,  # outlives the CLI that started it
             )
@@ -374,7 +429,7 @@ class KafkaNode:
                     f"Kafka node {self.node_id} exited during start-up; last lines of {self.log_file}:\n"
                     f"{self.tail_log()}"
                 )
-            if port_accepts(self.port, self.cluster.host):
+            if port_accepts(self.port, self.host):
                 try:
                     admin = AdminClient({**self.cluster.admin_connection(self.address).client_config(),
                                          "log_level": 0})
@@ -409,9 +464,11 @@ class KafkaNode:
 
     def _signal_and_wait(self, sig: int, timeout: float) -> None:
         # The kernel may hold the ports a moment after the process is gone (sockets closing):
-        # a start right after needs every port this node listens on free again.
-        PidFile(self.pid_file).end(f"Kafka node {self.node_id}", sig, timeout, ports=tuple(self.ports),
-                                   host=self.cluster.host)
+        # a start right after needs every port this node listens on free again, where it listens.
+        what = f"Kafka node {self.node_id}"
+        PidFile(self.pid_file).end(what, sig, timeout)
+        placement = self.cluster.placement
+        wait_ports_free(tuple(self.ports), what, is_free=lambda port: placement.port_is_free(self.node_id, port))
 
     def restart(self, *, hard: bool = False, timeout: float = READY_TIMEOUT_S) -> "KafkaNode":
         self.kill() if hard else self.stop()
@@ -459,15 +516,22 @@ class KafkaCluster:
     # KRaft feature levels fixed at format time, e.g. {"transaction.version": "1"}.
     features: dict[str, str] = field(default_factory=dict)
     host: str = "127.0.0.1"
+    # Where the nodes run (None: all on ``host``, a loopback address).
+    placement: NodePlacement | None = None
     nodes: list[KafkaNode] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:
         self.home = Path(self.home)
         if self.size < 1:
             raise StackError("a Kafka cluster needs at least one node")
-        if not ipaddress.ip_address(self.host).is_loopback:
-            raise StackError(f"the project's own Kafka listens on loopback only (its PLAINTEXT listener is "
-                             f"the super-user's), not on {self.host}; use a managed cluster beyond this machine")
+        if self.placement is None:
+            if not ipaddress.ip_address(self.host).is_loopback:
+                raise StackError(f"the project's own Kafka listens on loopback only (its PLAINTEXT listener is "
+                                 f"the super-user's), not on {self.host}; use a managed cluster beyond this machine")
+            self.placement = LoopbackPlacement(self.host)
+        elif not self.placement.private:
+            raise StackError("the project's own Kafka listens only where this machine alone can reach it (its "
+                             "PLAINTEXT listener is the super-user's): loopback or a lab's private namespaces")
         if self.heap is None:
             self.heap = "768m" if self.size == 1 else "512m"
         self.nodes = self._layout()
@@ -502,9 +566,10 @@ class KafkaCluster:
         ports = list(self.ports or ([self.port] if self.port else []))
         nodes = []
         for i in range(self.size):
-            port = ports[i] if i < len(ports) else free_port(self.host)
-            nodes.append(KafkaNode(self, i + 1, port, free_port(self.host),
-                                   free_port(self.host) if self.sasl_users else None))
+            node_id = i + 1
+            port = ports[i] if i < len(ports) else self.placement.free_port(node_id)
+            nodes.append(KafkaNode(self, node_id, port, self.placement.free_port(node_id),
+                                   self.placement.free_port(node_id) if self.sasl_users else None))
         self.home.mkdir(parents=True, exist_ok=True)
         self.layout_file.write_text(json.dumps(
             {"nodes": [{"node_id": n.node_id, "port": n.port, "controller_port": n.controller_port,
@@ -519,7 +584,7 @@ class KafkaCluster:
 
     @property
     def quorum_voters(self) -> str:
-        return ",".join(f"{n.node_id}@{self.host}:{n.controller_port}" for n in self.nodes)
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -537,7 +602,8 @@ class KafkaCluster:
         """The home's CA and broker certificate (:mod:`eos_etl.stack.tls`), made on first use."""
         from .tls import ensure_broker_tls
 
-        return ensure_broker_tls(self.home / "tls", (self.host, "localhost"))
+        hosts = tuple(dict.fromkeys(n.host for n in self.nodes)) if self.nodes else (self.host,)
+        return ensure_broker_tls(self.home / "tls", (*hosts, "localhost"))
 
     def admin_tls(self):
         """The admin's client certificate from the home's CA (used when PLAINTEXT is off)."""

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,9 +163,13 @@ class PidFile:
         return pid
 
 
-def wait_ports_free(ports: tuple[int, ...], what: str, host: str = "127.0.0.1", timeout: float = 30.0) -> None:
+def wait_ports_free(ports: tuple[int, ...], what: str, host: str = "127.0.0.1", timeout: float = 30.0, *,
+                    is_free: Callable[[int], bool] | None = None) -> None:
+    """Wait until every one of ``ports`` could be bound on ``host`` again (or, given ``is_free``,
+    until it says so: a port of a process in another network namespace)."""
+    is_free = is_free or (lambda port: port_is_free(port, host))
     deadline = time.monotonic() + timeout
-    while not all(port_is_free(p, host) for p in ports):
+    while not all(is_free(p) for p in ports):
         if time.monotonic() > deadline:
             raise StackError(f"ports {', '.join(map(str, ports))} of {what} still busy {timeout:.0f} s after it exited")
         time.sleep(0.05)
