@@ -34,7 +34,8 @@ import psutil
 
 from ..stack.connect_client import TERM_GRACE_S
 from ..stack.connect_probe import STALL_BOUND_S
-from ..stack.spark_connect import DETACHED_TIMEOUT, MAINTENANCE_INTERVAL, SparkConnectServer
+from ..stack.spark_connect import (DETACHED_TIMEOUT, MAINTENANCE_INTERVAL, SENDER_MAX_STREAM_DURATION,
+                                   SparkConnectServer)
 from .lab import Lab, TrialResult
 from .process import JobProcess
 from .scenarios import _once, _shop_with_purchases, trial
@@ -43,9 +44,11 @@ log = logging.getLogger(__name__)
 
 #: A window whose server dies or stalls ends within this (the client's watch, a probe, the exit).
 FAIL_BOUND_S = STALL_BOUND_S + 15
-#: An orphaned operation (its client killed) ends within this: Spark's detached timeout, its maintenance
-#: interval, and the time to interrupt the tasks.
-ORPHAN_BOUND_S = float(DETACHED_TIMEOUT.rstrip("s")) + float(MAINTENANCE_INTERVAL.rstrip("s")) + 15
+#: An orphaned operation (its client killed) ends within this: the response stream's end (when the server
+#: sees the client gone), Spark's detached timeout, its maintenance interval, and the time to interrupt
+#: the tasks.
+ORPHAN_BOUND_S = sum(float(s.rstrip("s")) for s in (SENDER_MAX_STREAM_DURATION, DETACHED_TIMEOUT,
+                                                     MAINTENANCE_INTERVAL)) + 15
 SLEEP_S = 120  # how long the failpoint keeps a task in flight (the fault lands within it)
 EXTRA = ["--chunk-records", "200"]
 

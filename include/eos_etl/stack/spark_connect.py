@@ -113,6 +113,11 @@ logger.server.level = info
 # tasks queue behind the orphan's. A living client is attached all along (it reattaches at once).
 DETACHED_TIMEOUT = "15s"
 MAINTENANCE_INTERVAL = "5s"
+# The server notices a vanished client only when the response stream it serves ends: it never
+# looks for a cancelled call, so a stream waiting for a long job's result lasts its full duration
+# (Spark's default 2 minutes) before the operation even counts as detached. A living client
+# reattaches at the end of each stream: one small request per this interval per running window.
+SENDER_MAX_STREAM_DURATION = "10s"
 # A session unused this long goes (Spark's default: 60 minutes). The windows of one pipeline share a
 # session per day (stack.connect_client): it must outlive a day of windows at any schedule.
 SESSION_TIMEOUT = "25h"
@@ -272,6 +277,7 @@ class SparkConnectServer:
         conf.update({
             "spark.connect.execute.manager.detachedTimeout": DETACHED_TIMEOUT,
             "spark.connect.execute.manager.maintenanceInterval": MAINTENANCE_INTERVAL,
+            "spark.connect.execute.reattachable.senderMaxStreamDuration": SENDER_MAX_STREAM_DURATION,
             "spark.connect.session.manager.defaultSessionTimeout": SESSION_TIMEOUT,
             "spark.eventLog.enabled": "true",
             "spark.eventLog.dir": self.event_log_dir.as_uri(),
