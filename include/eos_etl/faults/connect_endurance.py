@@ -37,18 +37,30 @@ _SESSION_STARTED = b'SparkListenerConnectSessionStarted"'
 _SESSION_CLOSED = b'SparkListenerConnectSessionClosed"'
 
 
-def sessions_alive(event_log_dir: Path) -> int | None:
-    """Client sessions the server holds: started minus closed, per its event log (None: not logged)."""
-    started = closed = 0
-    for path in event_log_dir.glob("eventlog_v2_*/events_*"):
-        with open(path, "rb") as f:
-            for line in f:
-                started += _SESSION_STARTED in line
-                closed += _SESSION_CLOSED in line
-    return started - closed if started else None
+class SessionCount:
+    """Client sessions the server holds: started minus closed, per its event log.
+
+    The event log rolls and its older files are pruned between windows, so the count keeps what each
+    file held when it was last read: a file is read at least once before it goes (it rolls after
+    dozens of windows)."""
+
+    def __init__(self, event_log_dir: Path):
+        self.event_log_dir = event_log_dir
+        self.per_file: dict[str, tuple[int, int]] = {}
+
+    def __call__(self) -> int | None:
+        for path in self.event_log_dir.glob("eventlog_v2_*/events_*"):
+            started = closed = 0
+            with open(path, "rb") as f:
+                for line in f:
+                    started += _SESSION_STARTED in line
+                    closed += _SESSION_CLOSED in line
+            self.per_file[str(path)] = (started, closed)
+        started = sum(s for s, _ in self.per_file.values())
+        return started - sum(c for _, c in self.per_file.values()) if started else None
 
 
-def sample(server) -> dict:
+def sample(server, sessions: SessionCount) -> dict:
     pid = server.pid()
     jvm = psutil.Process(pid)
     rss = jvm.memory_info().rss
@@ -59,7 +71,7 @@ def sample(server) -> dict:
             continue
     logs = sum(p.stat().st_size for p in [server.log_file, *server.event_log_dir.rglob("*")] if p.is_file())
     return {"pid": pid, "threads": len(os.listdir(f"/proc/{pid}/task")), "rss_mb": round(rss / 2**20, 1),
-            "open_files": len(os.listdir(f"/proc/{pid}/fd")), "sessions": sessions_alive(server.event_log_dir),
+            "open_files": len(os.listdir(f"/proc/{pid}/fd")), "sessions": sessions(),
             "log_mb": round(logs / 2**20, 2), "idle_worker_monitors": server.idle_worker_monitors()}
 
 
@@ -104,6 +116,7 @@ def run_endurance(lab: Lab, windows: int = 500, *, out_dir: Path, records_per_wi
     with trial("connect_endurance", f"{windows} windows") as result:
         shop = lab.make_shop(2, name="endurance")
         samples: list[dict] = []
+        sessions = SessionCount(server.event_log_dir)
         t0 = time.monotonic()
         for window in range(1, windows + 1):
             stats = generate(shop.connection, shop.topics.purchases, records_per_window, invalid_share=0.05,
@@ -112,7 +125,7 @@ def run_endurance(lab: Lab, windows: int = 500, *, out_dir: Path, records_per_wi
             started = time.monotonic()
             server.ensure_running()
             lab.recover(shop, ["--chunk-records", "200"], env=server.client_env())
-            samples.append({"window": window, "seconds": round(time.monotonic() - started, 2), **sample(server)})
+            samples.append({"window": window, "seconds": round(time.monotonic() - started, 2), **sample(server, sessions)})
             if window % 50 == 0:
                 log.info("endurance: %d windows in %.0fs, last %s", window, time.monotonic() - t0, samples[-1])
         restarts = len({s["pid"] for s in samples}) - 1
