@@ -318,7 +318,7 @@ def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(s
             time.sleep(3)
         time.sleep(10)  # a second asset event would have queued a revenue run by now
         revenue_runs = _api(af, "GET", "/api/v2/dags/shop_revenue/dagRuns", None, token)["dag_runs"]
-        if os.environ.get("EOS_ETL_UPDATE_SCREENSHOTS"):  # the README's Asset graph, refreshed on request
+        if os.environ.get("EOS_ETL_UPDATE_SCREENSHOTS"):  # docs/airflow.md's Asset graph, refreshed on request
             _screenshot_asset_graph(af, token, shop.topics.invoices, ROOT / "docs" / "screenshots" /
                                     "airflow-asset-graph.png")
     finally:
