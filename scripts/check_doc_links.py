@@ -26,6 +26,10 @@ def anchors(md: Path) -> set[str]:
     return {slug(h) for h in HEADING.findall(FENCE.sub("", md.read_text()))}
 
 
+def _name(md: Path) -> str:
+    return str(md.relative_to(ROOT)) if md.is_relative_to(ROOT) else str(md)
+
+
 def check(files: list[Path]) -> tuple[int, list[str]]:
     checked, broken = 0, []
     for md in files:
@@ -36,9 +40,9 @@ def check(files: list[Path]) -> tuple[int, list[str]]:
             path, _, anchor = target.partition("#")
             dest = (md.parent / path).resolve() if path else md
             if not dest.exists():
-                broken.append(f"{md.relative_to(ROOT)}: {target} (no such file)")
+                broken.append(f"{_name(md)}: {target} (no such file)")
             elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
-                broken.append(f"{md.relative_to(ROOT)}: {target} (no such heading)")
+                broken.append(f"{_name(md)}: {target} (no such heading)")
     return checked, broken
 
 
