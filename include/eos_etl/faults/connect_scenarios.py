@@ -80,6 +80,13 @@ def _in_flight(lab: Lab, shop, scenario: str, seed: int) -> JobProcess:
     return job
 
 
+def _window_in_flight(lab: Lab, result: TrialResult, scenario: str, seed: int):
+    """A fresh shop with 600 purchases (committed, aborted and invalid ones) and a client in flight on it."""
+    shop, ends = _shop_with_purchases(lab, result, 2, scenario.replace("_", "-"), 600, invalid_share=0.05,
+                                      seed=seed, transaction_size=100, abort_share=0.1)
+    return shop, ends, _in_flight(lab, shop, scenario, seed)
+
+
 def task_workers(server: SparkConnectServer) -> list[int]:
     """The server's Python workers running a task now (children of its worker daemons)."""
     try:
@@ -113,9 +120,7 @@ def _recover(lab: Lab, result: TrialResult, shop, t_fault: float) -> None:
 
 def _server_fault(lab: Lab, seed: int, scenario: str, sig: int) -> TrialResult:
     with trial(scenario, f"seed={seed}") as result:
-        shop, ends = _shop_with_purchases(lab, result, 2, scenario.replace("_", "-"), 600, invalid_share=0.05,
-                                          seed=seed, transaction_size=100, abort_share=0.1)
-        job = _in_flight(lab, shop, scenario, seed)
+        shop, ends, job = _window_in_flight(lab, result, scenario, seed)
         server = _server(lab)
         pid = server.pid()
         psutil.Process(pid).send_signal(sig)
@@ -140,9 +145,7 @@ def connect_server_stop(lab: Lab, seed: int) -> TrialResult:
 
 def _client_gone(lab: Lab, seed: int, scenario: str, end_client) -> TrialResult:
     with trial(scenario, f"seed={seed}") as result:
-        shop, ends = _shop_with_purchases(lab, result, 2, scenario.replace("_", "-"), 600, invalid_share=0.05,
-                                          seed=seed, transaction_size=100, abort_share=0.1)
-        job = _in_flight(lab, shop, scenario, seed)
+        shop, ends, job = _window_in_flight(lab, result, scenario, seed)
         server = _server(lab)
         t_fault = time.monotonic()
         how = end_client(job)
