@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import paths
+from ..engine import checkpoint_log
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
 from ..kafka.topics import ensure_topics
 from ..shop.job import ShopSettings
@@ -139,8 +140,9 @@ class Bench:
         settings = self._settings(name, pc, target)
         t = settings.topics
         writes = case not in ("R",)
-        if writes:
-            ensure_topics(target.admin, settings.specs(pc, outputs_only=True))
+        # Planning reads the pipeline's checkpoint topic: a reading-only case needs it too.
+        ensure_topics(target.admin, settings.specs(pc, outputs_only=True) if writes
+                      else [checkpoint_log.topic_spec(settings.pipeline().checkpoint_topic, pc)])
         window = self._window(settings, size, pc, target)
         self.windows[settings.group] = window
         spec = {
@@ -280,7 +282,8 @@ class Bench:
     def drop_outputs(self, settings: ShopSettings, target: KafkaTarget | None = None) -> None:
         t = settings.topics
         try:
-            (target or self.target).admin.delete_topics([t.invoices, t.shipments, t.dead_letters])
+            (target or self.target).admin.delete_topics([t.invoices, t.shipments, t.dead_letters,
+                                                          settings.pipeline().checkpoint_topic])
         except Exception as exc:  # noqa: BLE001 - a leftover topic only costs disk
             log.warning("could not delete %s's topics: %s", settings.group, exc)
 
