@@ -20,7 +20,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import paths
-from ..engine import checkpoint_log
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
 from ..kafka.topics import ensure_topics
 from ..shop.job import ShopSettings
@@ -139,10 +138,8 @@ class Bench:
             name = f"{target.name}-{name}"
         settings = self._settings(name, pc, target)
         t = settings.topics
-        writes = case not in ("R",)
-        # Planning reads the pipeline's checkpoint topic: a reading-only case needs it too.
-        ensure_topics(target.admin, settings.specs(pc, outputs_only=True) if writes
-                      else [checkpoint_log.topic_spec(settings.pipeline().checkpoint_topic, pc)])
+        # Every case, a reading-only one too: planning reads the checkpoint topic and looks at the outputs.
+        ensure_topics(target.admin, settings.specs(pc, outputs_only=True))
         window = self._window(settings, size, pc, target)
         self.windows[settings.group] = window
         spec = {
@@ -167,7 +164,7 @@ class Bench:
         if record:
             self.rows.append(row)
             self.save()
-        if writes and not keep_topics:
+        if not keep_topics:
             self.drop_outputs(settings, target)
         return row, settings
 
