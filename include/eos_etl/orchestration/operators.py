@@ -20,8 +20,8 @@ from ..stack.connect_client import TERM_GRACE_S, where
 from ..stack.connect_probe import wait_answering
 from ..stack.spark import REMOTE_ENV
 from ..stack.spark_connect import HOME_ENV, STALL_BOUND_S, SparkConnectServer
+from ..reports.store import run_dir
 from .alerts import record_error
-from .reports import run_dir
 from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_CONN_ID
 
 
