@@ -24,7 +24,7 @@ from .kafka.topics import ensure_topics
 from .kafka.connection import KafkaConnection
 from .reports.store import run_dir
 from .shop.generator import generate
-from .shop.job import ShopSettings, run_shop_window, summary_dict
+from .shop.pipeline import ShopSettings, run_shop_window, summary_dict
 from .stack.kafka_cluster import KafkaCluster
 from .stack.session import spark_session
 from .stack.spark_cluster import SparkStandalone
