@@ -28,7 +28,7 @@ from ..shop.schema import ShopTopics
 from ..stack import class_data
 from .cluster_compare import ClusterComparison
 from .harness import measure
-from .machine import describe, load_average
+from .machine import describe_machine, load_average
 from .targets import KafkaTarget, stop_leftovers
 
 log = logging.getLogger(__name__)
@@ -357,7 +357,7 @@ class Bench:
     def run(self) -> dict:
         # As make setup leaves a machine: every Spark JVM maps the class-data archive (a no-op if built).
         class_data.build(SHOP_JVM_WORKLOAD)
-        self.meta["machine_start"] = describe()
+        self.meta["machine_start"] = describe_machine()
         self.start_broker()
         try:
             if not self.opts.only_cluster_compare:
