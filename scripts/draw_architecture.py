@@ -108,7 +108,7 @@ def draw(out: Path) -> None:
         "confluent-kafka admin:\ntopics, committed offsets,\nACLs, SCRAM users,\nfeature levels, retry,\n"
         "bounded reader,\ntransactions view", SUPPORT, body_size=8.2)
     box(ax, 75, 8, 22, 25, "shop/", "the shop on top of\nthe generic engine:\nschema, transform,\n"
-        "settings (job.py),\ndemo generator", SUPPORT, body_size=8.2)
+        "settings (pipeline.py),\ndemo generator", SUPPORT, body_size=8.2)
     box(ax, 100, 8, 34, 25, "faults/  (soaks)",
         "make soak / soak-cluster /\nsoak-partitions (soak.py):\nkills, pauses, broker faults,\n"
         "network partitions (netns);\njudged by checker.py,\nthe independent exactly-once\n"
