@@ -29,7 +29,7 @@ from ..stack.tools import free_port
 from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from . import reliability_page as page
 from . import scenarios as sc
-from .cluster_scenarios import MIN_ISR_BOUND_S, PAUSE_S, RUN_BOUND_S
+from .cluster_scenarios import CLUSTER_SCENARIOS, MIN_ISR_BOUND_S, PAUSE_S, RUN_BOUND_S, rolling_restart
 from .connect_endurance import run_endurance
 from .connect_scenarios import CONNECT_SCENARIOS
 from .lab import Lab, TrialResult
@@ -245,7 +245,6 @@ class ClusterSoakOptions:
 
 def _cluster_plan(opts: ClusterSoakOptions) -> list[tuple[str, Callable[[Lab], TrialResult]]]:
     from . import spark_scenarios  # noqa: F401 - registers the Spark-side scenarios
-    from .cluster_scenarios import CLUSTER_SCENARIOS, rolling_restart
 
     names = opts.scenarios or tuple(CLUSTER_SCENARIOS)
     unknown = [n for n in names if n not in CLUSTER_SCENARIOS]
