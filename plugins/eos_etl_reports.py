@@ -1,6 +1,6 @@
 """Airflow plugin: the pipeline's run reports inside the Airflow UI, behind Airflow's login.
 
-Mounts the reports app (``eos_etl.orchestration.reports_app``) under
+Mounts the reports app (``eos_etl.reports.app``) under
 ``/eos-etl`` of the API server and adds two UI entries: "Exactly-once
 reports" in the navigation and a "Run report" tab on every DAG run.
 
@@ -18,7 +18,7 @@ from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessE
 from airflow.api_fastapi.core_api.security import get_user, requires_access_dag
 from airflow.plugins_manager import AirflowPlugin
 
-from eos_etl.orchestration.reports_app import create_app
+from eos_etl.reports.app import create_app
 
 
 def readable_dag_ids(user, dag_ids: set[str]) -> set[str]:

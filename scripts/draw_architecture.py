@@ -53,8 +53,8 @@ def draw(out: Path) -> None:
     # Orchestration band.
     box(ax, 22, 84, 147, 13, "Airflow 3: orchestration/dag_factory.py builds dags/shop_invoicing*.py",
         "plan_window  ->  has_new_records  ->  run_window (spark-submit, or a Spark Connect client)  ->  "
-        "validate  ->  report\noperators, assets, alerts, backfills, event-driven runs (orchestration/);  "
-        "reports web app behind Airflow's login (plugins/eos_etl_reports.py)", AIRFLOW)
+        "validate  ->  report\noperators, assets, alerts, event-driven runs (orchestration/);  "
+        "reports web app behind Airflow's login (reports/app.py, mounted by plugins/eos_etl_reports.py)", AIRFLOW)
 
     # The data path.
     box(ax, 1, 46, 17, 24, "purchases", "input topic\n(Kafka, transactional\nproducers upstream;\n"
@@ -83,7 +83,7 @@ def draw(out: Path) -> None:
             fontsize=8.5, style="italic")
     box(ax, 137, 52, 15, 22, "validation", "quality/\n\nGreat Expectations\n1.x suites on what\na read_committed\n"
         "reader sees", QUALITY, body_size=8)
-    box(ax, 155, 52, 14, 22, "reports", "orchestration/\nreports.py,\nverdict.py,\nData Docs\n\nvar/reports/",
+    box(ax, 155, 52, 14, 22, "reports", "reports/\nverdict.py,\nstore.py,\npages.py,\nData Docs\n\nvar/reports/",
         QUALITY, body_size=8)
 
     arrow(ax, (18.4, 58), (21.6, 58))
@@ -108,7 +108,7 @@ def draw(out: Path) -> None:
         "confluent-kafka admin:\ntopics, committed offsets,\nACLs, SCRAM users,\nfeature levels, retry,\n"
         "bounded reader,\ntransactions view", SUPPORT, body_size=8.2)
     box(ax, 75, 8, 22, 25, "shop/", "the shop on top of\nthe generic engine:\nschema, transform,\n"
-        "settings (job.py),\ndemo generator", SUPPORT, body_size=8.2)
+        "settings (pipeline.py),\ndemo generator", SUPPORT, body_size=8.2)
     box(ax, 100, 8, 34, 25, "faults/  (soaks)",
         "make soak / soak-cluster /\nsoak-partitions (soak.py):\nkills, pauses, broker faults,\n"
         "network partitions (netns);\njudged by checker.py,\nthe independent exactly-once\n"

@@ -6,7 +6,7 @@ files are committed under ``include/web/static/vendor/<package>@<version>/``
 nothing is loaded from the internet when a page is viewed.
 
 The first group are exactly the libraries Great Expectations 1.x's Data Docs
-pages load from CDNs (see ``eos_etl.orchestration.data_docs.CDN_TO_VENDOR``);
+pages load from CDNs (see ``eos_etl.reports.data_docs.CDN_TO_VENDOR``);
 Chart.js draws the trends page.
 """
 

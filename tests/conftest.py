@@ -23,7 +23,7 @@ from eos_etl.kafka.acls import grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics
-from eos_etl.shop.job import ShopSettings
+from eos_etl.shop.pipeline import ShopSettings
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.stack.jvm import JVM_OPTIONS_ENV
 from eos_etl.stack.kafka_cluster import KafkaCluster

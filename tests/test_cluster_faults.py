@@ -35,7 +35,7 @@ def test_output_leader_sigkill_mid_transaction_is_exactly_once(cluster_lab, heal
 
 
 def test_each_soak_replaces_only_its_own_section_of_the_reliability_page(tmp_path):
-    from eos_etl.faults.soak import CLUSTER_SECTION, SINGLE_NODE_SECTION, write_section
+    from eos_etl.faults.reliability_page import CLUSTER_SECTION, SINGLE_NODE_SECTION, write_section
 
     page = tmp_path / "reliability.md"
     page.write_text("# Reliability: the fault-injection soak\n\nsingle-node table v1\n")  # written before markers
@@ -76,6 +76,28 @@ def test_a_subset_soak_gets_a_section_of_its_own_with_the_start_phase_table(tmp_
     text = page.read_text()
     assert "full soak table" in text  # the full soak's table is not replaced by a subset's
     assert "| one node | 4 | 1 | 1 | 0 | 1 | 1 | 4 of 4 |" in text, text
+
+
+def test_the_soak_pages_come_from_their_templates_with_the_runs_values_escaped(tmp_path):
+    from eos_etl.faults.lab import TrialResult
+    from eos_etl.faults.soak import ClusterSoakOptions, SoakOptions, write_cluster_markdown, write_markdown
+
+    page = tmp_path / "reliability.md"
+    runs = [TrialResult("zombie", "seed=1", records=1234, kills=1, seconds=61.0, recovery_s=12.4,
+                        detail="pid 1 -> 2 | <img src=x onerror=alert(1)> & more\nnext line"),
+            TrialResult("zombie", "seed=2", error="could not freeze", lso_settled=False)]
+    write_markdown(runs, 120.0, SoakOptions(out=page), "make soak")
+    write_cluster_markdown(runs, 120.0, ClusterSoakOptions(out=page), "make soak-cluster")
+    text = page.read_text()
+    assert text.startswith("<!-- single-node soak: begin (generated) -->\n# Reliability: the fault-injection soak\n")
+    assert "| zombie | 2 | 1,234 | 1 | 1 (1 not carried out) | 0 | - | 12 s | 1.0 min |" in text, text
+    assert "| **total** | **2** | **1,234** | **1** | **1** | **0** | | | **2.0 min** |" in text
+    row = "| zombie | seed=1 | 1,234 | 1 | 0 | 61 | pid 1 -> 2 / &lt;img src=x onerror=alert(1)> &amp; more next line |"
+    assert row in text, text  # one line, one cell, no tag can start in it
+    assert "| zombie | seed=2 | 0 | 0 | 0, hanging transaction | 0 | NOT CARRIED OUT: could not freeze |" in text
+    assert "<img" not in text and "## Trials" in text and "### Cluster trials" in text
+    assert "| zombie | seed=1 | 1,234 | 1 | 0 | 12 s | no | pid 1 -> 2 / &lt;img" in text
+    assert "| topology |" not in text  # no start-phase runs, no start-phase table
 
 
 def test_a_cluster_subset_soak_gets_a_section_of_its_own(tmp_path):

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from eos_etl.kafka.acls import WATCH_GROUP_SUFFIX
-from eos_etl.shop.job import DEFAULT_GROUP
+from eos_etl.shop.pipeline import DEFAULT_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
@@ -522,7 +522,7 @@ def test_kafka_init_script_sets_up_a_working_least_privilege_login(kafka_broker)
     over SASL_SSL, the shop's topics exist, and the user holds exactly the pipeline, validator and watcher ACLs."""
     from eos_etl.kafka.admin import ClusterAdmin
     from eos_etl.kafka.connection import KafkaConnection
-    from eos_etl.shop.job import ShopSettings
+    from eos_etl.shop.pipeline import ShopSettings
     from eos_etl.shop.schema import ShopTopics
 
     from .conftest import unique

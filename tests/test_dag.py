@@ -193,7 +193,7 @@ def test_full_dag_run_over_sasl_then_no_op_then_seeded_defect_fails(shop_factory
 
 
 def test_replay_writes_a_new_version_exactly_once(shop_factory, kafka_broker, spark, tmp_path):
-    from eos_etl.shop.job import run_shop_window
+    from eos_etl.shop.pipeline import run_shop_window
 
     shop = shop_factory(partitions=2)
     stats = generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1, seed=51)
@@ -276,7 +276,7 @@ def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(s
     and totals exactly that window's invoices (not the history before it) per currency."""
     from decimal import Decimal
 
-    from eos_etl.shop.job import run_shop_window
+    from eos_etl.shop.pipeline import run_shop_window
 
     shop = shop_factory(partitions=2)
     # History: a first window processed outside Airflow; the downstream must not count it.

@@ -19,7 +19,7 @@ from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.quality import QualityError, raise_for_failures, validate_run
 from eos_etl.quality.collect import CLOCK_SKEW_MARGIN_MS
 from eos_etl.shop.generator import generate
-from eos_etl.shop.job import run_shop_window
+from eos_etl.shop.pipeline import run_shop_window
 
 pytestmark = pytest.mark.spark
 
@@ -303,7 +303,7 @@ _VALIDATE_ON_A_CLUSTER = textwrap.dedent("""
     from pathlib import Path
     from eos_etl.kafka.connection import KafkaConnection
     from eos_etl.quality import validate_run
-    from eos_etl.shop.job import ShopSettings, run_shop_window
+    from eos_etl.shop.pipeline import ShopSettings, run_shop_window
     from eos_etl.shop.schema import ShopTopics
     from eos_etl.stack.session import spark_session
 

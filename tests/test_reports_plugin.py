@@ -19,10 +19,10 @@ import pytest
 from fastapi import Depends, HTTPException, Request
 from fastapi.testclient import TestClient
 
-from eos_etl.orchestration import data_docs, reports
-from eos_etl.orchestration.report_pages import STATIC
-from eos_etl.orchestration.reports_app import CSP, DATA_DOCS_CSP, create_app
-from eos_etl.orchestration.verdict import judge_run
+from eos_etl.reports import data_docs, store
+from eos_etl.reports.app import CSP, DATA_DOCS_CSP, create_app
+from eos_etl.reports.pages import STATIC, seg
+from eos_etl.reports.verdict import judge_run
 
 HOSTILE = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>']
 DAG = "shop_invoicing"
@@ -101,7 +101,7 @@ def plan(group: str = "shop-invoicing", *, until_ms: int | None = 1_795_000_000_
 
 
 def write(var: Path, dag_id: str, run_id: str, report: dict) -> Path:
-    return reports.write_run_report(var / "reports" / dag_id / reports.paths.safe_name(run_id), report)
+    return store.write_run_report(var / "reports" / dag_id / store.paths.safe_name(run_id), report)
 
 
 # -- the verdict -----------------------------------------------------------------------------
@@ -121,10 +121,10 @@ def test_one_function_decides_every_verdict():
 
 
 def test_build_report_takes_the_verdict_and_window_end_from_the_plan():
-    r = reports.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(), quality=quality())
+    r = store.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(), quality=quality())
     assert r["verdict"] == "passed" and r["window_end"] == {"time": "2026-11-18T11:06:40Z", "source": "until"}
     assert (r["plan_seconds"], r["publish_seconds"], r["validate_seconds"]) == (0.8, 3.5, 4.2)
-    manual = reports.build_report(dag_id=DAG, run_id="m", plan=plan(until_ms=None), summary=None, quality=None)
+    manual = store.build_report(dag_id=DAG, run_id="m", plan=plan(until_ms=None), summary=None, quality=None)
     assert manual["verdict"] == "failed" and manual["window_end"]["source"] == "generated_at"
 
 
@@ -132,8 +132,8 @@ def test_build_report_takes_the_verdict_and_window_end_from_the_plan():
 
 
 def test_run_report_shows_expectations_examples_partitions_and_timings(var, client):
-    report = reports.build_report(dag_id=DAG, run_id="scheduled__2026-11-23T12:00:00+00:00", plan=plan(),
-                                  summary=summary(), quality=quality(success=False))
+    report = store.build_report(dag_id=DAG, run_id="scheduled__2026-11-23T12:00:00+00:00", plan=plan(),
+                                summary=summary(), quality=quality(success=False))
     write(var, DAG, report["run_id"], report)
     resp = client.get(f"/runs/{DAG}/scheduled__2026-11-23T12:00:00+00:00")
     assert resp.status_code == 200, resp.text
@@ -176,34 +176,28 @@ def test_ids_and_values_from_reports_cannot_inject_markup(var, client, hostile):
     q["expectations"][1]["examples"][0]["invoice_id"] = hostile
     s = summary()
     s["partitions"][0]["transactional_id"] = hostile + "-0"  # the transactional-id prefix
-    report = reports.build_report(dag_id=DAG, run_id=hostile, plan=plan(group=hostile), summary=s, quality=q)
+    report = store.build_report(dag_id=DAG, run_id=hostile, plan=plan(group=hostile), summary=s, quality=q)
     write(var, DAG, hostile, report)
     # The run id travels percent-encoded in the URL, as the UI's tab sends it.
-    for url in (f"/runs/{DAG}/{reports_seg(hostile)}", f"/reports/{DAG}/", f"/reports/{DAG}/index.html"):
+    for url in (f"/runs/{DAG}/{seg(hostile)}", f"/reports/{DAG}/", f"/reports/{DAG}/index.html"):
         resp = client.get(url)
         assert resp.status_code == 200, (url, resp.text)
         assert hostile not in resp.text, url
         assert "alert(1)" in resp.text  # it is there, escaped
-    assert hostile not in (var / "reports" / DAG / reports.paths.safe_name(hostile) / "report.html").read_text()
+    assert hostile not in (var / "reports" / DAG / store.paths.safe_name(hostile) / "report.html").read_text()
     assert hostile not in (var / "reports" / DAG / "index.html").read_text()
-
-
-def reports_seg(text: str) -> str:
-    from eos_etl.orchestration.report_pages import seg
-
-    return seg(text)
 
 
 def test_trends_page_reads_a_bounded_number_of_reports_on_window_end_time(var, client, monkeypatch):
     for i in range(5):
-        r = reports.build_report(dag_id=DAG, run_id=f"run-{i}", plan=plan(until_ms=1_795_000_000_000 + i * 3_600_000),
-                                 summary=summary(), quality=quality())
+        r = store.build_report(dag_id=DAG, run_id=f"run-{i}", plan=plan(until_ms=1_795_000_000_000 + i * 3_600_000),
+                               summary=summary(), quality=quality())
         write(var, DAG, f"run-{i}", r)
     opened = []
-    real = reports.read_report
-    monkeypatch.setattr(reports, "read_report", lambda d: opened.append(d.name) or real(d))
-    monkeypatch.setattr(reports, "RECENT_RUNS", 3)
-    assert [r["_dir"] for r in reports.recent_reports(var / "reports" / DAG, limit=3)] == ["run-2", "run-3", "run-4"]
+    real = store.read_report
+    monkeypatch.setattr(store, "read_report", lambda d: opened.append(d.name) or real(d))
+    monkeypatch.setattr(store, "RECENT_RUNS", 3)
+    assert [r["_dir"] for r in store.recent_reports(var / "reports" / DAG, limit=3)] == ["run-2", "run-3", "run-4"]
     assert len(opened) == 3
     page = client.get(f"/reports/{DAG}/").text
     data = json.loads(re.search(r'id="trend-data">(.*?)</script>', page, re.S).group(1))
@@ -218,8 +212,8 @@ def test_trends_page_reads_a_bounded_number_of_reports_on_window_end_time(var, c
 
 def test_every_route_needs_a_user_and_the_dag_needs_read_access(var, client):
     for dag in (DAG, OTHER_DAG):
-        write(var, dag, "r-1", reports.build_report(dag_id=dag, run_id="r-1", plan=plan(), summary=summary(),
-                                                    quality=quality()))
+        write(var, dag, "r-1", store.build_report(dag_id=dag, run_id="r-1", plan=plan(), summary=summary(),
+                                                  quality=quality()))
     urls = ["/reports/", f"/reports/{DAG}/", f"/runs/{DAG}/r-1", f"/reports/{DAG}/r-1/report.html",
             f"/data-docs/{DAG}/index.html", "/static/reports.css"]
     for url in urls:
@@ -234,8 +228,8 @@ def test_every_route_needs_a_user_and_the_dag_needs_read_access(var, client):
 
 
 def test_every_response_carries_the_csp(var, client):
-    write(var, DAG, "r-1", reports.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(),
-                                                quality=quality()))
+    write(var, DAG, "r-1", store.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(),
+                                              quality=quality()))
     for url, status in [("/reports/", 200), (f"/runs/{DAG}/r-1", 200), ("/static/trends.js", 200),
                         (f"/runs/{DAG}/nope", 404), ("/reports/", 401)]:
         resp = client.get(url, headers={"x-test-user": ""} if status == 401 else {})
@@ -249,7 +243,7 @@ def test_every_response_carries_the_csp(var, client):
     "/runs/..%2F..%2F/x", "/runs/%2e%2e/%2e%2e", f"/runs/{DAG}/..", f"/runs/{DAG}/%2e%2e",
     f"/data-docs/{DAG}/..%2F..%2F..%2Freports%2Fsecret.txt", f"/data-docs/{DAG}/%2e%2e/%2e%2e/secret.txt",
     f"/data-docs/{DAG}//etc/passwd", f"/data-docs/{DAG}/%2Fetc%2Fpasswd", f"/data-docs/{DAG}/static/..%5c..%5csecret.txt",
-    "/static/..%2F..%2Fpaths.py", "/static/%2e%2e/orchestration/reports_app.py", "/static//etc/passwd",
+    "/static/..%2F..%2Fpaths.py", "/static/%2e%2e/reports/app.py", "/static//etc/passwd",
     "/static/%2Fetc%2Fpasswd", f"/reports/{DAG}/..%2F..%2Fsecret.txt/report.html",
 ])
 def test_paths_cannot_leave_their_directory(var, client, url):
@@ -314,8 +308,8 @@ def test_data_docs_pages_are_served_rewritten_and_scoped_to_the_dags_groups(var,
                      "full_logo_dark.png') 0 0}</style>")
     (site / "static" / "styles").mkdir(parents=True)
     (site / "static" / "styles" / "x.css").write_text("body{}")
-    report = reports.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(),
-                                  quality=quality(docs=site / "index.html"))
+    report = store.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(),
+                                quality=quality(docs=site / "index.html"))
     write(var, DAG, "r-1", report)
     run_page = client.get(f"/runs/{DAG}/r-1").text
     assert 'href="/data-docs/shop_invoicing/index.html"' in run_page and "file://" not in run_page
@@ -333,8 +327,8 @@ def test_data_docs_pages_are_served_rewritten_and_scoped_to_the_dags_groups(var,
 def test_links_carry_the_mount_prefix_of_the_api_server(var):
     from fastapi import FastAPI
 
-    write(var, DAG, "r-1", reports.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(),
-                                                quality=quality()))
+    write(var, DAG, "r-1", store.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(),
+                                              quality=quality()))
     server = FastAPI()
     server.mount("/eos-etl", create_app(current_user=_user, require_dag_read=_require_dag_read,
                                         readable_dag_ids=_readable))
@@ -361,11 +355,11 @@ def test_the_backfills_page_says_what_each_backfill_did_per_interval(var):
     for run_id, p in runs.items():  # first execution (backfill 1), then the reprocessing (backfill 2)
         published = summary() if not p.get("empty") else None
         with _frozen_report_time("2026-11-24T10:05:00Z"):
-            write(var, DAG, run_id, reports.build_report(dag_id=DAG, run_id=run_id, plan=p, summary=published,
-                                                         quality=quality() if published else None))
+            write(var, DAG, run_id, store.build_report(dag_id=DAG, run_id=run_id, plan=p, summary=published,
+                                                       quality=quality() if published else None))
         with _frozen_report_time("2026-11-24T11:05:00Z"):
-            write(var, DAG, run_id, reports.build_report(dag_id=DAG, run_id=run_id, plan=plan(empty=True, span=0),
-                                                         summary=None, quality=None, clear_number=1))
+            write(var, DAG, run_id, store.build_report(dag_id=DAG, run_id=run_id, plan=plan(empty=True, span=0),
+                                                       summary=None, quality=None, clear_number=1))
     rows = [
         {"id": 2, "from_date": at(1), "to_date": at(3), "created_at": at(11), "completed_at": at(11, 10),
          "reprocess_behavior": "completed", "intervals": [
@@ -412,12 +406,12 @@ def test_a_backfill_whose_run_airflow_deleted_still_says_what_it_did(var):
         return datetime(2026, 11, 24, hour, minute, tzinfo=timezone.utc)
 
     with _frozen_report_time("2026-11-24T10:05:00Z"):  # backfill 1's execution, before the deletion
-        write(var, DAG, "backfill__h1", reports.build_report(dag_id=DAG, run_id="backfill__h1", plan=plan(),
-                                                             summary=summary(), quality=quality()))
+        write(var, DAG, "backfill__h1", store.build_report(dag_id=DAG, run_id="backfill__h1", plan=plan(),
+                                                           summary=summary(), quality=quality()))
     for run_id in ("backfill__h1", "scheduled__h2"):  # the runs made again, executed after backfill 1
         with _frozen_report_time("2026-11-24T12:05:00Z"):
-            write(var, DAG, run_id, reports.build_report(dag_id=DAG, run_id=run_id, plan=plan(empty=True, span=0),
-                                                         summary=None, quality=None))
+            write(var, DAG, run_id, store.build_report(dag_id=DAG, run_id=run_id, plan=plan(empty=True, span=0),
+                                                       summary=None, quality=None))
     rows = [{"id": 1, "from_date": at(1), "to_date": at(3), "created_at": at(10), "completed_at": at(10, 10),
              "reprocess_behavior": "none", "intervals": [
                  {"logical_date": at(1), "run_id": "backfill__h1", "state": "success", "exception_reason": None,
@@ -442,4 +436,4 @@ def _frozen_report_time(stamp: str):
     from unittest import mock
 
     parsed = time_module.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")
-    return mock.patch.object(reports.time, "gmtime", lambda *_: parsed)
+    return mock.patch.object(store.time, "gmtime", lambda *_: parsed)

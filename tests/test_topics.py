@@ -17,7 +17,7 @@ from eos_etl.engine.runner import preflight
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import Durability, durability_warnings
-from eos_etl.shop.job import ShopSettings
+from eos_etl.shop.pipeline import ShopSettings
 from eos_etl.shop.schema import ShopTopics
 
 from .conftest import unique

@@ -386,9 +386,9 @@ def _write_reports(shop, spark, var) -> list[str]:
     """Two runs' reports through the project's own functions, with real Great Expectations Data Docs."""
     import json as _json
 
-    from eos_etl.orchestration.reports import build_report, run_dir, write_run_report
+    from eos_etl.reports.store import build_report, run_dir, write_run_report
     from eos_etl.quality import validate_run
-    from eos_etl.shop.job import run_shop_window, summary_dict
+    from eos_etl.shop.pipeline import run_shop_window, summary_dict
 
     generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1, seed=61)
     window = shop.plan()

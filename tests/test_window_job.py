@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.engine.window import OffsetRange, Window
 from eos_etl.shop.generator import generate
-from eos_etl.shop.job import run_shop_window
+from eos_etl.shop.pipeline import run_shop_window
 
 pytestmark = pytest.mark.spark
 

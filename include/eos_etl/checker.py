@@ -44,7 +44,7 @@ def read_topic(
 
 
 @dataclass
-class PartitionReport:
+class PartitionResult:
     partition: int
     committed_offset: int | None
     committed_inputs: int = 0
@@ -60,10 +60,10 @@ class PartitionReport:
 
 
 @dataclass
-class CheckReport:
+class CheckResult:
     input_topic: str
     group: str
-    partitions: dict[int, PartitionReport]
+    partitions: dict[int, PartitionResult]
     outputs: dict[str, int]
     aborted_outputs_hidden: dict[str, int]
 
@@ -104,7 +104,7 @@ def check(
     expected_ends: dict[int, int] | None = None,
     check_order: bool = True,
     checkpoint_topic: str | None = None,
-) -> CheckReport:
+) -> CheckResult:
     """Judge the outputs of ``input_topic`` for ``group``.
 
     Each committed input record must have exactly one output in every topic of
@@ -128,7 +128,7 @@ def check(
     # (input partition, input offset) -> Counter(topic -> count)
     seen: dict[tuple[int, int], Counter] = defaultdict(Counter)
     order_last: dict[tuple[str, int, int], int] = {}
-    reports = {p: PartitionReport(p, committed.get(p)) for p in parts}
+    reports = {p: PartitionResult(p, committed.get(p)) for p in parts}
     outputs: dict[str, int] = {}
     hidden: dict[str, int] = {}
     for topic in (*paired_topics, *single_topics):
@@ -142,7 +142,7 @@ def check(
             sp = int(r.headers["source_partition"])
             so = int(r.headers["source_offset"])
             seen[(sp, so)][topic] += 1
-            rep = reports.setdefault(sp, PartitionReport(sp, committed.get(sp)))
+            rep = reports.setdefault(sp, PartitionResult(sp, committed.get(sp)))
             c = committed.get(sp)
             if c is None or so >= c:
                 rep.add("beyond_commit", {"topic": topic, "source_offset": so, "committed": c})
@@ -175,10 +175,10 @@ def check(
                 rep.add("torn", {"source_offset": off, "counts": dict(counts)})
             elif not any(has_pair) and has_single != 1:
                 rep.add("torn", {"source_offset": off, "counts": dict(counts)})
-    return CheckReport(input_topic, group, reports, outputs, hidden)
+    return CheckResult(input_topic, group, reports, outputs, hidden)
 
 
-def check_shop(settings, expected_ends: dict[int, int] | None = None) -> CheckReport:
+def check_shop(settings, expected_ends: dict[int, int] | None = None) -> CheckResult:
     t = settings.topics
     return check(settings.connection, input_topic=t.purchases, group=settings.group,
                  paired_topics=(t.invoices, t.shipments), single_topics=(t.dead_letters,),

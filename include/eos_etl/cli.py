@@ -102,7 +102,7 @@ def connection_from_args(args):
 
 
 def _add_shop(p: argparse.ArgumentParser) -> None:
-    from .shop.job import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX
+    from .shop.pipeline import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX
     from .shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
 
     t = ShopTopics()
@@ -119,7 +119,7 @@ def _add_shop(p: argparse.ArgumentParser) -> None:
 
 
 def shop_settings_from_args(args):
-    from .shop.job import ShopSettings
+    from .shop.pipeline import ShopSettings
     from .shop.schema import ShopTopics
 
     return ShopSettings(
@@ -343,7 +343,7 @@ def _pipeline_overrides(args) -> dict:
 
 
 def cmd_run_window(args) -> int:
-    from .shop.job import run_shop_window, summary_dict
+    from .shop.pipeline import run_shop_window, summary_dict
     from .stack.connect_client import server_lost
     from .stack.session import spark_session, stop_session
     from .stack.spark import REMOTE_ENV

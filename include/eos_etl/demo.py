@@ -22,9 +22,9 @@ from .errors import ConfigurationError
 from .kafka.admin import ClusterAdmin
 from .kafka.topics import ensure_topics
 from .kafka.connection import KafkaConnection
-from .orchestration.reports import run_dir
+from .reports.store import run_dir
 from .shop.generator import generate
-from .shop.job import ShopSettings, run_shop_window, summary_dict
+from .shop.pipeline import ShopSettings, run_shop_window, summary_dict
 from .stack.kafka_cluster import KafkaCluster
 from .stack.session import spark_session
 from .stack.spark_cluster import SparkStandalone

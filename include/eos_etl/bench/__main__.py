@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..logging_setup import configure
 from .cluster_compare import merge_into
-from .report import write_report
+from .page import write_page
 from .run import Bench, Options
 
 log = logging.getLogger("eos_etl.bench")
@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"results with `{command}`")
     else:
         shown = f"`{command}` (`make bench`)"
-    md, png = write_report(data, args.out, command=shown)
+    md, png = write_page(data, args.out, command=shown)
     print(f"wrote {md} and {png}")
     failed = [r["name"] for r in data["rows"] if not r["ok"]] + [
         f"check {c['size']}/p{c['partitions']}" for c in data["checks"] if not c["ok"]]

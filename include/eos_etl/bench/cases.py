@@ -54,7 +54,7 @@ def _window(spec):
 
 
 def _settings(spec):
-    from ..shop.job import ShopSettings
+    from ..shop.pipeline import ShopSettings
     from ..shop.schema import ShopTopics
 
     t = spec["topics"]
@@ -251,7 +251,7 @@ def case_n(spec) -> dict:
 
 
 def case_s(spec) -> dict:
-    from ..shop.job import run_shop_window
+    from ..shop.pipeline import run_shop_window
 
     settings = _settings(spec)
     window = _window(spec)

@@ -56,7 +56,7 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def describe() -> dict:
+def describe_machine() -> dict:
     import confluent_kafka
     import pyspark
 

@@ -22,13 +22,13 @@ from pathlib import Path
 from .. import paths
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
 from ..kafka.topics import ensure_topics
-from ..shop.job import ShopSettings
+from ..shop.pipeline import ShopSettings
 from ..shop.jvm_training import SHOP_JVM_WORKLOAD
 from ..shop.schema import ShopTopics
 from ..stack import class_data
 from .cluster_compare import ClusterComparison
 from .harness import measure
-from .machine import describe, load_average
+from .machine import describe_machine, load_average
 from .targets import KafkaTarget, stop_leftovers
 
 log = logging.getLogger(__name__)
@@ -357,7 +357,7 @@ class Bench:
     def run(self) -> dict:
         # As make setup leaves a machine: every Spark JVM maps the class-data archive (a no-op if built).
         class_data.build(SHOP_JVM_WORKLOAD)
-        self.meta["machine_start"] = describe()
+        self.meta["machine_start"] = describe_machine()
         self.start_broker()
         try:
             if not self.opts.only_cluster_compare:

@@ -39,7 +39,7 @@ from ..kafka.topics import ensure_topics
 from ..quality import validate_run
 from ..quality.collect import CLOCK_SKEW_MARGIN_MS
 from ..shop.generator import generate
-from ..shop.job import ShopSettings, run_shop_window
+from ..shop.pipeline import ShopSettings, run_shop_window
 from ..shop.schema import ShopTopics
 from .targets import KafkaTarget, stop_leftovers
 

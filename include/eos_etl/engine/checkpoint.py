@@ -20,7 +20,7 @@ import logging
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ..kafka.errors import KafkaSetupError
-from ..kafka.retry import describe, retry_until
+from ..kafka.retry import describe_kafka_exception, retry_until
 from . import checkpoint_log
 from .checkpoint_log import CheckpointEntry
 
@@ -76,7 +76,7 @@ class PartitionCheckpoint:
                                deadline_s=self._timeout_s, attempt_timeout_s=min(10.0, self._timeout_s))
         except KafkaException as exc:
             raise KafkaSetupError(
-                f"cannot read committed offset of {self.topic}[{self.partition}]: {describe(exc)}"
+                f"cannot read committed offset of {self.topic}[{self.partition}]: {describe_kafka_exception(exc)}"
             ) from exc
 
     def logged(self) -> CheckpointEntry | None:
@@ -103,7 +103,8 @@ class PartitionCheckpoint:
             try:
                 md = self._consumer.list_topics(self.topic, timeout=self._timeout_s)
             except KafkaException as exc:
-                raise KafkaSetupError(f"cannot read the partitions of {self.topic}: {describe(exc)}") from exc
+                raise KafkaSetupError(
+                    f"cannot read the partitions of {self.topic}: {describe_kafka_exception(exc)}") from exc
             # Never fewer than this partition's number + 1, even from a metadata answer that lags.
             self._input_partitions = max(len(md.topics[self.topic].partitions), self.partition + 1)
         return self._input_partitions

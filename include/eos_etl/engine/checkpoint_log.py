@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, KafkaException
 from ..kafka.connection import KafkaConnection
 from ..kafka.errors import KafkaSetupError
 from ..kafka.reader import iter_ranges
-from ..kafka.retry import describe
+from ..kafka.retry import describe_kafka_exception
 
 #: The checkpoint topic's settings: compacted, never deleted by time, rolled (and so compactable) hourly.
 TOPIC_CONFIG = {
@@ -150,7 +150,7 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
             ranges[p] = (low, high)  # a read_committed consumer's high watermark is the last stable offset
     except KafkaException as exc:
-        raise KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: {describe(exc)}") from exc
+        raise KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: {describe_kafka_exception(exc)}") from exc
     finally:
         consumer.close()
     entries: dict[int, CheckpointEntry] = {}

@@ -52,7 +52,7 @@ _FENCED_CODES = {
 _NOT_ENOUGH_REPLICAS_CODES = {KafkaError.NOT_ENOUGH_REPLICAS, KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND}
 
 
-def describe(err: KafkaError) -> str:
+def describe_kafka_error(err: KafkaError) -> str:
     """The error's text, saying what it means when it is a min ISR shortfall."""
     if err.code() in _NOT_ENOUGH_REPLICAS_CODES:
         return f"{err.str()} (the partition has fewer in-sync replicas than min.insync.replicas: brokers are down)"
@@ -133,20 +133,21 @@ class TransactionalProducer:
                     cls = ProducerFencedError if err.code() in _FENCED_CODES else PublishError
                     raise cls(f"{what} failed for transactional.id {self.transactional_id}: {err.str()}") from exc
                 if err.txn_requires_abort():
-                    raise TransactionAbortable(f"{what}: {describe(err)}") from exc
+                    raise TransactionAbortable(f"{what}: {describe_kafka_error(err)}") from exc
                 if err.retriable() and time.monotonic() < deadline:
                     attempt += 1
                     log.info("%s retriable error for %s (attempt %d): %s", what, self.transactional_id, attempt,
-                             describe(err))
+                             describe_kafka_error(err))
                     time.sleep(min(0.05 * 2**attempt, 2.0))
                     continue
                 if outcome_unknown:
                     raise TransactionOutcomeUnknown(
                         f"{what} for transactional.id {self.transactional_id} got no answer within "
-                        f"{self._retry_deadline_s:.0f}s of retries ({describe(err)}): its outcome is unknown"
+                        f"{self._retry_deadline_s:.0f}s of retries ({describe_kafka_error(err)}): "
+                        "its outcome is unknown"
                     ) from exc
-                raise PublishError(f"{what} failed for transactional.id {self.transactional_id}: {describe(err)}"
-                                   ) from exc
+                raise PublishError(f"{what} failed for transactional.id {self.transactional_id}: "
+                                   f"{describe_kafka_error(err)}") from exc
 
     # -- transactional API ------------------------------------------------------------------
     def init_transactions(self) -> None:
@@ -210,7 +211,8 @@ class TransactionalProducer:
             remaining = self.producer.flush(max(0.0, min(0.5, deadline - time.monotonic())))
             if self._delivery_errors:
                 first = self._delivery_errors[0]
-                raise TransactionAbortable(f"{len(self._delivery_errors)} deliveries failed, first: {describe(first)}")
+                raise TransactionAbortable(
+                    f"{len(self._delivery_errors)} deliveries failed, first: {describe_kafka_error(first)}")
             if not remaining:
                 return
             now = time.monotonic()

@@ -5,9 +5,8 @@ start the Python worker daemon, fork a worker and import pyarrow, confluent_kafk
 before it asks for its first batch. None of that needs the query. A tiny Arrow job, one task per
 slot the window can use, started on its own thread as the run begins, does it while the driver
 builds and plans the query; Spark keeps the workers for the window's tasks
-(``spark.python.worker.reuse``, on by default). Cold 100,000-purchase window with the class-data
-archive, 3 runs each interleaved: job 13.4 -> 12.5 s (from "starting tasks" to the first task
-function: 2.7 -> 1.8 s).
+(``spark.python.worker.reuse``, on by default). What that saves a window: docs/performance-history.md,
+"What every window pays before its first record".
 
 Only an optimisation: its job has its own job group (the run's task attempts never count it),
 the run waits for it at most :data:`WAIT_S` once the query is built, and whatever goes wrong in it

@@ -21,16 +21,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from markupsafe import Markup
+
 from .. import paths
 from ..kafka.connection import KafkaConnection
 from ..kafka.features import finalized_features
 from ..stack.errors import StackError
+from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
+from . import reliability_page as page
 from .lab import Lab, TrialResult
+from .network_lab import NetworkLab
+from .partition_scenarios import AFTER_HEAL_BOUND_S, LOSSY_BOUND_S, PARTITION_SCENARIOS
+from .reliability_page import PARTITION_SECTION
 
 log = logging.getLogger(__name__)
 
-PARTITION_SECTION = "partition soak"
-TEMPLATES = Path(__file__).parent / "templates"
 
 
 @dataclass
@@ -69,8 +74,6 @@ def variant(transaction_version: int) -> str:
 
 def plan(opts: PartitionSoakOptions) -> list[tuple[str, int]]:
     """(scenario, seed) pairs for one cluster, seed-major: every scenario gets a trial before any a second."""
-    from .partition_scenarios import PARTITION_SCENARIOS
-
     names = opts.scenarios or tuple(PARTITION_SCENARIOS)
     unknown = [n for n in names if n not in PARTITION_SCENARIOS]
     if unknown:
@@ -81,9 +84,6 @@ def plan(opts: PartitionSoakOptions) -> list[tuple[str, int]]:
 def run_partition_soak(opts: PartitionSoakOptions,
                        on_trial: Callable[[PartitionSoakRun], None] | None = None) -> PartitionSoakRun:
     """Every planned trial on a fresh lab per transaction.version; ``on_trial(run)`` after each trial."""
-    from .network_lab import NetworkLab
-    from .partition_scenarios import PARTITION_SCENARIOS
-
     root = paths.var_dir() / "soak-partitions"
     steps = plan(opts)
     run = PartitionSoakRun()
@@ -158,10 +158,6 @@ def summarize(results: list[TrialResult]) -> list[dict]:
 def scenario_docs() -> list[dict]:
     """Each scenario's name, what it does (its docstring but the last paragraph) and what it would catch
     (that paragraph). The project's own text, so marked safe for the autoescaping template."""
-    from markupsafe import Markup
-
-    from .partition_scenarios import PARTITION_SCENARIOS
-
     docs = []
     for name, run in PARTITION_SCENARIOS.items():
         text = (inspect.getdoc(run) or "").replace("``", "`")
@@ -172,40 +168,20 @@ def scenario_docs() -> list[dict]:
     return docs
 
 
-def _cell(text: str) -> str:
-    """Text for a Markdown table cell: one line, no column separator."""
-    return " ".join(str(text).split()).replace("|", "/")
-
-
 def render(run: PartitionSoakRun, command: str) -> str:
-    from jinja2 import Environment, FileSystemLoader, select_autoescape
-
-    from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
-    from .partition_scenarios import AFTER_HEAL_BOUND_S, LOSSY_BOUND_S
-    from .soak import _machine, _verdict_cells
-
-    env = Environment(loader=FileSystemLoader(str(TEMPLATES)),
-                      autoescape=select_autoescape(default_for_string=True, default=True),
-                      trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters["cell"] = _cell
     rows = summarize(run.results)
     totals = {k: sum(row[k] for row in rows) for k in ("trials", "faults", "violations", "errors", "hangs",
                                                          "new_epochs", "worker_crashes", "watchdog_ends")}
-    trials = []
-    for r in run.results:
-        violations, detail = _verdict_cells(r)
-        trials.append({"r": r, "violations": violations, "detail": detail})
-    return env.get_template("partition_soak.md.j2").render(
-        command=command, generated=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}", machine=_machine(),
+    return page.render(
+        "partition_soak.md.j2",
+        command=command, generated=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}", machine=page.machine(),
         kafka_version=KAFKA_VERSION, spark_version=SPARK_VERSION, clusters=run.clusters, rows=rows,
         totals=totals, ok=totals["violations"] == 0 and totals["errors"] == 0, wall_min=run.wall_s / 60,
         after_heal_bound_s=AFTER_HEAL_BOUND_S, lossy_bound_s=LOSSY_BOUND_S, scenarios=scenario_docs(),
-        trials=trials)
+        trials=page.trial_rows(run.results))
 
 
 def write_markdown(run: PartitionSoakRun, opts: PartitionSoakOptions, command: str) -> Path:
-    from .soak import write_section
-
     out = opts.out or paths.project_root() / "docs" / "reliability.md"
-    write_section(out, PARTITION_SECTION, render(run, command))
+    page.write_section(out, PARTITION_SECTION, render(run, command))
     return out

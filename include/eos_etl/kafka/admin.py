@@ -30,7 +30,7 @@ from .errors import (
     UnstableOffsetsError,
 )
 from .group_offsets import GroupOffsetsReader
-from .retry import START_PHASE_DEADLINE_S, Deadline, describe, is_retriable, retry_until
+from .retry import START_PHASE_DEADLINE_S, Deadline, describe_kafka_exception, is_retriable, retry_until
 
 log = logging.getLogger(__name__)
 
@@ -141,12 +141,13 @@ class ClusterAdmin:
                 "check the connection's login and password"
             )
         if exc is not None and not is_retriable(exc):
-            return KafkaSetupError(f"Kafka at {self.connection.bootstrap_servers} answered {what}: {describe(exc)}")
+            return KafkaSetupError(
+                f"Kafka at {self.connection.bootstrap_servers} answered {what}: {describe_kafka_exception(exc)}")
         waited = self.retry_deadline_s if deadline_s is None else deadline_s
         return BrokerUnreachableError(
             f"cannot reach Kafka at {self.connection.bootstrap_servers} ({self.connection.security_protocol}): "
             f"no broker answered {what} within {waited:.0f}s"
-            f"{f' (last: {describe(exc)})' if exc is not None else ''}; is the broker running "
+            f"{f' (last: {describe_kafka_exception(exc)})' if exc is not None else ''}; is the broker running "
             "and are bootstrap servers and security protocol right?"
         )
 

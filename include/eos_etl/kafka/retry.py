@@ -105,14 +105,14 @@ def retry_until(call: Callable[[float], T], *, what: str, deadline_s: float = ST
             pause = min(backoff_s * 2 ** (attempt - 1), max_backoff_s)
             if deadline.remaining() < pause + 0.1:
                 raise
-            log.info("%s: %s; asking again (attempt %d, %.0fs left)", what, describe(exc), attempt,
+            log.info("%s: %s; asking again (attempt %d, %.0fs left)", what, describe_kafka_exception(exc), attempt,
                      deadline.remaining())
             time.sleep(pause)
             if before_retry is not None:
                 before_retry(exc)
 
 
-def describe(exc: BaseException) -> str:
+def describe_kafka_exception(exc: BaseException) -> str:
     """One line for a Kafka failure (librdkafka's own text), for logs and error messages."""
     if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
         return exc.args[0].str()

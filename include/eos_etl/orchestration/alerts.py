@@ -32,7 +32,8 @@ from datetime import timedelta
 from airflow.sdk import AsyncCallback, BaseNotifier, DeadlineAlert, DeadlineReference
 
 from .. import paths
-from .reports import run_dir
+from ..reports.pages import seg
+from ..reports.store import run_dir
 
 log = logging.getLogger(__name__)
 
@@ -43,8 +44,6 @@ def alerts_file():
 def report_link(dag_id: str, run_id: str) -> str:
     """The run's page in the reports plugin (``/eos-etl/runs/<dag>/<run>``), behind Airflow's login."""
     from airflow.configuration import conf
-
-    from .report_pages import seg
 
     base = (conf.get("api", "base_url", fallback="") or "http://localhost:8080").rstrip("/")
     return f"{base}/eos-etl/runs/{seg(dag_id)}/{seg(run_id)}"

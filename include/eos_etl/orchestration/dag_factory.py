@@ -19,10 +19,11 @@ from croniter import CroniterBadCronError, croniter
 from airflow.utils.types import DagRunType
 
 from .. import paths
+from ..reports.store import build_report, run_dir, write_run_report
+from ..reports.verdict import judge_run
 from .alerts import RunFailureNotifier, record_error, run_deadline
 from .assets import output_aliases
 from .operators import WindowSparkConnectOperator, WindowSparkSubmitOperator
-from .reports import run_dir
 from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_ROUTE_ENV
 
 log = logging.getLogger(__name__)
@@ -193,9 +194,6 @@ def _validate(ctx, plan: dict) -> dict:
 
 def _report(ctx, plan: dict | None) -> str:
     from airflow.sdk.exceptions import AirflowFailException
-
-    from .reports import build_report, write_run_report
-    from .verdict import judge_run
 
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
     summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else None

@@ -16,12 +16,12 @@ from airflow.sdk import BaseOperator
 from ..arguments import attempt_run_id
 from ..errors import ConfigurationError
 from ..engine.task_attempts import EVENT_LOG_ENV
+from ..reports.store import run_dir
 from ..stack.connect_client import TERM_GRACE_S, where
 from ..stack.connect_probe import wait_answering
 from ..stack.spark import REMOTE_ENV
 from ..stack.spark_connect import HOME_ENV, STALL_BOUND_S, SparkConnectServer
 from .alerts import record_error
-from .reports import run_dir
 from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_CONN_ID
 
 

@@ -3,9 +3,8 @@
 Every window is a fresh Spark application: its JVM loads, parses and verifies some twenty
 thousand classes from Spark's jars before and while it plans the job, once per window. A dynamic
 CDS archive holds those classes already parsed and verified; a JVM started with
-``-XX:SharedArchiveFile`` maps it instead. Measured on cold S runs at 100,000 purchases (4
-partitions, 3 runs each interleaved with runs without it, means): job 13.7 -> 12.1 s, process tree
-27.9 -> 24.4 CPU s; session start 4.7 -> 2.8 s.
+``-XX:SharedArchiveFile`` maps it instead (what that saves a window: docs/performance-history.md,
+"What every window pays before its first record").
 
 The archive is built once per machine (``make setup``, ``eos-etl jvm-archive``, ``make bench``):
 a small training application (:mod:`.class_data_training`: a workload taking the Spark SQL, Arrow and
@@ -115,9 +114,8 @@ def build(workload: str, *, force: bool = False) -> Path:
     """Build this machine's archive unless a whole one is there; return its path.
 
     ``workload``: ``module:function`` run with the training SparkSession; the closer it is to the
-    real jobs, the more of their classes the archive holds: one trained on a real window made the
-    next windows 0.7 s faster than one trained on a generic JSON-to-Arrow job, and the shop's
-    workload (its own transform over generated purchases) matched the real window's within the noise. One builder
+    real jobs, the more of their classes the archive holds (training workloads compared:
+    docs/performance-history.md); the shop's trains on its own transform over generated purchases. One builder
     at a time (a lock file beside it); a second caller waits, then finds it built."""
     key = fingerprint()
     if key is None:

@@ -6,11 +6,9 @@ master and workers (``SPARK_DAEMON_JAVA_OPTS``), after the project's own options
 A user's own ``extraJavaOptions`` (``--spark-conf``, spark-submit ``--conf``) win over them.
 
 What it is for: short-lived JVMs over little data spend most of their CPU compiling, not
-running. A 100,000-purchase window on a fresh JVM spent 29 of its 62 CPU seconds in HotSpot's
-JIT compilers (23 in C2); with ``-XX:TieredStopAtLevel=1`` (C1 only) the JVM took 40 CPU s
-and the window ran 15 % faster, and a test DAG run took 43 % less CPU in all. Over a million
-purchases it is the other way round: C2's code pays back (124 vs 222 JVM CPU s), so it is no
-default. The test suite sets it (tests/conftest.py); ``make bench`` does not.
+running, so ``-XX:TieredStopAtLevel=1`` (C1 only) suits them; over large windows C2's code pays
+back, so it is no default (the figures: docs/performance-history.md, "Where a fresh JVM's CPU
+goes, by thread"). The test suite sets it (tests/conftest.py); ``make bench`` does not.
 
 What every Spark driver and executor gets by default is milder (:data:`SPARK_JIT_OPTIONS`):
 C2 compiles a method after 10x HotSpot's default invocations and loop iterations. The per-record

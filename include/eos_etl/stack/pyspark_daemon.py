@@ -4,10 +4,9 @@ pyspark's own daemon, started after pyspark's archives are taken off ``sys.path`
 Spark puts ``$SPARK_HOME/python/lib/pyspark.zip``, py4j's zip and the spark-core jar first on
 the Python workers' path. With pyspark installed as a package (this project's venv), SPARK_HOME
 is that package, so the very same files are also importable, byte-compiled, from the package
-itself. From the archives Python compiles pyspark from source in every worker (0.8 vs 0.25 CPU s
-to import what a worker needs, measured), and pyspark's ``importlib.invalidate_caches()``, run
-once per task, re-reads every archive's directory (90 ms per task with the three archives, 0.01 ms
-without).
+itself. From the archives Python compiles pyspark from source in every worker, and pyspark's
+``importlib.invalidate_caches()``, run once per task, re-reads every archive's directory (what
+both cost: docs/performance-history.md, "What a fresh JVM and a fresh Python worker pay").
 
 An archive is dropped only when it lies inside the installed pyspark package and what it holds
 (``pyspark`` or ``py4j``) stays importable without it: the code the workers run is the same. On

@@ -2,9 +2,8 @@
 
 A spark-submit per window starts a fresh Spark application: a JVM, its class
 loading and JIT compilation (HotSpot C1/C2 and Janino for the transform),
-planning on a cold JVM, Python workers. For a 100,000-purchase window that is
-more than half of the run (docs/performance-history.md, "A Spark application
-that stays up"). Spark's own Connect server (``org.apache.spark.sql.connect.service.SparkConnectServer``
+planning on a cold JVM, Python workers. For a small window that is most of the
+run (docs/performance-history.md, "A Spark application that stays up"). Spark's own Connect server (``org.apache.spark.sql.connect.service.SparkConnectServer``
 from the pyspark wheel's jars, started with the wheel's ``bin/spark-submit``)
 stays up instead; each run is a thin client (``SPARK_REMOTE``) with a session of
 its pipeline's on the server and pays none of the JVM's start after the server's

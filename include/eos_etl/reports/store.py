@@ -11,7 +11,7 @@ Files (under ``var/reports/<dag_id>/``, names through :func:`eos_etl.paths.safe_
     index.html          recent runs, rendered for reading without Airflow
 
 The Airflow plugin renders the pages live from ``report.json`` (see
-``reports_app``); the HTML files are a convenience copy of the same templates.
+:mod:`eos_etl.reports.app`); the HTML files are a convenience copy of the same templates.
 Reading is bounded: :func:`recent_reports` opens at most ``limit`` reports,
 however long the history.
 """
@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from .. import paths
+from .pages import render_dag_file, render_run_file
 from .verdict import RunVerdict, judge_run
 
 RECENT_RUNS = 200  # the trends page and the index never read more reports than this
@@ -145,8 +146,6 @@ def build_report(*, dag_id: str, run_id: str, plan: dict | None, summary: dict |
 
 def write_run_report(run_dir: Path, report: dict, *, keep: int = 50) -> Path:
     """Write report.json/html for one run and refresh the DAG's index.html; return report.html."""
-    from .report_pages import render_dag_file, render_run_file
-
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
     with open(run_dir / "history.jsonl", "a") as history:  # one short line per execution

@@ -1,4 +1,4 @@
-"""Turn a bench run's raw rows into docs/benchmarks.md and docs/benchmarks.png.
+"""The benchmarks page: a bench run's raw rows turned into docs/benchmarks.md and docs/benchmarks.png.
 
 Every figure is the median over the repetitions of one (case, window size,
 input partitions). Throughput is computed on the **job** basis by default
@@ -10,6 +10,7 @@ S and B3 are compared like for like.
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
@@ -20,7 +21,7 @@ from markupsafe import Markup
 from .cluster_compare import CASES as COMPARED_CASES
 from .cluster_compare import TARGET_FIELD
 
-#: The hand-written docs page (beside this report) on how the figures came to be.
+#: The hand-written docs page (beside this one) on how the figures came to be.
 HISTORY_PAGE = "performance-history.md"
 #: The page's Jinja2 templates (benchmarks.md.j2 and the sections it includes).
 TEMPLATES = Path(__file__).parent / "templates"
@@ -307,6 +308,7 @@ def render_markdown(data: dict, c: dict, command: str, png_name: str) -> str:
 
 # -- plot ----------------------------------------------------------------------------------------
 def render_png(data: dict, c: dict, path: Path) -> None:
+    # Deferred: matplotlib takes a second to import and only this picture needs it.
     import matplotlib
 
     matplotlib.use("Agg")
@@ -383,9 +385,7 @@ def render_png(data: dict, c: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(data: dict, out_dir: Path, command: str) -> tuple[Path, Path]:
-    import json
-
+def write_page(data: dict, out_dir: Path, command: str) -> tuple[Path, Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     c = compute(data)
     png = out_dir / "benchmarks.png"

@@ -7,15 +7,18 @@ never run. Pages carry no inline script or style: data for charts travels in a
 code is a static file, so the plugin's Content-Security-Policy can stay
 ``script-src 'self'``.
 
-The same templates render the live pages (``reports_app``, URLs under the
+The same templates render the live pages (:mod:`eos_etl.reports.app`, URLs under the
 plugin) and the convenience copies written next to each report (file URLs).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import quote
+
+from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from .. import paths
 from .verdict import FAILED, PASSED
@@ -32,8 +35,6 @@ _WINDOW_END_SOURCES = {"until": "the plan's until bound", "logical_date": "the r
 
 
 def _environment():
-    from jinja2 import Environment, FileSystemLoader, select_autoescape
-
     # Default (lenient) undefined on purpose: old reports miss newer keys and must still render.
     return Environment(loader=FileSystemLoader(str(TEMPLATES)),
                        autoescape=select_autoescape(["html"], default_for_string=True, default=True),
@@ -159,8 +160,6 @@ def run_page_context(report: dict, links: RunLinks, static: str) -> dict:
 
 
 def _epoch_ms(iso: str | None) -> int | None:
-    from datetime import datetime
-
     if not iso:
         return None
     try:

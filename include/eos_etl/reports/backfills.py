@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from . import reports
+from . import store
 from .verdict import FAILED
 
 RECENT_BACKFILLS = 20  # the page shows at most this many backfills of a DAG
@@ -64,7 +64,7 @@ def outcome(row: dict, execution: dict | None, *, reprocessed: bool) -> tuple[st
                          f"{execution.get('dead_letters', 0)} dead letters")
 
 
-def describe(backfills: list[dict], dag_dir) -> list[dict]:
+def describe_backfills(backfills: list[dict], dag_dir) -> list[dict]:
     """Each backfill (newest first) with one line per interval and its totals.
 
     ``backfills``: dicts with id, from_date, to_date, reprocess_behavior, created_at, completed_at
@@ -74,8 +74,8 @@ def describe(backfills: list[dict], dag_dir) -> list[dict]:
         created = _iso(backfill.get("created_at"))
         lines, totals = [], {"published": 0, "records_read": 0, "invoices": 0}
         for row in backfill.get("intervals", []):
-            run_dir = reports.contained(dag_dir, row["run_id"]) if dag_dir and row.get("run_id") else None
-            history = reports.read_history(run_dir) if run_dir else []
+            run_dir = store.contained(dag_dir, row["run_id"]) if dag_dir and row.get("run_id") else None
+            history = store.read_history(run_dir) if run_dir else []
             # A run made again is another run: only what was reported while this backfill ran is its.
             execution = execution_for(history, created, _iso(backfill.get("completed_at"))
                                       if row.get("run_replaced") else None)

@@ -30,8 +30,8 @@ from pathlib import Path
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
-from . import data_docs, reports
-from .report_pages import STATIC, RunLinks, dag_page_context, render, run_page_context, seg
+from . import backfills, data_docs, store
+from .pages import STATIC, RunLinks, dag_page_context, render, run_page_context, seg
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'")
@@ -58,7 +58,7 @@ def create_app(*, current_user: Callable, require_dag_read: Callable,
     @app.get("/reports/", response_class=HTMLResponse)
     def index(request: Request, user=Depends(current_user)) -> str:
         base = _base(request)
-        dags = sorted(readable_dag_ids(user, set(reports.dags_with_reports())))
+        dags = sorted(readable_dag_ids(user, set(store.dags_with_reports())))
         return render("reports_index.html", static=base + "static",
                       dags=[{"dag_id": d, "url": f"{base}reports/{seg(d)}/"} for d in dags])
 
@@ -70,19 +70,17 @@ def create_app(*, current_user: Callable, require_dag_read: Callable,
     @app.get("/reports/{dag_id}/index.html", response_class=HTMLResponse, dependencies=dag_read)
     def dag_trends(request: Request, dag_id: str) -> str:
         dag_dir = _dag_dir(dag_id)
-        runs = reports.recent_reports(dag_dir) if dag_dir else []
+        runs = store.recent_reports(dag_dir) if dag_dir else []
         base = _base(request)
         return render("dag_trends.html", **dag_page_context(
-            dag_id, runs, static=base + "static", index_url=base + "reports/", limit=reports.RECENT_RUNS,
+            dag_id, runs, static=base + "static", index_url=base + "reports/", limit=store.RECENT_RUNS,
             run_url=lambda r: f"{base}runs/{seg(dag_id)}/{seg(r.get('run_id') or r['_dir'])}"))
 
     @app.get("/backfills/{dag_id}/", response_class=HTMLResponse, dependencies=dag_read)
     def dag_backfills(request: Request, dag_id: str) -> str:
-        from . import backfills
-
         base = _base(request)
         rows = list_backfills(dag_id, backfills.RECENT_BACKFILLS) if list_backfills else []
-        described = backfills.describe(rows, _dag_dir(dag_id))
+        described = backfills.describe_backfills(rows, _dag_dir(dag_id))
         for b in described:
             for line in b["intervals"]:
                 line["url"] = f"{base}runs/{seg(dag_id)}/{seg(line['run_id'])}" if line["run_id"] else None
@@ -101,7 +99,7 @@ def create_app(*, current_user: Callable, require_dag_read: Callable,
     @app.get("/data-docs/{dag_id}/{page:path}", dependencies=dag_read)
     def data_docs_page(request: Request, dag_id: str, page: str):
         root = data_docs.site_root()
-        path = reports.file_inside(root, page)
+        path = store.file_inside(root, page)
         if path is None:
             raise HTTPException(404, "no such Data Docs page")
         if not data_docs.page_allowed(page, _groups(dag_id)):
@@ -115,7 +113,7 @@ def create_app(*, current_user: Callable, require_dag_read: Callable,
 
     @app.get("/static/{asset:path}", dependencies=[Depends(current_user)])
     def static(asset: str):
-        path = reports.file_inside(STATIC, asset)
+        path = store.file_inside(STATIC, asset)
         if path is None:
             raise HTTPException(404, "no such file")
         return FileResponse(path, media_type=mimetypes.guess_type(path.name)[0])
@@ -130,20 +128,20 @@ def _base(request: Request) -> str:
 
 
 def _dag_dir(dag_id: str) -> Path | None:
-    path = reports.contained(reports.reports_root(), dag_id)
+    path = store.contained(store.reports_root(), dag_id)
     return path if path is not None and path.is_dir() else None
 
 
 def _groups(dag_id: str) -> set[str]:
     """The pipeline groups this DAG's recent runs validated (their Data Docs pages are its own)."""
     dag_dir = _dag_dir(dag_id)
-    return {r["window"]["group"] for r in (reports.recent_reports(dag_dir) if dag_dir else [])
+    return {r["window"]["group"] for r in (store.recent_reports(dag_dir) if dag_dir else [])
             if isinstance(r.get("window"), dict) and r["window"].get("group")}
 
 
 def _run_page(dag_id: str, run_id: str, *, base: str) -> str:
-    run_dir = reports.contained(reports.reports_root(), dag_id, run_id)
-    report = reports.read_report(run_dir) if run_dir else None
+    run_dir = store.contained(store.reports_root(), dag_id, run_id)
+    report = store.read_report(run_dir) if run_dir else None
     if report is None:
         raise HTTPException(404, "this run has no report (yet)")
     quality = report.get("quality") or {}
