@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from confluent_kafka.admin import AdminClient
 
 from ..kafka.connection import KafkaConnection
-from .connect import cancel_jobs
+from .connect_route import cancel_jobs
 from .errors import NotEnoughReplicasError
 
 log = logging.getLogger(__name__)
