@@ -17,6 +17,7 @@ A Spark Connect client never starts it: the server's workers stay up between run
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
@@ -40,8 +41,6 @@ JOB_GROUP = "eos-etl-python-worker-warmup"
 
 def _import_modules(modules: tuple[str, ...]):
     def warm(batches):
-        import importlib
-
         for name in modules:
             importlib.import_module(name)
         for _ in batches:
