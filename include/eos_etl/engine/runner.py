@@ -102,7 +102,6 @@ class RunSummary:
         }
 
 
-
 def run_window(
     spark,
     config: PipelineConfig,
