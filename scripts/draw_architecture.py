@@ -61,10 +61,10 @@ def draw(out: Path) -> None:
         "shop/generator.py\nfor the demo)", KAFKA)
     box(ax, 22, 46, 20, 24, "planner", "engine/planner.py\n\nper partition:\ncommitted position\n"
         "-> last stable offset\n= the window\n(engine/window.py)", ENGINE)
-    box(ax, 46, 46, 22, 24, "Spark read", "engine/runner.py\n\nKafka source,\nisolation.level=\nread_committed,\n"
+    box(ax, 46, 46, 22, 24, "Spark read", "engine/kafka_source.py\n\nKafka source,\nisolation.level=\nread_committed,\n"
         "exact offset ranges\n+ shop/transform.py\n(Spark expressions)", SPARK)
     box(ax, 71, 40, 35, 36, "publishing task", "one Spark task per input partition\n"
-        "engine/publisher.py\nengine/transaction_loop.py\n\n"
+        "engine/publish_task.py, publisher.py\nengine/transaction_loop.py\n\n"
         "init_transactions (fences older attempts)\n"
         "loop, one transaction per chunk:\n"
         "  produce invoices, shipments,\n  dead letters\n"

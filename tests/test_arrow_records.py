@@ -1,10 +1,11 @@
-"""runner.arrow_records: the publishing task's Arrow -> records conversion equals the plain to_pylist one."""
+"""arrow_codec.arrow_records: the publishing task's Arrow -> records conversion equals the plain to_pylist one."""
 
 from __future__ import annotations
 
 import pyarrow as pa
 
-from eos_etl.engine.runner import arrow_records
+from eos_etl.engine.arrow_codec import arrow_records, result_batch
+from eos_etl.engine.publish_task import ReadTimer
 
 HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
 OUTPUT = pa.struct([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()), ("headers", pa.list_(HEADER))])
@@ -66,8 +67,6 @@ def test_null_list_backed_by_a_non_empty_segment_is_empty():
 def test_read_timer_counts_only_the_wait_for_the_next_batch():
     import time
 
-    from eos_etl.engine.runner import ReadTimer
-
     def slow_batches():
         for i in range(3):
             time.sleep(0.05)  # Spark reading and transforming
@@ -80,8 +79,6 @@ def test_read_timer_counts_only_the_wait_for_the_next_batch():
 
 
 def test_result_batch_is_the_one_row_result_schema():
-    from eos_etl.engine.runner import result_batch
-
     batch = result_batch(7, '{"partition": 7, "note": "ü"}')
     batch.validate(full=True)
     assert batch.schema == pa.schema([("partition", pa.int32()), ("result", pa.string())])
@@ -101,7 +98,7 @@ def test_the_tasks_arrow_code_does_not_import_pandas(tmp_path):
     code = f"""
 import sys
 import pyarrow as pa
-from eos_etl.engine.runner import arrow_records, result_batch
+from eos_etl.engine.arrow_codec import arrow_records, result_batch
 batch = pa.ipc.open_stream(pa.OSFile({str(path)!r})).read_next_batch()
 records = list(arrow_records(batch))
 result_batch(1, "{{}}")

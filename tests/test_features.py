@@ -78,9 +78,9 @@ def test_a_cluster_formatted_with_transaction_version_1_says_so_in_preflight_and
     res = cli("transactions", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop), timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.splitlines()[0].startswith("cluster: transaction.version 1, metadata.version 4."), res.stdout
-    from eos_etl.engine.runner import preflight
+    from eos_etl.engine.preflight import preflight
 
-    with caplog.at_level("INFO", logger="eos_etl.engine.runner"):
+    with caplog.at_level("INFO", logger="eos_etl.engine.preflight"):
         features = preflight(shop.pipeline()).features
     assert features.transaction_version == 1
     assert any(r.getMessage().startswith("cluster: transaction.version 1, metadata.version level")

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from eos_etl.engine.runner import preflight
+from eos_etl.engine.preflight import preflight
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import Durability, durability_warnings

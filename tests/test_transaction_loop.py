@@ -20,9 +20,10 @@ import json
 import pytest
 
 from eos_etl.engine.errors import ProducerFencedError, PublishError
+from eos_etl.engine.lineage import H_SOURCE_OFFSET
 from eos_etl.engine.producer import TransactionAbortable, TransactionOutcomeUnknown
 from eos_etl.engine.publisher import PartitionResult
-from eos_etl.engine.transaction_loop import H_SOURCE_OFFSET, LineageWriter, TransactionLoop
+from eos_etl.engine.transaction_loop import LineageWriter, TransactionLoop
 
 
 class FakeProducer:

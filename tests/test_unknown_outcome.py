@@ -20,10 +20,11 @@ import pytest
 
 from eos_etl.engine.checkpoint import PartitionCheckpoint
 from eos_etl.engine import checkpoint_log
+from eos_etl.engine.lineage import H_SOURCE_OFFSET
 from eos_etl.engine.pipeline import DEFAULT_PRODUCER_CONFIG, PipelineConfig
 from eos_etl.engine.producer import TransactionalProducer
 from eos_etl.engine.publisher import PartitionResult
-from eos_etl.engine.transaction_loop import H_SOURCE_OFFSET, LineageWriter, TransactionLoop
+from eos_etl.engine.transaction_loop import LineageWriter, TransactionLoop
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.reader import read_ranges

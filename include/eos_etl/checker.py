@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from .engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from .kafka.admin import ClusterAdmin
 from .kafka.connection import KafkaConnection
 from .kafka.reader import ConsumedRecord, read_ranges
@@ -137,10 +138,10 @@ def check(
         outputs[topic] = len(records)
         hidden[topic] = len(uncommitted) - len(records)
         for r in records:
-            if r.headers.get("source_topic") != input_topic.encode():
+            if r.headers.get(H_SOURCE_TOPIC) != input_topic.encode():
                 continue
-            sp = int(r.headers["source_partition"])
-            so = int(r.headers["source_offset"])
+            sp = int(r.headers[H_SOURCE_PARTITION])
+            so = int(r.headers[H_SOURCE_OFFSET])
             seen[(sp, so)][topic] += 1
             rep = reports.setdefault(sp, PartitionResult(sp, committed.get(sp)))
             c = committed.get(sp)

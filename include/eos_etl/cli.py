@@ -351,7 +351,7 @@ def cmd_run_window(args) -> int:
     t0 = time.monotonic()
     spark_conf = _spark_conf_from_args(args)  # before anything connects: bad arguments touch nothing
     settings = shop_settings_from_args(args)
-    from .engine.runner import preflight
+    from .engine.preflight import preflight
 
     pipeline = settings.pipeline(**_pipeline_overrides(args))
     features = preflight(pipeline).features  # before Spark starts: misconfiguration fails in seconds

@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from ..kafka.produce import produce_waiting
 
 log = logging.getLogger("eos_etl.bench.cases")
@@ -268,8 +269,7 @@ def case_s(spec) -> dict:
 def case_b3(spec) -> dict:
     from pyspark.sql import functions as F
 
-    from ..engine.publisher import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
-    from ..engine.runner import read_window
+    from ..engine.kafka_source import read_window
 
     settings = _settings(spec)
     window = _window(spec)
@@ -306,7 +306,7 @@ def case_b3(spec) -> dict:
 
 
 def case_r(spec) -> dict:
-    from ..engine.runner import read_window
+    from ..engine.kafka_source import read_window
 
     settings = _settings(spec)
     window = _window(spec)
@@ -338,7 +338,7 @@ def case_payloads(spec) -> dict:
     by_source: dict[tuple[int, int], list] = {}
     for ti, k in enumerate(TOPIC_KEYS):
         for r in read_topic(conn, spec["topics"][k]):
-            src = (int(r.headers["source_partition"]), int(r.headers["source_offset"]))
+            src = (int(r.headers[H_SOURCE_PARTITION]), int(r.headers[H_SOURCE_OFFSET]))
             by_source.setdefault(src, []).append((ti, r.key, r.value, list(r.headers.items())))
     records = [(p, off, sorted(outs, key=lambda o: o[0])) for (p, off), outs in sorted(by_source.items())]
     with open(spec["payloads"], "wb") as f:

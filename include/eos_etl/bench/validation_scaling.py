@@ -164,7 +164,7 @@ def read_floor(spark, settings, window, output_read: dict) -> dict:
     """Seconds to only count what the issue's checks must read, one Spark job each and no parsing:
     the window's inputs (read_committed), and the output span validation read (``output_read``, from
     its report), read_committed and read_uncommitted. No validation can cost less than reading these."""
-    from ..engine.runner import read_window
+    from ..engine.kafka_source import read_window
     from ..quality.collect import read_outputs
 
     starts = {t: {int(p): o for p, o in parts.items()} for t, parts in output_read["from_offsets"].items()}

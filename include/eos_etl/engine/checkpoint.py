@@ -20,6 +20,7 @@ import logging
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ..kafka.errors import KafkaSetupError
+from ..kafka.group_offsets import fetch_committed
 from ..kafka.retry import describe_kafka_exception, retry_until
 from . import checkpoint_log
 from .checkpoint_log import CheckpointEntry
@@ -65,11 +66,11 @@ class PartitionCheckpoint:
         return entry.next_offset
 
     def group_offset(self) -> int | None:
+        """The group's committed offset of this partition (stable: the checkpoint's consumer reads
+        read_committed; :func:`~eos_etl.kafka.group_offsets.fetch_committed`), None if it has none."""
+
         def ask(timeout: float) -> int | None:
-            [tp] = self._consumer.committed([TopicPartition(self.topic, self.partition)], timeout=timeout)
-            if tp.error is not None:
-                raise KafkaException(tp.error)
-            return tp.offset if tp.offset >= 0 else None
+            return fetch_committed(self._consumer, self.topic, [self.partition], timeout)[self.partition]
 
         try:
             return retry_until(ask, what=f"committed offset of {self.topic}[{self.partition}]",

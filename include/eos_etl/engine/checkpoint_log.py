@@ -29,12 +29,14 @@ import json
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
-from ..kafka.errors import KafkaSetupError
+from ..kafka.errors import KafkaSetupError, MissingTopicError
 from ..kafka.reader import iter_ranges
 from ..kafka.retry import describe_kafka_exception
+from ..kafka.topics import TopicSpec
 
 #: The checkpoint topic's settings: compacted, never deleted by time, rolled (and so compactable) hourly.
 TOPIC_CONFIG = {
@@ -55,8 +57,6 @@ def topic_for(group: str) -> str:
 
 def topic_spec(topic: str, input_partitions: int):
     """How ``create-topics`` makes the checkpoint topic: one partition per input partition, compacted."""
-    from ..kafka.topics import TopicSpec
-
     return TopicSpec(topic, input_partitions, dict(TOPIC_CONFIG))
 
 
@@ -64,9 +64,6 @@ def require_topic(admin, topic: str, input_topic: str) -> None:
     """Fail (one :class:`ConfigurationError` line) unless ``topic`` can hold the pipeline's checkpoint:
     it exists, Kafka never deletes its records by time or size (``cleanup.policy=compact``), and it
     has a partition for every partition of ``input_topic``."""
-    from ..errors import ConfigurationError
-    from ..kafka.errors import MissingTopicError
-
     try:
         partitions = len(admin.partitions(topic))
     except MissingTopicError:
@@ -143,8 +140,6 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
                                       f"{tmd.error.str() if tmd is not None and tmd.error else 'missing'}; "
                                       "create it with `python -m eos_etl create-topics`")
             partitions = sorted(tmd.partitions)
-        from confluent_kafka import TopicPartition
-
         ranges = {}
         for p in partitions:
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)

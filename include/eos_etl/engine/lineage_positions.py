@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from ..kafka.admin import ClusterAdmin
 from ..kafka.reader import iter_ranges
-from .transaction_loop import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
+from .lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 
 from ..errors import ConfigurationError
+from ..kafka.acls import PipelineResources
 from ..kafka.connection import KafkaConnection
 from . import checkpoint_log
 
@@ -97,8 +98,6 @@ class PipelineConfig:
 
     def resources(self):
         """The Kafka resources this pipeline uses, for its ACLs (:mod:`eos_etl.kafka.acls`)."""
-        from ..kafka.acls import PipelineResources
-
         return PipelineResources(self.input_topic, tuple(self.output_topics), self.group,
                                  self.transactional_id_stem, self.checkpoint_topic)
 

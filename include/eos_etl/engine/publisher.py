@@ -42,17 +42,7 @@ from .checkpoint import PartitionCheckpoint
 from .errors import PublishError, WindowMismatchError
 from .pipeline import PipelineConfig
 from .producer import TransactionalProducer
-from .transaction_loop import (  # noqa: F401 (the lineage header names are re-exported: a public contract)
-    H_RUN_ID,
-    H_SOURCE_OFFSET,
-    H_SOURCE_PARTITION,
-    H_SOURCE_TOPIC,
-    POLL_EVERY,
-    InputRecord,
-    LineageWriter,
-    Output,
-    TransactionLoop,
-)
+from .transaction_loop import POLL_EVERY, InputRecord, LineageWriter, TransactionLoop
 from .window import OffsetRange
 
 log = logging.getLogger(__name__)

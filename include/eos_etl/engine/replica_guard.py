@@ -33,8 +33,9 @@ from dataclasses import dataclass
 
 from confluent_kafka.admin import AdminClient
 
+from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
-from .connect import cancel_jobs
+from .connect_route import cancel_jobs
 from .errors import NotEnoughReplicasError
 
 log = logging.getLogger(__name__)
@@ -84,8 +85,6 @@ class ReplicaProbe:
     def min_insync_replicas(self) -> dict[str, int]:
         """Per output topic (read once, while the cluster answers)."""
         if self._min_isr is None:
-            from ..kafka.admin import ClusterAdmin
-
             states = ClusterAdmin(self.connection).topic_states(self.topics)
             self._min_isr = {t: s.min_insync_replicas for t, s in states.items()}
         return self._min_isr

@@ -9,7 +9,7 @@ attempt of those jobs ended from the driver's status store (kept with the UI
 off too). The read is bounded: a window has one task per input partition, and
 at most :data:`MAX_TASKS_READ` attempts per stage are looked at.
 
-A Spark Connect client (``engine.connect``) has no status store to read: it tags
+A Spark Connect client (``engine.connect_route``) has no status store to read: it tags
 its operations with the same name (``addTag``) and reads how the attempts of the
 jobs carrying that tag ended from the server's event log (Spark's own
 ``EventLoggingListener``, JSON lines, see ``stack.spark_connect``), when the
@@ -27,7 +27,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .connect import is_connect
+from .connect_route import is_connect
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ records in :attr:`TransactionLoop.buffered`). Transitions:
 
 Generic: it knows input records as ``(offset, outputs)`` and nothing of what
 the outputs mean. :class:`LineageWriter` produces a record's outputs with the
-lineage headers.
+lineage headers (:mod:`.lineage`).
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ from collections.abc import Callable
 
 from . import failpoints
 from .errors import PublishError
+from .lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from .producer import TransactionAbortable, TransactionOutcomeUnknown
 
 log = logging.getLogger(__name__)
@@ -53,12 +54,6 @@ log = logging.getLogger(__name__)
 # ``headers`` is a list of (name, bytes) pairs added to the lineage headers.
 Output = tuple[str, bytes | None, bytes | None, list]
 InputRecord = tuple[int, list[Output]]
-
-# Lineage header names (a public contract: external tools select outputs by them).
-H_SOURCE_TOPIC = "source_topic"
-H_SOURCE_PARTITION = "source_partition"
-H_SOURCE_OFFSET = "source_offset"
-H_RUN_ID = "run_id"
 
 # Input records between two producer.poll(0) calls while a transaction is open.
 POLL_EVERY = 1000

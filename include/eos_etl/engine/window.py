@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from ..errors import ConfigurationError
+
 
 @dataclass(frozen=True)
 class OffsetRange:
@@ -65,8 +67,6 @@ class Window:
         """Raise :class:`ConfigurationError` unless this window is over ``topic`` for ``group``
         and every range lies within what the partition holds now (``last_stable``: partition ->
         last stable offset; a partition missing there does not exist)."""
-        from ..errors import ConfigurationError
-
         if self.topic != topic:
             raise ConfigurationError(f"the window is over topic {self.topic!r}, the pipeline reads {topic!r}")
         if self.group != group:

@@ -11,24 +11,25 @@ builds and plans the query; Spark keeps the workers for the window's tasks
 Only an optimisation: its job has its own job group (the run's task attempts never count it),
 the run waits for it at most :data:`WAIT_S` once the query is built, and whatever goes wrong in it
 is logged and the run goes on as it would have. ``EOS_ETL_WORKER_WARMUP=off`` switches it off.
-A Spark Connect client never starts it: the server's workers stay up between runs (``engine.connect``).
+A Spark Connect client never starts it: the server's workers stay up between runs (``engine.connect_route``).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 import threading
 import time
 
 from ..arguments import switch_on
-from .connect import is_connect
+from .connect_route import is_connect
 
 log = logging.getLogger(__name__)
 
 SWITCH_ENV = "EOS_ETL_WORKER_WARMUP"
 
 #: What a publishing task imports before its first record.
-TASK_MODULES = ("pyarrow.compute", "confluent_kafka", "eos_etl.engine.runner", "eos_etl.engine.publisher",
+TASK_MODULES = ("pyarrow.compute", "confluent_kafka", "eos_etl.engine.publish_task", "eos_etl.engine.publisher",
                 "eos_etl.engine.watchdog", "eos_etl.logging_setup")
 
 #: The longest the run waits for the warm-up after building its query (its tasks would queue behind it).
@@ -39,8 +40,6 @@ JOB_GROUP = "eos-etl-python-worker-warmup"
 
 def _import_modules(modules: tuple[str, ...]):
     def warm(batches):
-        import importlib
-
         for name in modules:
             importlib.import_module(name)
         for _ in batches:

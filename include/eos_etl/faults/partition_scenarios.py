@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable
 
 from ..checker import read_topic
+from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION
 from ..kafka.transactions import TransactionsTool
 from .cluster_scenarios import FAILPOINT_WAIT_S, _finish
 from .lab import Lab, TrialResult
@@ -474,9 +475,9 @@ def _position(job: JobProcess, publishing: str) -> int:
 
 def _late_outputs(lab: Lab, shop, run_id: str, partition: int, from_offset: int) -> int:
     """Visible outputs of run ``run_id`` from input ``partition`` at or past ``from_offset``."""
-    return sum(r.headers.get("run_id") == run_id.encode()
-               and int(r.headers.get("source_partition", b"-1")) == partition
-               and int(r.headers.get("source_offset", b"-1")) >= from_offset
+    return sum(r.headers.get(H_RUN_ID) == run_id.encode()
+               and int(r.headers.get(H_SOURCE_PARTITION, b"-1")) == partition
+               and int(r.headers.get(H_SOURCE_OFFSET, b"-1")) >= from_offset
                for t in shop.topics.outputs for r in read_topic(lab.connection, t))
 
 

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from confluent_kafka import Producer
 
 from ..checker import read_topic
+from ..engine.lineage import H_RUN_ID
 from ..shop.generator import generate, hostile_purchases
 from .lab import Lab, TrialResult
 from .process import FAILPOINT_FIRED, PUBLISHING, run_window_args
@@ -172,7 +173,7 @@ def broker_restart(lab: Lab, seed: int, *, records: int = 20_000, partitions: in
 
 # -- 4. zombie: a paused attempt, a new one takes over, the old one resumes --------------------------
 def _outputs_of_run(lab: Lab, shop, run_id: str) -> int:
-    return sum(r.headers.get("run_id") == run_id.encode()
+    return sum(r.headers.get(H_RUN_ID) == run_id.encode()
                for t in shop.topics.outputs for r in read_topic(lab.connection, t))
 
 

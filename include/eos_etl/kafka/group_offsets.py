@@ -1,5 +1,9 @@
 """A consumer group's committed offsets, read through a consumer (never the AdminClient).
 
+The one place committed offsets are asked for: :func:`fetch_committed` on a consumer of the
+group, used by :class:`GroupOffsetsReader` (the cluster admin's reads, the fault tests) and by a
+publishing task's checkpoint (:mod:`eos_etl.engine.checkpoint`), which owns its consumer.
+
 Why not ``AdminClient.list_consumer_group_offsets``: when the group coordinator
 answers NOT_COORDINATOR (it moved because its broker died), librdkafka
 2.16.0's admin path dereferences the consumer-group handle an AdminClient does
@@ -22,6 +26,21 @@ from __future__ import annotations
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 _DENIALS = (KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+
+
+def fetch_committed(consumer: Consumer, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int | None]:
+    """The committed offsets of ``consumer``'s group on ``topic``'s ``partitions`` (None: never committed).
+
+    Stable if the consumer is ``read_committed`` (see above). Raises the consumer's
+    ``KafkaException``, or one with a partition's own error.
+    """
+    tps = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout_s)
+    out: dict[int, int | None] = {}
+    for tp in tps:
+        if tp.error is not None:
+            raise KafkaException(tp.error)
+        out[tp.partition] = tp.offset if tp.offset >= 0 else None
+    return out
 
 
 class GroupOffsetsReader:
@@ -82,7 +101,7 @@ class GroupOffsetsReader:
     def _read(self, isolation: str, topic: str, partitions: list[int], timeout_s: float) -> dict[int, int | None]:
         consumer = self._consumer(isolation)
         try:
-            tps = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout_s)
+            return fetch_committed(consumer, topic, partitions, timeout_s)
         except KafkaException:
             msg = consumer.poll(0)  # serves the error callback; consumer errors may come as an event instead
             if msg is not None and msg.error() is not None and msg.error().code() in _DENIALS:
@@ -90,12 +109,6 @@ class GroupOffsetsReader:
             if self._denials:
                 raise KafkaException(self._denials[-1]) from None
             raise
-        out: dict[int, int | None] = {}
-        for tp in tps:
-            if tp.error is not None:
-                raise KafkaException(tp.error)
-            out[tp.partition] = tp.offset if tp.offset >= 0 else None
-        return out
 
     def close(self) -> None:
         for consumer in (self._stable, self._plain):

@@ -68,7 +68,7 @@ def window_event_extras(admin, plan: dict, summary: dict, bootstrap_servers: str
 def in_window(extra: dict):
     """A predicate for records read from ``extra["ranges"]``: True for the records the event's input
     window produced (their ``source_partition``/``source_offset`` headers fall inside its ranges)."""
-    from ..engine.publisher import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
+    from ..engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 
     window = extra["window"]
     topic = window["topic"].encode()

@@ -97,7 +97,7 @@ def schedule_interval_s(schedule) -> float | None:
 def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     from ..arguments import attempt_run_id
     from ..engine.publisher import publish_without_spark
-    from ..engine.runner import preflight
+    from ..engine.preflight import preflight
     from ..kafka.admin import ClusterAdmin
     from ..kafka.topics import ensure_topics
     from .assets import output_starts

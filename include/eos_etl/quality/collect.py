@@ -44,7 +44,8 @@ import json
 from dataclasses import dataclass, field
 from functools import reduce
 
-from ..engine.runner import KAFKA_SOURCE_DDL, kafka_batch_reader, read_window
+from ..engine.kafka_source import KAFKA_SOURCE_DDL, kafka_batch_reader, read_window
+from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
 
@@ -239,13 +240,13 @@ def attributed_outputs(raw, window: Window):
     """
     from pyspark.sql import functions as F
 
-    source_partition = _header("source_partition").try_cast("int")
-    source_offset = _header("source_offset").try_cast("bigint")
-    df = raw.where(_header("source_topic") == F.lit(window.topic)).select(
+    source_partition = _header(H_SOURCE_PARTITION).try_cast("int")
+    source_offset = _header(H_SOURCE_OFFSET).try_cast("bigint")
+    df = raw.where(_header(H_SOURCE_TOPIC) == F.lit(window.topic)).select(
         "topic", "value",
         F.col("partition").alias("kafka_partition"), F.col("offset").alias("kafka_offset"),
         source_partition.alias("source_partition"), source_offset.alias("source_offset"),
-        _header("run_id").alias("run_id"), _header("dlq_reason").alias("dlq_reason"),
+        _header(H_RUN_ID).alias("run_id"), _header("dlq_reason").alias("dlq_reason"),
     )
     attributable = F.col("source_partition").isNotNull() & F.col("source_offset").isNotNull()
     return (df.withColumn("attributable", attributable)

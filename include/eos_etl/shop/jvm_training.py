@@ -18,7 +18,7 @@ _ROWS = 4_000
 
 def run(spark) -> None:
     # Deferred on purpose: importing this module for SHOP_JVM_WORKLOAD (the CLI, the bench) loads no Spark code.
-    from ..engine.runner import KAFKA_SOURCE_DDL
+    from ..engine.kafka_source import KAFKA_SOURCE_DDL
     from ..kafka.connection import KafkaConnection
     from ..stack.class_data import ClassDataError
     from ..stack.class_data_training import arrow_count

@@ -1,0 +1,54 @@
+"""Spark's Kafka source over one window: what the transform reads.
+
+:func:`read_window` is Spark's batch Kafka source assigned exactly the window's partitions
+and offset ranges, with ``isolation.level=read_committed`` (records of open or aborted
+transactions are never read) and ``failOnDataLoss`` (a range Kafka no longer holds fails the
+run instead of shrinking it). It yields one Spark partition per Kafka partition, rows in offset
+order: ``key, value, topic, partition, offset, timestamp, timestampType`` (a read with
+``includeHeaders`` adds ``headers``: :data:`KAFKA_SOURCE_DDL`). The data-quality checks read
+inputs and outputs through the same reader (:func:`kafka_batch_reader`).
+"""
+
+from __future__ import annotations
+
+import json
+
+from ..kafka.connection import KafkaConnection
+from .pipeline import PipelineConfig
+from .window import Window
+
+#: Consumer settings of every bounded batch read. A range usually ends just after a
+#: transaction marker, which no consumer is given; Spark's consumer then fetches once more
+#: at the end of each partition, and the broker holds a fetch that finds nothing for
+#: ``fetch.max.wait.ms`` (500 ms by default). Within a range there is always data, so a
+#: short wait changes nothing else. Measured: 3.1 s -> 0.75 s to read 9 partitions of
+#: 4,000 records.
+BATCH_READ_OPTIONS = {"kafka.fetch.max.wait.ms": "10"}
+
+
+# The schema of Spark's Kafka source with includeHeaders=true (for rows made without a read).
+KAFKA_SOURCE_DDL = (
+    "key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, timestamp TIMESTAMP, "
+    "timestampType INT, headers ARRAY<STRUCT<key: STRING, value: BINARY>>"
+)
+
+
+def kafka_batch_reader(spark, connection: KafkaConnection):
+    """``spark.read.format("kafka")`` with the connection's options and :data:`BATCH_READ_OPTIONS`."""
+    reader = spark.read.format("kafka")
+    for key, value in {**BATCH_READ_OPTIONS, **connection.spark_options()}.items():
+        reader = reader.option(key, value)
+    return reader
+
+
+def read_window(spark, config: PipelineConfig, window: Window):
+    """Spark's Kafka source over exactly the window, read_committed, failing on data loss."""
+    partitions = list(window.nonempty())
+    return (
+        kafka_batch_reader(spark, config.connection).option("assign", json.dumps({window.topic: partitions}))
+        .option("startingOffsets", window.spark_starting_offsets())
+        .option("endingOffsets", window.spark_ending_offsets())
+        .option("kafka.isolation.level", "read_committed")
+        .option("failOnDataLoss", "true")
+        .load()
+    )
