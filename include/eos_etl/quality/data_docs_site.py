@@ -12,7 +12,7 @@ newest :data:`INDEX_VALIDATIONS` results (``site_index_builder``'s
 ``validation_results_limit``) so it no longer grows with the history. Every
 run's own pages stay linked from its run report.
 
-:func:`forget_result` deletes a pruned validation result with its pages and the
+:func:`forget_results` deletes a pruned validation result with its pages and the
 directories they leave: GE's own ``remove_key`` means to remove emptied
 directories but never does (its ``rrmdir`` tests a generator for emptiness), so
 every pruned run would leave two directory chains behind, in the results store
@@ -76,20 +76,22 @@ def page_location(context, resource_identifier) -> str | None:
     return None
 
 
-def forget_result(context, key) -> None:
-    """Delete validation result ``key`` (a ``ValidationResultIdentifier``), its page on every local
-    Data Docs site, and the directories that leaves empty."""
-    context.validation_results_store.remove_key(key)
-    parts = key.to_tuple()  # GE's layout: <suite name's dotted parts>/<run name>/<run time>/<batch id>
+def forget_results(context, keys) -> None:
+    """Delete validation results ``keys`` (``ValidationResultIdentifier``), their pages on every
+    local Data Docs site, and the directories that leaves empty."""
     store = Path(context.validation_results_store.store_backend.full_base_directory)
-    _remove_empty_dirs(store.joinpath(*parts[:-1]), store)
+    sites = []
     for site in (context.variables.data_docs_sites or {}).values():
         backend = site.get("store_backend") or {}
-        if backend.get("class_name") != "TupleFilesystemStoreBackend" or not backend.get("base_directory"):
-            continue
-        pages = Path(context.root_directory, backend["base_directory"], "validations")
-        pages.joinpath(*parts[:-1], f"{parts[-1]}.html").unlink(missing_ok=True)
-        _remove_empty_dirs(pages.joinpath(*parts[:-1]), pages)
+        if backend.get("class_name") == "TupleFilesystemStoreBackend" and backend.get("base_directory"):
+            sites.append(Path(context.root_directory, backend["base_directory"], "validations"))
+    for key in keys:
+        context.validation_results_store.remove_key(key)
+        parts = key.to_tuple()  # GE's layout: <suite name's dotted parts>/<run name>/<run time>/<batch id>
+        _remove_empty_dirs(store.joinpath(*parts[:-1]), store)
+        for pages in sites:
+            pages.joinpath(*parts[:-1], f"{parts[-1]}.html").unlink(missing_ok=True)
+            _remove_empty_dirs(pages.joinpath(*parts[:-1]), pages)
 
 
 def _remove_empty_dirs(start: Path, stop: Path) -> None:

@@ -318,13 +318,12 @@ def prune_validation_results(context, suite_names, keep: int = VALIDATION_RESULT
         name = key.expectation_suite_identifier.name
         if name in suite_names:
             by_suite.setdefault(name, []).append(key)
-    removed = 0
+    removed = []
     for keys in by_suite.values():
         keys.sort(key=lambda k: k.run_id.run_time, reverse=True)
-        for key in keys[keep:]:
-            data_docs_site.forget_result(context, key)
-            removed += 1
-    return removed
+        removed += keys[keep:]
+    data_docs_site.forget_results(context, removed)
+    return len(removed)
 
 
 def _get(obj, key: str, default):
