@@ -118,6 +118,7 @@ def test_a_projects_own_index_limit_is_kept(tmp_path):
     site = reopened.variables.data_docs_sites["local_site"]
     assert site["site_index_builder"]["validation_results_limit"] == 7
     assert site["site_section_builders"]["validations"]["validation_results_limit"] is None
+    assert site["site_section_builders"]["profiling"] == "None"  # GE's word for no such section
     fresh = open_context(tmp_path / "fresh")
     limit = fresh.variables.data_docs_sites["local_site"]["site_index_builder"]["validation_results_limit"]
     assert limit == data_docs_site.INDEX_VALIDATIONS

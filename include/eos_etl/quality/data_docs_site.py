@@ -34,7 +34,8 @@ def bound_index(context, limit: int = INDEX_VALIDATIONS) -> None:
     """Limit the index of every Data Docs site of ``context`` to the newest ``limit`` validation
     results (a limit already configured is kept), and leave pages of the window's own results
     unlimited: GE hands the index's limit to the validations section too, where it would skip
-    rendering a new page once more than ``limit`` newer results exist."""
+    rendering a new page once more than ``limit`` newer results exist. The profiling section is
+    turned off unless configured."""
     sites = context.variables.data_docs_sites or {}
     changed = False
     for site in sites.values():
@@ -46,6 +47,11 @@ def bound_index(context, limit: int = INDEX_VALIDATIONS) -> None:
         validations = sections.setdefault("validations", {})
         if isinstance(validations, dict) and "validation_results_limit" not in validations:
             validations["validation_results_limit"] = None
+            changed = True
+        if "profiling" not in sections:
+            # GE 1.x validations write no profiling results, yet the section lists the whole results
+            # store at every build; the string is how GE's config says "no such section".
+            sections["profiling"] = "None"
             changed = True
     if changed:
         context.variables.data_docs_sites = sites
