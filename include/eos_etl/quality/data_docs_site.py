@@ -85,30 +85,30 @@ def page_location(context, resource_identifier) -> str | None:
 def forget_results(context, keys) -> None:
     """Delete validation results ``keys`` (``ValidationResultIdentifier``), their pages on every
     local Data Docs site, and the directories that leaves empty."""
-    store = Path(context.validation_results_store.store_backend.full_base_directory)
+    results = context.validation_results_store  # a property that costs milliseconds: read it once
+    store = Path(results.store_backend.full_base_directory)
     sites = []
     for site in (context.variables.data_docs_sites or {}).values():
         backend = site.get("store_backend") or {}
         if backend.get("class_name") == "TupleFilesystemStoreBackend" and backend.get("base_directory"):
             sites.append(Path(context.root_directory, backend["base_directory"], "validations"))
     for key in keys:
-        context.validation_results_store.remove_key(key)
-        parts = key.to_tuple()  # GE's layout: <suite name's dotted parts>/<run name>/<run time>/<batch id>
-        _remove_empty_dirs(store.joinpath(*parts[:-1]), store)
+        results.remove_key(key)
+        # GE's layout: <suite name's dotted parts>/<run name>/<run time>/<batch id>(.json|.html)
+        *dirs, name = key.to_tuple()
+        _remove_empty_dirs(store, dirs)
         for pages in sites:
-            pages.joinpath(*parts[:-1], f"{parts[-1]}.html").unlink(missing_ok=True)
-            _remove_empty_dirs(pages.joinpath(*parts[:-1]), pages)
+            pages.joinpath(*dirs, f"{name}.html").unlink(missing_ok=True)
+            _remove_empty_dirs(pages, dirs)
 
 
-def _remove_empty_dirs(start: Path, stop: Path) -> None:
-    """``start`` and its parents below ``stop``, as long as they are empty."""
-    path = start
-    while path != stop and stop in path.parents:
+def _remove_empty_dirs(base: Path, dirs: list[str]) -> None:
+    """``base/dirs...`` and its parents below ``base``, deepest first, as long as they are empty."""
+    for depth in range(len(dirs), 0, -1):
         try:
-            path.rmdir()
+            base.joinpath(*dirs[:depth]).rmdir()
         except OSError:  # not empty (or already gone): its parents are not empty either
             return
-        path = path.parent
 
 
 def local_index(location: str | None) -> Path | None:
