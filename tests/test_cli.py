@@ -118,6 +118,7 @@ def test_plan_then_run_window_over_sasl_prints_json_summary(shop_factory, sasl_c
     assert (summary["records_read"], summary["invoices"], summary["shipments"], summary["dead_letters"]) == (
         500, stats.valid, stats.valid, invalid)
     assert summary["transactions"] >= 5 and summary["window"] == window and summary["run_id"] == "cli-run-1"
+    assert summary["route"] == "spark-submit"  # its own local Spark application
     # Read over SASL_SSL before any login (ApiVersions): the session broker is formatted by Kafka 4.x's defaults.
     assert summary["cluster_features"]["transaction.version"] == 2, summary["cluster_features"]
     assert SASL_PASSWORD not in run.stderr + run.stdout  # never logged

@@ -155,6 +155,10 @@ def test_full_dag_run_over_sasl_then_no_op_then_seeded_defect_fails(shop_factory
     assert summary["run_id"] == attempt_run_id(run_id, 1)  # what the outputs' run_id header says: run and attempt
     assert quality["success"] is True and Path(quality["data_docs_path"]).is_file()
     assert report["verdict"] == "passed" and (run_dir / "report.html").is_file()
+    # The Spark connection's local master through spark-submit; the report's phases say so.
+    assert summary["route"] == report["route"] == "spark-submit"
+    assert "run_window wall clock (spark-submit)" in (run_dir / "report.html").read_text()
+    assert all(Path(s["docs_page"]).is_file() for s in quality["suites"].values())  # this run's own pages
     assert (dag_home / "var" / "reports" / "shop_invoicing" / "index.html").is_file()
     assert check_shop(shop).ok
     # SASL credentials came from the Airflow connection and never reach a log.

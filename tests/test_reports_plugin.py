@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 
 from eos_etl.reports import data_docs, store
 from eos_etl.reports.app import CSP, DATA_DOCS_CSP, create_app
-from eos_etl.reports.pages import STATIC, seg
+from eos_etl.reports.pages import ROUTE_NAMES, STATIC, seg
 from eos_etl.reports.verdict import judge_run
 
 HOSTILE = ["<script>alert(1)</script>", '"><img src=x onerror=alert(1)>']
@@ -322,6 +322,57 @@ def test_data_docs_pages_are_served_rewritten_and_scoped_to_the_dags_groups(var,
     assert resp.headers["content-security-policy"] == DATA_DOCS_CSP
     assert client.get(f"/data-docs/{DAG}/static/styles/x.css").headers["content-type"].startswith("text/css")
     assert client.get(f"/data-docs/{DAG}/validations/other-pipeline/invoices/p.html").status_code == 403
+
+
+def test_a_pruned_validation_page_is_named_not_linked(var, client):
+    """GE deletes the pages of pruned validation results: the run page keeps naming the suite but
+    links only pages the site still has, and the pruned page's URL says why it is gone."""
+    site = data_docs.site_root()
+    kept = site / "validations" / "shop-invoicing" / "invoices" / "p.html"
+    pruned = site / "validations" / "shop-invoicing" / "shipments" / "p.html"
+    for f in (kept, site / "index.html"):
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text("<html>page</html>")
+    q = quality(docs=site / "index.html")
+    q["suites"]["shipments"] = {"name": "shipments", "success": True, "docs_page": str(pruned)}
+    write(var, DAG, "r-1", store.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(), quality=q))
+    page = client.get(f"/runs/{DAG}/r-1").text
+    assert 'href="/data-docs/shop_invoicing/validations/shop-invoicing/invoices/p.html">invoices</a>' in page
+    assert "shipments/p.html" not in page
+    assert re.search(r'shipments\s*<span class="muted" data-testid="pruned-page">\(pruned\)</span>', page)
+    assert 'href="/data-docs/shop_invoicing/index.html"' in page
+    gone = client.get(f"/data-docs/{DAG}/validations/shop-invoicing/shipments/p.html")
+    assert gone.status_code == 404 and "pruned" in gone.json()["detail"]
+    # Once the index is gone too (a cleaned site), no link leads to it.
+    (site / "index.html").unlink()
+    kept.unlink()
+    page = client.get(f"/runs/{DAG}/r-1").text
+    assert "/data-docs/" not in page and page.count('data-testid="pruned-page"') == 2
+
+
+@pytest.mark.parametrize(("route", "name"), [("spark-submit", "spark-submit"),
+                                             ("standalone", "Spark standalone cluster"),
+                                             ("connect", "Spark Connect server")])
+def test_the_phase_table_names_the_route_the_window_ran_on(var, client, route, name):
+    s = {**summary(), "route": route, "wall_seconds": 9.1}
+    report = store.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=s, quality=quality())
+    assert report["route"] == route
+    write(var, DAG, "r-1", report)
+    for page in (client.get(f"/runs/{DAG}/r-1").text, (var / "reports" / DAG / "r-1" / "report.html").read_text()):
+        timings = page[page.index('class="timings"'):page.index("</table>", page.index('class="timings"'))]
+        assert f"<td>run_window wall clock ({name})</td><td>9.1</td>" in timings
+        assert f"<td>read + transform + publish (Spark job, {name})</td><td>3.5</td>" in timings
+        others = set(ROUTE_NAMES.values()) - {name}
+        assert not [o for o in others if o in timings], timings
+
+
+def test_a_report_without_a_route_names_none(var, client):
+    write(var, DAG, "r-1", store.build_report(dag_id=DAG, run_id="r-1", plan=plan(), summary=summary(),
+                                                quality=quality()))
+    page = client.get(f"/runs/{DAG}/r-1").text
+    timings = page[page.index('class="timings"'):page.index("</table>", page.index('class="timings"'))]
+    assert "<td>run_window wall clock</td>" in timings and "<td>read + transform + publish (Spark job)</td>" in timings
+    assert not [n for n in ROUTE_NAMES.values() if n in timings]
 
 
 def test_links_carry_the_mount_prefix_of_the_api_server(var):

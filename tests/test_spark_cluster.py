@@ -66,6 +66,7 @@ def test_run_window_on_the_standalone_cluster_is_exact(kafka_cluster, spark_clus
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert summary["route"] == "standalone"
 
     # The generator counts committed purchases only; the aborted ones must stay invisible.
     assert stats.aborted > 0

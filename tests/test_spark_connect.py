@@ -88,6 +88,7 @@ def test_windows_on_the_server_publish_exactly_once_in_one_spark_application(sho
     assert connect_server.pid() == server_pid
     assert [r["fenced_attempts"] for r in runs] == [None, None]
     assert all(r["task_attempts"]["visible"] is False for r in runs)
+    assert [r["route"] for r in runs] == ["connect", "connect"]
     assert "not visible to a Spark Connect client" in first.stderr
     assert runs[0]["records_read"] > 0 and runs[1]["records_read"] > 0
     assert sum(r["invoices"] for r in runs) == stats.valid
@@ -218,6 +219,9 @@ def test_the_dag_runs_its_window_on_the_connect_server(shop_factory, kafka_broke
     summary = json.loads(next((tmp_path / "af" / "var" / "reports" / "shop_invoicing").glob("*/summary.json"))
                          .read_text())
     assert summary["task_attempts"]["visible"] and summary["task_attempts"]["succeeded"] == 2
+    assert summary["route"] == "connect"
+    page = next((tmp_path / "af" / "var" / "reports" / "shop_invoicing").glob("*/report.html")).read_text()
+    assert "run_window wall clock (Spark Connect server)" in page and "spark-submit" not in page
     assert len(read_topic(shop.connection, shop.topics.invoices)) == stats.valid
     assert check_shop(shop).ok
     assert token not in logs and SASL_PASSWORD not in logs

@@ -345,7 +345,7 @@ def _pipeline_overrides(args) -> dict:
 def cmd_run_window(args) -> int:
     from .shop.pipeline import run_shop_window, summary_dict
     from .stack.connect_client import server_lost
-    from .stack.session import spark_session, stop_session
+    from .stack.session import spark_route, spark_session, stop_session
     from .stack.spark import REMOTE_ENV
 
     t0 = time.monotonic()
@@ -359,6 +359,7 @@ def cmd_run_window(args) -> int:
     # A window with nothing new only renews its commits: no Spark session for that.
     spark = None if window.is_empty else spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master,
                                                        conf=spark_conf)
+    route = spark_route(spark) if spark is not None else None
     try:
         summary = run_shop_window(spark, settings, window, check=False,
                                   **{**_pipeline_overrides(args), "run_id": pipeline.run_id})
@@ -372,6 +373,7 @@ def cmd_run_window(args) -> int:
             stop_session(spark)
     data = summary_dict(settings, summary)
     data["cluster_features"] = features.to_dict() if features is not None else None
+    data["route"] = route  # the report names its phases by it
     data["wall_seconds"] = round(time.monotonic() - t0, 3)
     text = json.dumps(data, indent=None if args.compact else 2)
     if args.summary_file:

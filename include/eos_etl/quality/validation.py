@@ -5,8 +5,8 @@ for the run's window: the window's input offset ranges, and the output topics
 from the window's earliest input time (minus a clock-skew margin) on, records
 selected by lineage headers (see :mod:`eos_etl.quality.collect`). It builds
 typed Spark DataFrames and runs four suites (:mod:`eos_etl.quality.suites`)
-through Checkpoints whose
-``UpdateDataDocsAction`` writes HTML Data Docs under ``context_root``. The
+through Checkpoints, then builds the HTML Data Docs of what changed under
+``context_root`` (:mod:`eos_etl.quality.data_docs_site`). The
 Great Expectations project there is a file-mode context: suites, validation
 definitions, checkpoints and every validation result are kept, so Data Docs
 list the history of runs.
@@ -21,13 +21,13 @@ import time
 import warnings
 from datetime import datetime, timezone
 from pathlib import Path
-from urllib.parse import unquote, urlparse
 
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
 from ..paths import safe_name
 from ..errors import ConfigurationError
 from . import collect as c
+from . import data_docs_site
 from .examples import failing_rows
 from .report import (
     ExpectationOutcome,
@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 
 DATASOURCE_NAMES = {"spark": "eos_etl_spark", "pandas": "eos_etl_pandas"}
 BATCH_DEFINITION_NAME = "whole_dataframe"
-DOCS_ACTION_NAME = "update_data_docs"
 # BASIC: unexpected count and percent, observed value and a few unexpected values, which is
 # what the report shows. SUMMARY would add a value-count job per column-map expectation.
 RESULT_FORMAT = {"result_format": "BASIC", "partial_unexpected_count": 20}
@@ -296,7 +295,7 @@ def _offsets(window: Window, committed: dict[int, int | None], exact: bool):
 
 def open_context(context_root: Path):
     """The file-mode Great Expectations project under ``context_root`` (created on first use),
-    with progress bars off."""
+    with progress bars off and its Data Docs index bounded."""
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -306,25 +305,25 @@ def open_context(context_root: Path):
     if not bars or _get(bars, "globally", True) or _get(bars, "metric_calculations", True):
         context.variables.progress_bars = ProgressBarsConfig(globally=False, metric_calculations=False)
         context.variables.save()
+    data_docs_site.bound_index(context)
     return context
 
 
 def prune_validation_results(context, suite_names, keep: int = VALIDATION_RESULTS_KEPT) -> int:
     """Delete all but the newest ``keep`` validation results of each of ``suite_names``; the
-    number deleted. GE removes their Data Docs pages at its next index build."""
+    number deleted, with their Data Docs pages (run reports show such a page as pruned)."""
     store = context.validation_results_store
     by_suite: dict[str, list] = {}
     for key in store.list_keys():
         name = key.expectation_suite_identifier.name
         if name in suite_names:
             by_suite.setdefault(name, []).append(key)
-    removed = 0
+    removed = []
     for keys in by_suite.values():
         keys.sort(key=lambda k: k.run_id.run_time, reverse=True)
-        for key in keys[keep:]:
-            store.remove_key(key)
-            removed += 1
-    return removed
+        removed += keys[keep:]
+    data_docs_site.forget_results(context, removed)
+    return len(removed)
 
 
 def _get(obj, key: str, default):
@@ -362,7 +361,6 @@ def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frame
     Returns ({suite: (validation result, result id, Data Docs page)}, Data Docs index.html).
     """
     import great_expectations as gx
-    from great_expectations.checkpoint import UpdateDataDocsAction
     from great_expectations.core.run_identifier import RunIdentifier
 
     with warnings.catch_warnings():
@@ -377,7 +375,7 @@ def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frame
                      pruned, VALIDATION_RESULTS_KEPT)
         timings["ge_context"] = round(time.monotonic() - t, 3)
         run = RunIdentifier(run_name=safe_name(run_id), run_time=datetime.now(timezone.utc))
-        out = {}
+        out, ids = {}, {}
         for spec in specs:
             t = time.monotonic()
             name = f"{prefix}.{spec.name}"
@@ -386,29 +384,19 @@ def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frame
                                     meta={"pipeline_group": settings.group, "input_topic": settings.topics.purchases}))
             definition = context.validation_definitions.add_or_update(
                 gx.ValidationDefinition(name=name, data=_batch_definition(datasources[spec.engine], name), suite=suite))
+            # No Data Docs action: one build for all suites below, not one per checkpoint.
             checkpoint = context.checkpoints.add_or_update(
-                gx.Checkpoint(name=name, validation_definitions=[definition],
-                              actions=[UpdateDataDocsAction(name=DOCS_ACTION_NAME)], result_format=RESULT_FORMAT))
+                gx.Checkpoint(name=name, validation_definitions=[definition], actions=[],
+                              result_format=RESULT_FORMAT))
             result = checkpoint.run(batch_parameters={"dataframe": frames[spec.name]}, run_id=run)
             [(vr_id, vr)] = result.run_results.items()
-            out[spec.name] = (vr, str(vr_id), _docs_page(context, vr_id))
+            out[spec.name], ids[spec.name] = (vr, str(vr_id)), vr_id
             timings[f"ge_{spec.name}"] = round(time.monotonic() - t, 3)
-        index = _docs_page(context, None)
-        return out, Path(index) if index and not index.startswith(("http:", "https:")) else None
-
-
-def _docs_page(context, resource_identifier) -> str | None:
-    try:
-        urls = context.get_docs_sites_urls(resource_identifier=resource_identifier)
-    except Exception:  # noqa: BLE001 - a missing page link is not worth failing a validation
-        return None
-    for site in urls or []:
-        url = site.get("site_url")
-        if url and url.startswith("file://"):
-            return unquote(urlparse(url).path)
-        if url:
-            return url
-    return None
+        t = time.monotonic()
+        pages, index = data_docs_site.build_pages(context, list(ids.values()))
+        timings["ge_data_docs"] = round(time.monotonic() - t, 3)
+        return ({name: (*out[name], pages.get(vr_id)) for name, vr_id in ids.items()},
+                data_docs_site.local_index(index))
 
 
 # -- results -> failures -----------------------------------------------------------------

@@ -101,7 +101,7 @@ def create_app(*, current_user: Callable, require_dag_read: Callable,
         root = data_docs.site_root()
         path = store.file_inside(root, page)
         if path is None:
-            raise HTTPException(404, "no such Data Docs page")
+            raise HTTPException(404, "no such Data Docs page (validation pages of old runs are pruned)")
         if not data_docs.page_allowed(page, _groups(dag_id)):
             raise HTTPException(403, "this Data Docs page belongs to another pipeline")
         if path.suffix != ".html":
@@ -139,6 +139,12 @@ def _groups(dag_id: str) -> set[str]:
             if isinstance(r.get("window"), dict) and r["window"].get("group")}
 
 
+def _existing_page(docs_path: str | None) -> str | None:
+    """A Data Docs page recorded in a report -> its path in the site, if the site still has it."""
+    page = data_docs.relative_page(docs_path)
+    return page if page and reports.file_inside(data_docs.site_root(), page) is not None else None
+
+
 def _run_page(dag_id: str, run_id: str, *, base: str) -> str:
     run_dir = store.contained(store.reports_root(), dag_id, run_id)
     report = store.read_report(run_dir) if run_dir else None
@@ -146,10 +152,13 @@ def _run_page(dag_id: str, run_id: str, *, base: str) -> str:
         raise HTTPException(404, "this run has no report (yet)")
     quality = report.get("quality") or {}
     docs_base = f"{base}data-docs/{seg(dag_id)}/"
-    index_page = data_docs.relative_page(quality.get("data_docs_path"))
-    suites = [(name, data_docs.relative_page(s.get("docs_page")))
-              for name, s in sorted((quality.get("suites") or {}).items()) if isinstance(s, dict)]
+    index_page = _existing_page(quality.get("data_docs_path"))
+    suite_docs = []
+    for name, suite in sorted((quality.get("suites") or {}).items()):
+        if isinstance(suite, dict) and data_docs.relative_page(suite.get("docs_page")):
+            # A recorded page that is gone was pruned with its validation result: named, not linked.
+            page = _existing_page(suite["docs_page"])
+            suite_docs.append((name, docs_base + page if page else None))
     links = RunLinks(all_runs=f"{base}reports/{seg(dag_id)}/",
-                     data_docs=docs_base + index_page if index_page else None,
-                     suite_docs=[(name, docs_base + page) for name, page in suites if page])
+                     data_docs=docs_base + index_page if index_page else None, suite_docs=suite_docs)
     return render("run_report.html", **run_page_context(report, links, base + "static"))

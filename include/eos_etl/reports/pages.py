@@ -30,6 +30,10 @@ STATIC = paths.project_root() / "include" / "web" / "static"
 EXAMPLE_ROWS = 5  # failure examples shown per expectation
 # Lineage first: where a bad row came from is what an operator looks up next.
 LINEAGE_COLUMNS = ("source_partition", "source_offset", "run_id")
+#: Where a window's Spark work ran (the run summary's ``route``, see ``eos_etl.stack.session``), as
+#: the phase table names it. Reports from before the summary said so name no route.
+ROUTE_NAMES = {"spark-submit": "spark-submit", "standalone": "Spark standalone cluster",
+               "connect": "Spark Connect server"}
 _WINDOW_END_SOURCES = {"until": "the plan's until bound", "logical_date": "the run's logical date",
                        "generated_at": "when the report was written"}
 
@@ -64,7 +68,8 @@ def verdict_class(verdict: str | None) -> str:
 class RunLinks:
     all_runs: str
     data_docs: str | None = None  # the Data Docs index
-    suite_docs: list[tuple[str, str]] = field(default_factory=list)  # (suite, its validation page of this run)
+    # (suite, its validation page of this run); None once the page was pruned from the site.
+    suite_docs: list[tuple[str, str | None]] = field(default_factory=list)
 
 
 def _dash(value):
@@ -80,11 +85,13 @@ def _cards(r: dict) -> list[tuple[str, object]]:
 
 
 def _timings(r: dict, quality: dict) -> list[tuple[str, object]]:
+    route = ROUTE_NAMES.get(r.get("route") or "")
     return [("plan", _dash(r.get("plan_seconds"))),
-            ("read + transform + publish (Spark job)", _dash(r.get("publish_seconds"))),
+            ("read + transform + publish (Spark job" + (f", {route})" if route else ")"),
+             _dash(r.get("publish_seconds"))),
             ("validate", _dash(r.get("validate_seconds") if r.get("validate_seconds") is not None
                                else quality.get("seconds"))),
-            ("spark-submit wall clock", _dash(r.get("wall_seconds")))]
+            ("run_window wall clock" + (f" ({route})" if route else ""), _dash(r.get("wall_seconds")))]
 
 
 def _partitions(r: dict, quality: dict) -> list[dict]:
@@ -203,7 +210,8 @@ def dag_page_context(dag_id: str, runs: list[dict], *, static: str, index_url: s
 
 def render_run_file(report: dict) -> str:
     docs = (report.get("quality") or {}).get("data_docs_path")
-    links = RunLinks(all_runs="../index.html", data_docs=Path(docs).as_uri() if docs and Path(docs).is_absolute() else None)
+    links = RunLinks(all_runs="../index.html",
+                     data_docs=Path(docs).as_uri() if docs and Path(docs).is_absolute() and Path(docs).is_file() else None)
     return render("run_report.html", **run_page_context(report, links, STATIC.as_uri()))
 
 

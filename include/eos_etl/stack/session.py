@@ -19,9 +19,25 @@ def spark_session(app_name: str = "eos-etl", master: str | None = None, conf: di
     return classic_session(app_name, master, conf)
 
 
+#: The routes a window's Spark work takes, as summaries and reports name them.
+ROUTE_CONNECT, ROUTE_STANDALONE, ROUTE_SPARK_SUBMIT = "connect", "standalone", "spark-submit"
+
+
+def _is_connect(spark) -> bool:
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def spark_route(spark) -> str:
+    """Where ``spark`` runs its work: a Spark Connect server, a Spark standalone cluster's master
+    (``spark://``), or this process's own application as spark-submit started it (any other master)."""
+    if _is_connect(spark):
+        return ROUTE_CONNECT
+    return ROUTE_STANDALONE if spark.sparkContext.master.startswith("spark://") else ROUTE_SPARK_SUBMIT
+
+
 def stop_session(spark) -> None:
     """End a session from :func:`spark_session`: a Connect client's is released (bounded)."""
-    if type(spark).__module__.startswith("pyspark.sql.connect"):
+    if _is_connect(spark):
         close_session(spark)
     else:
         spark.stop()
