@@ -142,7 +142,7 @@ def _groups(dag_id: str) -> set[str]:
 def _existing_page(docs_path: str | None) -> str | None:
     """A Data Docs page recorded in a report -> its path in the site, if the site still has it."""
     page = data_docs.relative_page(docs_path)
-    return page if page and reports.file_inside(data_docs.site_root(), page) is not None else None
+    return page if page and store.file_inside(data_docs.site_root(), page) is not None else None
 
 
 def _run_page(dag_id: str, run_id: str, *, base: str) -> str:
