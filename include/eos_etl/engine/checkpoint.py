@@ -20,7 +20,8 @@ import logging
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ..kafka.errors import KafkaSetupError
-from ..kafka.retry import describe, retry_until
+from ..kafka.reachability import unreachable
+from ..kafka.retry import describe, is_retriable, retry_until
 from . import checkpoint_log
 from .checkpoint_log import CheckpointEntry
 
@@ -75,6 +76,10 @@ class PartitionCheckpoint:
             return retry_until(ask, what=f"committed offset of {self.topic}[{self.partition}]",
                                deadline_s=self._timeout_s, attempt_timeout_s=min(10.0, self._timeout_s))
         except KafkaException as exc:
+            if is_retriable(exc):  # no answer within the deadline: lost at runtime, or never reachable
+                raise unreachable(self._connection, f"no broker answered the committed offset of "
+                                                    f"{self.topic}[{self.partition}] within {self._timeout_s:.0f}s "
+                                                    f"(last: {describe(exc)})") from exc
             raise KafkaSetupError(
                 f"cannot read committed offset of {self.topic}[{self.partition}]: {describe(exc)}"
             ) from exc

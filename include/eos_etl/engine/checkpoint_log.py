@@ -33,8 +33,9 @@ from confluent_kafka import Consumer, KafkaException
 
 from ..kafka.connection import KafkaConnection
 from ..kafka.errors import KafkaSetupError
+from ..kafka.reachability import unreachable
 from ..kafka.reader import iter_ranges
-from ..kafka.retry import describe
+from ..kafka.retry import describe, is_retriable
 
 #: The checkpoint topic's settings: compacted, never deleted by time, rolled (and so compactable) hourly.
 TOPIC_CONFIG = {
@@ -150,6 +151,9 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
             ranges[p] = (low, high)  # a read_committed consumer's high watermark is the last stable offset
     except KafkaException as exc:
+        if is_retriable(exc):  # no answer in time: lost at runtime, or never reachable
+            raise unreachable(connection, f"no broker answered for the checkpoint topic {topic!r} within "
+                                          f"{timeout_s:.0f}s (last: {describe(exc)})") from exc
         raise KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: {describe(exc)}") from exc
     finally:
         consumer.close()
@@ -160,5 +164,5 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
             if entry is not None:
                 entries[entry.partition] = entry  # offset order within a partition: the last one wins
     except TimeoutError as exc:
-        raise KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: {exc}") from exc
+        raise unreachable(connection, f"cannot read the checkpoint topic {topic!r}: {exc}") from exc
     return entries

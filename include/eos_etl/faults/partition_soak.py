@@ -25,6 +25,7 @@ from .. import paths
 from ..kafka.connection import KafkaConnection
 from ..kafka.features import finalized_features
 from ..stack.errors import StackError
+from .clear_failure import trial_failed_clearly
 from .lab import Lab, TrialResult
 
 log = logging.getLogger(__name__)
@@ -145,7 +146,7 @@ def summarize(results: list[TrialResult]) -> list[dict]:
         row["violations"] += r.violation_count
         row["errors"] += bool(r.error)
         row["hangs"] += int(r.hung)
-        row["failed_clearly"] += int(r.exit_code == 2)
+        row["failed_clearly"] += int(trial_failed_clearly(r))
         row["new_epochs"] += r.counters.get("new_epochs", 0)
         row["worker_crashes"] += r.counters.get("worker_crashes", 0)
         row["watchdog_ends"] += r.counters.get("watchdog_ends", 0)

@@ -29,6 +29,7 @@ from ..stack.spark_cluster import SparkStandalone
 from ..stack.spark_connect import SparkConnectServer
 from ..stack.tools import free_port
 from . import scenarios as sc
+from .clear_failure import CLEAR_EXITS, by_signal, trial_failed_clearly
 from .connect_endurance import run_endurance
 from .connect_scenarios import CONNECT_SCENARIOS
 from .lab import Lab, TrialResult
@@ -189,13 +190,13 @@ def start_phase_outcomes(results: list[TrialResult], topology: str) -> list[str]
     if not runs:
         return []
     codes = [r.exit_code for r in runs]
-    one_line = sum(1 for r in runs if r.exit_code == 2 and "not_one_error_line" not in r.violations)
-    signals = sum(1 for c in codes if c is not None and (c < 0 or c >= 128))
-    other = sum(1 for r in runs if r.exit_code not in (0, 2, None) and not (r.exit_code < 0 or r.exit_code >= 128)
+    one_line = sum(1 for r in runs if trial_failed_clearly(r))
+    signals = sum(1 for c in codes if by_signal(c))
+    other = sum(1 for r in runs if r.exit_code not in (0, *CLEAR_EXITS, None) and not by_signal(r.exit_code)
                 or "traceback" in r.violations)
     exact = sum(1 for r in runs if r.lso_settled and not set(r.violations) - START_PHASE_VERDICT_KEYS)
     return [
-        "| topology | runs | exit 0 | exit 2 (one error line) | other exit / traceback | by a signal | hung "
+        "| topology | runs | exit 0 | exit 1 or 2 (one error line) | other exit / traceback | by a signal | hung "
         "| checker exact |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
         f"| {topology} | {len(runs)} | {codes.count(0)} | {one_line} | {other} | {signals} | {codes.count(None)} "
@@ -316,8 +317,9 @@ def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, c
         "nothing published, no offset committed.",
         "- **start_phase_broker_kill**: the broker is SIGKILLed at a random moment of a run's first 10 s "
         "(connect, metadata, committed offsets, fencing, preflight, planning, Spark start) and restarted "
-        "2-5 s later: the run exits 0, or 2 with exactly one `error:` line (\"cannot reach Kafka\" while the "
-        "only broker is down), never by a signal and never with a traceback; a clean run then finishes the window.",
+        "2-5 s later: the run exits 0, or fails clearly: exit 1 (a runtime failure, e.g. \"cannot reach Kafka ... any "
+        "more\" while the only broker it reached is down) or 2 (bad configuration), with exactly one `error:` line, "
+        "never by a signal and never with a traceback; a clean run then finishes the window.",
         "- **offsets_expired**: on a broker that deletes a group's committed offsets one minute after the last "
         "commit, a pause past that retention (until the group's offsets are gone) between two complete windows, "
         "between an attempt killed at a random transaction step and its retry, and while a frozen attempt holds "
@@ -481,7 +483,8 @@ def write_cluster_markdown(results: list[TrialResult], wall: float, opts: Cluste
         "",
         "The job is stopped at a failpoint (its publishing worker SIGSTOPs itself, so a transaction is open at a "
         "known step), the cluster is asked which node holds the role under test, that node is faulted and the job "
-        "resumed. Bounds: a faulted run must finish, or fail with exit code 2 and one `error:` line, within "
+        "resumed. Bounds: a faulted run must finish, or fail clearly (exit code 1, a runtime failure, or 2, bad "
+        "configuration, with exactly one `error:` line), within "
         f"{RUN_BOUND_S:.0f} s of the fault (the rolling restart: {RUN_BOUND_S + 120:.0f} s after the first restart), "
         f"else it is a hang; with two of three nodes down the run must fail within {MIN_ISR_BOUND_S:.0f} s with an "
         "error naming min.insync.replicas. Then every node is back and in sync, a clean run finishes the window if "
@@ -521,7 +524,8 @@ def write_cluster_markdown(results: list[TrialResult], wall: float, opts: Cluste
         "the next run is exact.",
         "- **start_phase_broker_kill**: a random node SIGKILLed at a random moment of a run's first 10 s (connect, "
         "metadata, committed offsets, fencing, preflight, planning, Spark start) and restarted 2-5 s later: the run "
-        "exits 0, or 2 with exactly one `error:` line, never by a signal, never with a traceback; the checker exact.",
+        "exits 0, or 1 or 2 with exactly one `error:` line, never by a signal, never with a traceback; the checker "
+        "exact.",
         "- **executor_kill** (Spark standalone): a publishing task stops itself mid-transaction; the executor JVM "
         "running it and its Python workers are SIGKILLed; Spark retries the task (the retry fences the dead "
         "attempt's producer, which aborts its open transaction).",

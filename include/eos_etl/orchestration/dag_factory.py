@@ -19,6 +19,7 @@ from croniter import CroniterBadCronError, croniter
 from airflow.utils.types import DagRunType
 
 from .. import paths
+from . import task_failures
 from .alerts import RunFailureNotifier, record_error, run_deadline
 from .assets import output_aliases
 from .operators import WindowSparkConnectOperator, WindowSparkSubmitOperator
@@ -220,6 +221,8 @@ def _recording_errors(ctx, work, *args):
         return work(ctx, *args)
     except Exception as exc:
         record_error(ctx, ctx["ti"].task_id, exc)
+        if (instead := task_failures.for_error(exc)) is not None:  # bad configuration: no retry
+            raise instead from exc
         raise
 
 
