@@ -55,3 +55,13 @@ def test_the_partition_table_counts_exit_1_and_2_as_failed_clearly():
               for i, (code, v) in enumerate([(1, {}), (2, {}), (0, {}), (1, {"no_clear_error": 1})])]
     [row] = summarize(trials)
     assert row["failed_clearly"] == 2
+
+
+def test_a_task_attempts_traceback_in_sparks_log_is_not_the_runs():
+    spark_warning = ("26/11/26 05:29:00 WARN TaskSetManager: Lost task 0.0 in stage 3.0 (TID 5): "
+                     "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+                     "  File \"/x/runner.py\", line 369, in publish\n"
+                     "eos_etl.engine.errors.ProducerFencedError: abort_transaction failed\n")
+    assert run_violations(1, spark_warning + ONE_ERROR) == {}
+    assert run_violations(0, spark_warning) == {}
+    assert run_violations(1, spark_warning + TRACEBACK) == {"traceback": 1, "not_one_error_line": 1}

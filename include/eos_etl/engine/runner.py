@@ -26,6 +26,7 @@ from .pipeline import PipelineConfig
 from .publisher import PartitionPublisher, PartitionResult, publish_without_spark
 from .replica_guard import ReplicaGuard, require_writable
 from .superseded import step_aside
+from .task_errors import diagnosed
 from .task_attempts import AttemptTracker, TaskAttempts
 from .window import OffsetRange, Window
 from .worker_warmup import PythonWorkerWarmup
@@ -451,6 +452,8 @@ def run_window(
             )
         except Exception as exc:
             guard.raise_if_tripped(exc)  # the outputs lost min ISR: that, not the tasks' timeouts, is the error
+            if (error := diagnosed(exc)) is not None:  # the tasks' own diagnosed error: one line, its exit code
+                raise error from exc
             raise
     summary.task_attempts = attempts.attempts()
     done = {}

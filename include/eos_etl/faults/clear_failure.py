@@ -4,7 +4,9 @@ A failed run is clear iff its exit code is one the product gives a diagnosed fai
 (1: the world failed at runtime; 2: bad configuration or arguments, see
 :mod:`eos_etl.errors`), stderr holds exactly one ``error:`` line and no Python traceback,
 no signal ended it, and it ended within its bound. A finished run (exit 0) prints no
-``error:`` line. Every soak that judges how runs end uses this module (the single-node
+``error:`` line. A traceback is the process's own: Python's report of an uncaught exception
+starts a line; Spark's log lines about a lost task attempt quote the task's traceback after
+their prefix (``... PythonException: Traceback ...``), and a retried attempt is not the run's failure. Every soak that judges how runs end uses this module (the single-node
 start-phase kills, the cluster and the partition scenarios, and their tables).
 """
 
@@ -23,6 +25,11 @@ UNCLEAR_KEYS = frozenset({"hung", "killed_by_signal", "unexpected_exit", "traceb
 
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+def has_traceback(stderr: str) -> bool:
+    """The process's own Python traceback (an uncaught exception), not one quoted in a log line."""
+    return any(line.startswith(TRACEBACK) for line in stderr.splitlines())
 
 
 def by_signal(code: int | None) -> bool:
@@ -44,7 +51,7 @@ def run_violations(code: int | None, stderr: str, *, took_s: float | None = None
         violations["killed_by_signal"] = 1
     elif code != 0 and code not in CLEAR_EXITS:
         violations["unexpected_exit"] = 1
-    if TRACEBACK in stderr:
+    if has_traceback(stderr):
         violations["traceback"] = 1
     errors = len(error_lines(stderr))
     if (code in CLEAR_EXITS and errors != 1) or (code == 0 and errors):
