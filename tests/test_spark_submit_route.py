@@ -86,4 +86,6 @@ def test_spark_submit_exits_with_the_jobs_own_exit_code():
                           capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
     assert proc.returncode == 2, proc.stderr[-3000:]
-    assert [line for line in proc.stderr.splitlines() if line.startswith("error:")], proc.stderr[-3000:]
+    # spark-submit hands the driver's own output on through its stdout.
+    output = proc.stdout + proc.stderr
+    assert [line for line in output.splitlines() if line.startswith("error:")], output[-3000:]
