@@ -369,7 +369,7 @@ def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(s
 def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alerts(shop_factory, kafka_broker,
                                                                                   tmp_path):
     """Forced failure: the Variable names an input topic that does not exist. The run fails (plan_window,
-    after its retry); the report task's notifier writes one `run_failed` alert with the error and the
+    at once: a missing topic is bad configuration, which is not retried); the report task's notifier writes one `run_failed` alert with the error and the
     report link; the run outlives a 5 s deadline, so the triggerer writes a `run_late` alert too."""
     shop = shop_factory(partitions=1)
     broken = shop.__class__(connection=shop.connection, topics=shop.topics.__class__(
@@ -385,6 +385,9 @@ def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alert
         _unpause(af, token, "shop_invoicing")
         run = _wait_for_run(af, token, "shop_invoicing", timeout_s=420)
         assert run["state"] == "failed", run
+        plan = _api(af, "GET", f"/api/v2/dags/shop_invoicing/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}"
+                               "/taskInstances/plan_window", None, token)
+        assert plan["state"] == "failed" and plan["try_number"] == 1, plan  # not retried: bad configuration
         deadline = time.monotonic() + 120
         alerts: list = []
         while time.monotonic() < deadline:

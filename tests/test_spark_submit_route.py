@@ -15,11 +15,16 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 SECRET = "s3cret-never-shown"
+ROOT = Path(__file__).resolve().parent.parent
 
 ROUTE_CHECK = """
 import json, stat
+from airflow.sdk.exceptions import AirflowFailException
 from eos_etl.errors import ConfigurationError
 from eos_etl.orchestration.operators import WindowSparkSubmitOperator, check_deploy_mode, private_connection_file
 
@@ -30,8 +35,8 @@ for name, kwargs in {"cluster connection": {"conn_id": "spark_cluster"},
     try:
         op.execute({})  # an empty context: anything past the check would fail differently
         out[name] = "submitted"
-    except ConfigurationError as exc:
-        out[name] = str(exc)
+    except AirflowFailException as exc:  # bad configuration: the try fails for good, never retried
+        out[name] = str(exc) if isinstance(exc.__cause__, ConfigurationError) else f"not configuration: {exc!r}"
 check_deploy_mode("spark_client")
 out["client"] = "accepted"
 with private_connection_file('{"sasl_password": "%s"}') as path:
@@ -62,8 +67,25 @@ def test_cluster_deploy_mode_is_refused_and_the_connection_file_is_private():
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     for case in ("cluster connection", "cluster override"):
         assert "deploy mode 'cluster'" in out[case] and "--connection-json-file" in out[case], out[case]
+        assert "not retried" in out[case], out[case]
         assert SECRET not in out[case]
     assert out["client"] == "accepted"
     assert out["file"] == {"mode": "0o600", "dir": "0o700", "text": json.dumps({"sasl_password": SECRET})}
     assert out["removed"] and out["removed after a failure"]
     assert SECRET not in proc.stderr
+
+
+@pytest.mark.spark
+def test_spark_submit_exits_with_the_jobs_own_exit_code():
+    """The operator tells bad configuration (2, not retried) from a runtime failure (1, retried) by
+    spark-submit's exit code: in client mode it is the Python driver's own."""
+    from eos_etl.stack.spark import spark_home
+
+    proc = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]",
+                           str(ROOT / "jobs" / "run_window.py"), "run-window", "--no-such-option"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    # spark-submit hands the driver's own output on through its stdout.
+    output = proc.stdout + proc.stderr
+    assert [line for line in output.splitlines() if line.startswith("error:")], output[-3000:]

@@ -23,7 +23,7 @@ from eos_etl.faults import Lab
 from eos_etl.faults import scenarios as sc
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
-from eos_etl.kafka.errors import BrokerUnreachableError
+from eos_etl.kafka.errors import BrokerLostError, BrokerUnreachableError
 from eos_etl.kafka.retry import Deadline, is_retriable, retry_until
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
@@ -116,8 +116,10 @@ def test_verdict_of_a_start_phase_run():
     assert sc.start_phase_verdict(0, "all fine\n") == {}
     assert sc.start_phase_verdict(2, one_error) == {}
     assert sc.start_phase_verdict(-11, "Fatal Python error: Segmentation fault\n") == {"killed_by_signal": 1}
+    assert sc.start_phase_verdict(1, one_error) == {}  # the broker it reached was lost: a runtime failure
     assert sc.start_phase_verdict(1, "Traceback (most recent call last):\n  ...\nTimeoutError\n") == {
-        "unexpected_exit": 1, "traceback": 1}
+        "traceback": 1, "not_one_error_line": 1}
+    assert sc.start_phase_verdict(3, one_error) == {"unexpected_exit": 1}
     assert sc.start_phase_verdict(2, one_error + "error: another\n") == {"not_one_error_line": 1}
     assert sc.start_phase_verdict(None, "") == {"hung": 1}
 
@@ -229,6 +231,15 @@ def test_the_only_broker_killed_while_a_run_starts(tmp_path):
         result = sc.start_phase_broker_kill(Lab(KafkaConnection(broker.bootstrap_servers), broker=broker,
                                                 log_dir=tmp_path), 3,
                                             records=300, kill_within_s=3.0)
+        # In this process too: the broker answered, then died. That is a runtime failure (exit code 1),
+        # not the configuration error (exit code 2) of a list that never answered.
+        admin = ClusterAdmin(KafkaConnection(broker.bootstrap_servers), timeout=1.0, retry_deadline_s=2.0)
+        admin.check_reachable()
+        broker.kill()
+        with pytest.raises(BrokerLostError, match=f"cannot reach Kafka at {broker.bootstrap_servers} .* any more"
+                           ) as lost:
+            admin.check_reachable()
+        assert lost.value.exit_code == 1
     finally:
         broker.stop()
     assert_start_phase_passed(result)

@@ -21,7 +21,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ..kafka.errors import KafkaSetupError
 from ..kafka.group_offsets import fetch_committed
-from ..kafka.retry import describe_kafka_exception, retry_until
+from ..kafka.reachability import unreachable
+from ..kafka.retry import describe_kafka_exception, is_retriable, retry_until
 from . import checkpoint_log
 from .checkpoint_log import CheckpointEntry
 
@@ -76,6 +77,10 @@ class PartitionCheckpoint:
             return retry_until(ask, what=f"committed offset of {self.topic}[{self.partition}]",
                                deadline_s=self._timeout_s, attempt_timeout_s=min(10.0, self._timeout_s))
         except KafkaException as exc:
+            if is_retriable(exc):  # no answer within the deadline: lost at runtime, or never reachable
+                raise unreachable(self._connection, f"no broker answered the committed offset of "
+                                                    f"{self.topic}[{self.partition}] within {self._timeout_s:.0f}s "
+                                                    f"(last: {describe_kafka_exception(exc)})") from exc
             raise KafkaSetupError(
                 f"cannot read committed offset of {self.topic}[{self.partition}]: {describe_kafka_exception(exc)}"
             ) from exc

@@ -34,8 +34,9 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
 from ..kafka.errors import KafkaSetupError, MissingTopicError
+from ..kafka.reachability import unreachable
 from ..kafka.reader import iter_ranges
-from ..kafka.retry import describe_kafka_exception
+from ..kafka.retry import describe_kafka_exception, is_retriable
 from ..kafka.topics import TopicSpec
 
 #: The checkpoint topic's settings: compacted, never deleted by time, rolled (and so compactable) hourly.
@@ -145,6 +146,9 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
             ranges[p] = (low, high)  # a read_committed consumer's high watermark is the last stable offset
     except KafkaException as exc:
+        if is_retriable(exc):  # no answer in time: lost at runtime, or never reachable
+            raise unreachable(connection, f"no broker answered for the checkpoint topic {topic!r} within "
+                                          f"{timeout_s:.0f}s (last: {describe_kafka_exception(exc)})") from exc
         raise KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: {describe_kafka_exception(exc)}") from exc
     finally:
         consumer.close()
@@ -155,5 +159,5 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
             if entry is not None:
                 entries[entry.partition] = entry  # offset order within a partition: the last one wins
     except TimeoutError as exc:
-        raise KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: {exc}") from exc
+        raise unreachable(connection, f"cannot read the checkpoint topic {topic!r}: {exc}") from exc
     return entries

@@ -1,40 +1,76 @@
-from ..errors import EosEtlError
+"""The engine's errors, each with its exit code (:mod:`eos_etl.errors`).
+
+A window the engine could not complete because the world failed under it (brokers, replicas,
+a transaction that would not complete, a newer attempt) ends with exit code 1: a retry may
+succeed. What no retry can fix (offsets that do not fit the window, input lost to retention,
+a transform that breaks its contract, a lost position, a missing ACL) keeps exit code 2.
+"""
+
+from ..errors import EXIT_CONFIGURATION, EXIT_RUNTIME, EosEtlError
 
 
 class EngineError(EosEtlError):
     """The exactly-once engine could not complete a window."""
 
+    exit_code = EXIT_RUNTIME
+
 
 class WindowMismatchError(EngineError):
-    """The group's committed offset is outside the window (offsets were reset or
-    another pipeline shares the group); publishing would lose or repeat data."""
+    """The group's committed offset is outside the window (offsets were reset or another pipeline shares the
+    group); publishing would lose or repeat data. Re-plan the window or fix the group: exit code 2."""
+
+    exit_code = EXIT_CONFIGURATION
 
 
 class InputDataLossError(EngineError):
-    """Input records below the group's committed position are gone (retention)."""
+    """Input records below the group's committed position are gone (retention); someone must decide
+    what to do about the lost records before the pipeline goes on: exit code 2."""
+
+    exit_code = EXIT_CONFIGURATION
 
 
 class PublishError(EngineError):
-    """A transaction could not be completed after the allowed retries."""
+    """A transaction could not be completed after the allowed retries (exit code 1)."""
 
 
 class ProducerFencedError(PublishError):
-    """Another attempt with the same transactional.id took over; this attempt must stop."""
+    """Another attempt with the same transactional.id took over, or the coordinator aborted this
+    attempt's transaction at its timeout; this attempt must stop (exit code 1).
+
+    What the attempt knew when it was fenced, for :mod:`.superseded` (None: not known):
+    ``transaction_age_s``, how long its transaction had been open (None: none was);
+    ``transaction_timeout_s``, the transaction's timeout; ``position``, the committed position
+    it last knew (set by the publisher).
+    """
+
+    def __init__(self, message: str, *, transaction_age_s: float | None = None,
+                 transaction_timeout_s: float | None = None):
+        super().__init__(message)
+        self.transaction_age_s = transaction_age_s
+        self.transaction_timeout_s = transaction_timeout_s
+        self.position: int | None = None
 
 
 class TransactionalIdNotAuthorizedError(PublishError):
-    """The principal has no Write ACL on the pipeline's transactional id."""
+    """The principal has no Write ACL on the pipeline's transactional id: grant it (exit code 2)."""
+
+    exit_code = EXIT_CONFIGURATION
 
 
 class TransformContractError(EngineError):
-    """The transform's output does not have the columns the engine publishes."""
+    """The transform's output does not have the columns the engine publishes: fix the transform (exit code 2)."""
+
+    exit_code = EXIT_CONFIGURATION
 
 
 class NotEnoughReplicasError(PublishError):
     """Too few of an output partition's replicas are on answering brokers for an acks=all write
-    (below ``min.insync.replicas``): nothing can commit until brokers come back."""
+    (below ``min.insync.replicas``): nothing can commit until brokers come back (exit code 1)."""
 
 
 class PositionLostError(EngineError):
     """A partition has no committed offset and no checkpoint record, but the pipeline already
-    published: starting from the start policy would publish those records again."""
+    published: starting from the start policy would publish those records again. An operator
+    recovers the position first (exit code 2)."""
+
+    exit_code = EXIT_CONFIGURATION

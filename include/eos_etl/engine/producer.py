@@ -92,6 +92,7 @@ class TransactionalProducer:
         self._conf = conf
         self._transaction_timeout_s = float(settings.get("transaction.timeout.ms", 60_000)) / 1000
         self._begun_at = time.monotonic()
+        self._in_transaction = False  # begun, not yet committed or aborted
         self._producer: Producer | None = Producer(conf)
         #: Producers ended by :meth:`reinitialise` so far (each new one has a new epoch).
         self.reinitialisations = 0
@@ -128,10 +129,16 @@ class TransactionalProducer:
                     raise TransactionalIdNotAuthorizedError(
                         f"{what}: the principal may not use transactional.id {self.transactional_id} (no Write "
                         "ACL on it); grant the pipeline's ACLs with `python -m eos_etl acl grant`") from exc
-                if err.code() in _FENCED_CODES or err.fatal():
+                if err.code() in _FENCED_CODES:
                     self.close()
-                    cls = ProducerFencedError if err.code() in _FENCED_CODES else PublishError
-                    raise cls(f"{what} failed for transactional.id {self.transactional_id}: {err.str()}") from exc
+                    raise ProducerFencedError(
+                        f"{what} failed for transactional.id {self.transactional_id}: {err.str()}",
+                        transaction_age_s=self.transaction_age_s(),
+                        transaction_timeout_s=self._transaction_timeout_s) from exc
+                if err.fatal():
+                    self.close()
+                    raise PublishError(f"{what} failed for transactional.id {self.transactional_id}: {err.str()}"
+                                       ) from exc
                 if err.txn_requires_abort():
                     raise TransactionAbortable(f"{what}: {describe_kafka_error(err)}") from exc
                 if err.retriable() and time.monotonic() < deadline:
@@ -158,6 +165,12 @@ class TransactionalProducer:
         self._delivery_errors.clear()
         self._call("begin_transaction")
         self._begun_at = time.monotonic()
+        self._in_transaction = True
+
+    def transaction_age_s(self) -> float | None:
+        """How long the open transaction has been open (None: none is): one open past
+        ``transaction.timeout.ms`` is one the coordinator aborts itself, bumping the epoch."""
+        return time.monotonic() - self._begun_at if self._in_transaction else None
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
         # Runs once per output record: the client's call first, the full-queue helper only when needed.
@@ -230,6 +243,7 @@ class TransactionalProducer:
         # A commit that times out is retried (resumable: librdkafka goes on in the background); one
         # still unanswered after the retries is TransactionOutcomeUnknown, never followed by an abort.
         self._call("commit_transaction", self._op_timeout_s, outcome_unknown=True)
+        self._in_transaction = False
 
     def abort_transaction(self) -> None:
         # Settle in-flight produce requests first: aborting while partitions are
@@ -241,6 +255,7 @@ class TransactionalProducer:
         while len(self.producer) and not self._delivery_errors and time.monotonic() < deadline:
             self.producer.flush(0.5)
         self._call("abort_transaction", self._op_timeout_s, outcome_unknown=True)
+        self._in_transaction = False
         self._delivery_errors.clear()
 
     def reinitialise(self) -> None:
@@ -260,6 +275,7 @@ class TransactionalProducer:
             # against the coordinator that did not answer, or over a commit that may have landed.
             del old
         self._delivery_errors.clear()
+        self._in_transaction = False  # the new epoch's init completes or aborts what the old one left open
         self._producer = Producer(self._conf)
         self.reinitialisations += 1
         log.warning("producer of %s ended and replaced; initialising the new one (a new epoch)", self.transactional_id)

@@ -102,9 +102,9 @@ def publish_task(config_json: str, window_json: str):
                 result = PartitionPublisher(config, partition, window.ranges[partition],
                                             on_progress=watchdog.kick, call_bound=watchdog.bounded
                                             ).publish(records())
-        except ProducerFencedError:
-            # Another attempt of this task (speculation, a retry) took over: let it finish.
-            step_aside(config, partition, window.ranges[partition].end)
+        except ProducerFencedError as exc:
+            # Another attempt of this task (speculation, a retry) took over: let it finish, if there is one.
+            step_aside(config, partition, window.ranges[partition].end, exc)
             raise
         failpoints.hit("before_report", partition)
         result.read_seconds = round(batches.seconds, 3)

@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 
 from . import failpoints
 from .checkpoint import PartitionCheckpoint
-from .errors import PublishError, WindowMismatchError
+from .errors import ProducerFencedError, PublishError, WindowMismatchError
 from .pipeline import PipelineConfig
 from .producer import TransactionalProducer
 from .transaction_loop import POLL_EVERY, InputRecord, LineageWriter, TransactionLoop
@@ -91,6 +91,8 @@ class PartitionPublisher:
             call_bound=self._call_bound,
         )
         checkpoint = PartitionCheckpoint(self.config, p)
+        self._active_loop: TransactionLoop | None = None
+        committed: int | None = None
         try:
             producer.init_transactions()
             failpoints.hit("after_init", p)
@@ -128,6 +130,10 @@ class PartitionPublisher:
                 result.outputs, result.transactions, result.aborts, result.seconds,
             )
             return result
+        except ProducerFencedError as exc:
+            # The committed position this attempt last knew: whoever commits past it took over (engine.superseded).
+            exc.position = self._active_loop.position if self._active_loop is not None else committed
+            raise
         finally:
             producer.close()
             checkpoint.close()
@@ -146,10 +152,11 @@ class PartitionPublisher:
     def _loop(self, producer, checkpoint, position: int, result: PartitionResult) -> TransactionLoop:
         cfg = self.config
         writer = LineageWriter(producer.produce, cfg.input_topic, self.partition, cfg.run_id)
-        return TransactionLoop(producer, checkpoint, writer, result, position=position,
-                               validated_position=self._validated_position, chunk_records=cfg.chunk_records,
-                               chunk_seconds=cfg.chunk_seconds, max_abort_retries=cfg.max_abort_retries,
-                               on_progress=self._on_progress)
+        self._active_loop = TransactionLoop(
+            producer, checkpoint, writer, result, position=position, validated_position=self._validated_position,
+            chunk_records=cfg.chunk_records, chunk_seconds=cfg.chunk_seconds, max_abort_retries=cfg.max_abort_retries,
+            on_progress=self._on_progress)
+        return self._active_loop
 
     def _run_transactions(self, producer, checkpoint, records, position, result) -> None:
         cfg = self.config

@@ -41,6 +41,7 @@ from .publish_task import publish_task, result_schema
 from .publisher import PartitionResult, publish_without_spark
 from .replica_guard import ReplicaGuard
 from .task_attempts import AttemptTracker, TaskAttempts
+from .task_errors import diagnosed
 from .transform_contract import check_contract
 from .window import OffsetRange, Window
 from .worker_warmup import PythonWorkerWarmup
@@ -149,6 +150,10 @@ def run_window(
             )
         except Exception as exc:
             guard.raise_if_tripped(exc)  # the outputs lost min ISR: that, not the tasks' timeouts, is the error
+            if (error := diagnosed(exc)) is not None:  # the tasks' own diagnosed error: one line, its exit code
+                raise error from exc
+            if (error := diagnosed(exc)) is not None:  # the tasks' own diagnosed error: one line, its exit code
+                raise error from exc
             raise
     summary.task_attempts = attempts.attempts()
     done = {}

@@ -5,8 +5,8 @@ a transaction is open at a known step), the harness asks the cluster which
 node holds the role under test (leader of an output partition, transaction
 coordinator of the job's transactional.id, group coordinator of its group,
 active KRaft controller), injects the fault into that node and resumes the
-job. The faulted run must finish, or fail with one clear ``error:`` line,
-within :data:`RUN_BOUND_S`; otherwise it counts as a hang. The node comes
+job. The faulted run must finish, or fail clearly (:mod:`.clear_failure`: exit
+code 1 or 2, one ``error:`` line) within :data:`RUN_BOUND_S`; otherwise it counts as a hang. The node comes
 back, a clean run finishes the window if needed, and the checker judges.
 
 Every trial records the faults injected (``kills``), ``recovery_s`` (from the
@@ -24,7 +24,9 @@ from collections.abc import Callable
 
 from ..checker import read_topic
 from ..stack.kafka_cluster import KafkaCluster, KafkaNode
+from ..errors import EXIT_RUNTIME
 from . import scenarios as sc
+from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly
 from .lab import Lab, TrialResult
 from .process import PUBLISHING, JobProcess
 from .scenarios import _once, _shop_with_purchases, trial
@@ -67,12 +69,11 @@ def _finish(lab: Lab, result: TrialResult, job: JobProcess, t_fault: float, boun
         log.error("%s: run hung for %.0fs after the fault (log %s)", name, bound_s, lab.keep_log(job, f"{name}-hung"))
     elif code == 0:
         result.recovery_s = round(time.monotonic() - t_fault, 1)
-    elif code == 2:
-        errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
-        if len(errors) != 1 or "Traceback" in job.stderr:
+    elif code in CLEAR_EXITS:
+        if not failed_clearly(code, job.stderr):  # not exactly one error line, or a traceback
             result.violations["no_clear_error"] = 1
         lab.keep_log(job, f"{name}-failed")
-    else:  # killed by a signal or a traceback: not a clear error
+    else:  # killed by a signal, or an exit code no diagnosed error has
         result.violations["unclear_failure"] = 1
         lab.keep_log(job, f"{name}-exit{code}")
     return code
@@ -232,8 +233,8 @@ def rolling_restart(lab: Lab, seed: int, *, records: int = 200_000, partitions: 
 def two_brokers_down(lab: Lab, seed: int) -> TrialResult:
     """Two of three nodes SIGKILLed mid-transaction: outputs below min.insync.replicas.
 
-    Pass: the run fails within :data:`MIN_ISR_BOUND_S` with exit code 2 and one
-    ``error:`` line naming min.insync.replicas; once the nodes are back, nothing
+    Pass: the run fails clearly within :data:`MIN_ISR_BOUND_S`: exit code 1 (the brokers
+    failed, not the configuration) and one ``error:`` line naming min.insync.replicas; once the nodes are back, nothing
     is visible to read_committed readers and the offsets did not move; the next
     run is exact.
     """
@@ -260,8 +261,8 @@ def two_brokers_down(lab: Lab, seed: int) -> TrialResult:
         finally:
             if job.alive:
                 job.kill()
-        errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
-        if code != 2 or len(errors) != 1 or "min.insync.replicas" not in errors[0]:
+        errors = error_lines(job.stderr)
+        if code != EXIT_RUNTIME or not failed_clearly(code, job.stderr) or "min.insync.replicas" not in errors[0]:
             result.violations["no_min_isr_error"] = 1
         result.recovery_s = None
         _restore(cluster)

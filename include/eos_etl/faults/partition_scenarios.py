@@ -13,8 +13,9 @@ A trial: fresh topics with 3,000 purchases (aborted input transactions and
 invalid records among them), the job stopped at a failpoint so a transaction is
 open at a known step, the cut applied, the job resumed; the cut heals after the
 trial's duration (from seconds to longer than every client retry), then the
-faulted run must finish, or fail with exit code 2 and exactly one ``error:``
-line, within :data:`AFTER_HEAL_BOUND_S` (else it is a hang). Then the whole
+faulted run must finish, or fail clearly (:mod:`.clear_failure`: exit code 1,
+the world failed, or 2, bad configuration, with exactly one ``error:`` line),
+within :data:`AFTER_HEAL_BOUND_S` (else it is a hang). Then the whole
 cluster is back in sync, a clean run finishes the window if the faulted one
 did not, and the verdict: the independent checker exact (nothing lost,
 duplicated, torn, visible beyond its offsets or from aborted input; offsets at
@@ -39,6 +40,7 @@ from collections.abc import Callable
 from ..checker import read_topic
 from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION
 from ..kafka.transactions import TransactionsTool
+from .clear_failure import CLEAR_EXITS, failed_clearly
 from .cluster_scenarios import FAILPOINT_WAIT_S, _finish
 from .lab import Lab, TrialResult
 from .network_lab import NetworkLab
@@ -451,13 +453,13 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
 
 
 def _judge_first_run(lab: Lab, result: TrialResult, first: JobProcess, code: int | None) -> None:
-    """The fenced first run must end too: finished, or exit 2 with one ``error:`` line, within the bound."""
+    """The fenced first run must end too: finished, or failed clearly (exit 1 or 2 with one ``error:`` line),
+    within the bound."""
     if code is None:
         result.hung = True
         lab.keep_log(first, "late-produce-first-hung")
-    elif code == 2:
-        errors = [line for line in first.stderr.splitlines() if line.startswith("error:")]
-        if len(errors) != 1 or "Traceback" in first.stderr:
+    elif code in CLEAR_EXITS:
+        if not failed_clearly(code, first.stderr):
             result.violations["first_run_no_clear_error"] = 1
     elif code != 0:
         result.violations["first_run_unclear_failure"] = 1

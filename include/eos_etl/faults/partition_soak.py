@@ -29,6 +29,7 @@ from ..kafka.features import finalized_features
 from ..stack.errors import StackError
 from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from . import reliability_page as page
+from .clear_failure import trial_failed_clearly
 from .lab import Lab, TrialResult
 from .network_lab import NetworkLab
 from .partition_scenarios import AFTER_HEAL_BOUND_S, LOSSY_BOUND_S, PARTITION_SCENARIOS
@@ -145,7 +146,7 @@ def summarize(results: list[TrialResult]) -> list[dict]:
         row["violations"] += r.violation_count
         row["errors"] += bool(r.error)
         row["hangs"] += int(r.hung)
-        row["failed_clearly"] += int(r.exit_code == 2)
+        row["failed_clearly"] += int(trial_failed_clearly(r))
         row["new_epochs"] += r.counters.get("new_epochs", 0)
         row["worker_crashes"] += r.counters.get("worker_crashes", 0)
         row["watchdog_ends"] += r.counters.get("watchdog_ends", 0)

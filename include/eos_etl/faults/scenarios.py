@@ -20,6 +20,7 @@ from confluent_kafka import Producer
 from ..checker import read_topic
 from ..engine.lineage import H_RUN_ID
 from ..shop.generator import generate, hostile_purchases
+from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly, run_violations
 from .lab import Lab, TrialResult
 from .process import FAILPOINT_FIRED, PUBLISHING, run_window_args
 
@@ -393,8 +394,9 @@ def misconfiguration(lab: Lab) -> list[TrialResult]:
             code = job.wait(120)
             took = time.monotonic() - t0
             job.kill()
-            errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
-            if code != 2 or len(errors) != 1 or "Traceback" in job.stderr:
+            errors = error_lines(job.stderr)
+            # Bad configuration: exit 2 in particular, not just any clear failure.
+            if code != 2 or not failed_clearly(code, job.stderr):
                 result.violations["no_clear_error"] = 1
             if "not-the-password" in job.stderr + job.stdout:
                 result.violations["secret_logged"] = 1
@@ -419,8 +421,9 @@ def _replace(args: list[str], option: str, value: str) -> list[str]:
 
 
 # -- 9. a broker lost while a run starts (connect, metadata, offsets, fencing, preflight, planning) -------
-#: What a run may end with when a broker dies under its start phase: done, or one diagnosed error.
-START_PHASE_EXITS = (0, 2)
+#: What a run may end with when a broker dies under its start phase: done, or one diagnosed error
+#: (1 once the broker it reached is lost, 2 while it never answered).
+START_PHASE_EXITS = (0, *CLEAR_EXITS)
 
 
 def start_phase_broker_kill(lab: Lab, seed: int, *, records: int = 1000, partitions: int = 2,
@@ -429,9 +432,9 @@ def start_phase_broker_kill(lab: Lab, seed: int, *, records: int = 1000, partiti
     """SIGKILL one broker (a random node of ``lab.broker``) at a random moment of a run's first
     ``kill_within_s`` seconds, restart it a few seconds later.
 
-    Pass: the run exits 0 or 2, with exactly one ``error:`` line when 2 (on a single node
-    "cannot reach Kafka" is the expected answer while it is down), never by a signal, never
-    with a Python traceback; after a clean recovery run the checker is exact.
+    Pass: the run exits 0, or fails clearly (:mod:`.clear_failure`: exit 1 or 2 with exactly one
+    ``error:`` line; on a single node "cannot reach Kafka" is the expected answer while it is down),
+    never by a signal, never with a Python traceback; after a clean recovery run the checker is exact.
     """
     if lab.broker is None:
         raise ValueError("start_phase_broker_kill needs a lab that owns its broker")
@@ -454,7 +457,7 @@ def start_phase_broker_kill(lab: Lab, seed: int, *, records: int = 1000, partiti
         code = job.wait(job_timeout_s)
         if code is None:
             job.kill()
-        errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
+        errors = error_lines(job.stderr)
         verdict = start_phase_verdict(code, job.stderr)
         result.exit_code = code
         kept = lab.keep_log(job, "start-phase-broker-kill") if verdict else ""
@@ -485,17 +488,6 @@ def _committed(lab: Lab, shop) -> dict[int, int | None]:
 
 
 def start_phase_verdict(code: int | None, stderr: str) -> dict[str, int]:
-    """Violations of "finishes, or fails with one clear error": hang, signal, traceback, other exit, error lines."""
-    errors = [line for line in stderr.splitlines() if line.startswith("error:")]
-    violations = {}
-    if code is None:
-        violations["hung"] = 1
-    elif code < 0 or code >= 128:
-        violations["killed_by_signal"] = 1
-    elif code not in START_PHASE_EXITS:
-        violations["unexpected_exit"] = 1
-    if "Traceback (most recent call last)" in stderr:
-        violations["traceback"] = 1
-    if code == 2 and len(errors) != 1 or code == 0 and errors:
-        violations["not_one_error_line"] = 1
-    return violations
+    """Violations of "finishes, or fails with one clear error": hang, signal, traceback, other exit, error lines
+    (:func:`eos_etl.faults.clear_failure.run_violations`)."""
+    return run_violations(code, stderr)

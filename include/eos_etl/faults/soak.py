@@ -29,6 +29,7 @@ from ..stack.tools import free_port
 from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from . import reliability_page as page
 from . import scenarios as sc
+from .clear_failure import CLEAR_EXITS, by_signal, trial_failed_clearly
 from .cluster_scenarios import CLUSTER_SCENARIOS, MIN_ISR_BOUND_S, PAUSE_S, RUN_BOUND_S, rolling_restart
 from .connect_endurance import run_endurance
 from .connect_scenarios import CONNECT_SCENARIOS
@@ -182,9 +183,9 @@ def start_phase_outcomes(results: list[TrialResult], topology: str) -> dict | No
     if not runs:
         return None
     codes = [r.exit_code for r in runs]
-    one_line = sum(1 for r in runs if r.exit_code == 2 and "not_one_error_line" not in r.violations)
-    signals = sum(1 for c in codes if c is not None and (c < 0 or c >= 128))
-    other = sum(1 for r in runs if r.exit_code not in (0, 2, None) and not (r.exit_code < 0 or r.exit_code >= 128)
+    one_line = sum(1 for r in runs if trial_failed_clearly(r))
+    signals = sum(1 for c in codes if by_signal(c))
+    other = sum(1 for r in runs if r.exit_code not in (0, *CLEAR_EXITS, None) and not by_signal(r.exit_code)
                 or "traceback" in r.violations)
     exact = sum(1 for r in runs if r.lso_settled and not set(r.violations) - START_PHASE_VERDICT_KEYS)
     return {"topology": topology, "runs": len(runs), "exit_0": codes.count(0), "exit_2_one_line": one_line,

@@ -24,12 +24,12 @@ from .connection import KafkaConnection
 from .errors import (
     AuthenticationError,
     AuthorizationError,
-    BrokerUnreachableError,
     KafkaSetupError,
     MissingTopicError,
     UnstableOffsetsError,
 )
 from .group_offsets import GroupOffsetsReader
+from .reachability import mark_answered, unreachable
 from .retry import START_PHASE_DEADLINE_S, Deadline, describe_kafka_exception, is_retriable, retry_until
 
 log = logging.getLogger(__name__)
@@ -144,12 +144,9 @@ class ClusterAdmin:
             return KafkaSetupError(
                 f"Kafka at {self.connection.bootstrap_servers} answered {what}: {describe_kafka_exception(exc)}")
         waited = self.retry_deadline_s if deadline_s is None else deadline_s
-        return BrokerUnreachableError(
-            f"cannot reach Kafka at {self.connection.bootstrap_servers} ({self.connection.security_protocol}): "
-            f"no broker answered {what} within {waited:.0f}s"
-            f"{f' (last: {describe_kafka_exception(exc)})' if exc is not None else ''}; is the broker running "
-            "and are bootstrap servers and security protocol right?"
-        )
+        # Exit code 2 if this bootstrap list never answered (configuration), 1 if it did (lost at runtime).
+        return unreachable(self.connection, f"no broker answered {what} within {waited:.0f}s"
+                                            f"{f' (last: {describe_kafka_exception(exc)})' if exc is not None else ''}")
 
     def _renew_client(self, exc: BaseException) -> None:
         """After a timeout, ask through a fresh client: librdkafka keeps sending some
@@ -166,11 +163,13 @@ class ClusterAdmin:
         try:
             # Rejected credentials arrive through the error callback while requests merely
             # time out: never retry past them (they do not heal), fail at once instead.
-            return retry_until(call, what=what, deadline_s=deadline_s, attempt_timeout_s=self.timeout,
-                               retriable=lambda exc: retriable(exc) and not self._credentials_rejected(),
-                               before_retry=self._renew_client)
+            answer = retry_until(call, what=what, deadline_s=deadline_s, attempt_timeout_s=self.timeout,
+                                 retriable=lambda exc: retriable(exc) and not self._credentials_rejected(),
+                                 before_retry=self._renew_client)
         except (KafkaException, TimeoutError) as exc:
             raise self._diagnose(exc, what, deadline_s) from exc
+        mark_answered(self.connection)
+        return answer
 
     def _metadata(self, what: str, topic: str | None = None):
         """Cluster metadata from whichever broker answers (librdkafka picks any connected one)."""

@@ -21,6 +21,7 @@ from airflow.utils.types import DagRunType
 from .. import paths
 from ..reports.store import build_report, run_dir, write_run_report
 from ..reports.verdict import judge_run
+from . import task_failures
 from .alerts import RunFailureNotifier, record_error, run_deadline
 from .assets import output_aliases
 from .operators import WindowSparkConnectOperator, WindowSparkSubmitOperator
@@ -218,6 +219,8 @@ def _recording_errors(ctx, work, *args):
         return work(ctx, *args)
     except Exception as exc:
         record_error(ctx, ctx["ti"].task_id, exc)
+        if (instead := task_failures.for_error(exc)) is not None:  # bad configuration: no retry
+            raise instead from exc
         raise
 
 

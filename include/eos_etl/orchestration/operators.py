@@ -12,6 +12,7 @@ from pathlib import Path
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException
 
 from ..arguments import attempt_run_id
 from ..errors import ConfigurationError
@@ -21,6 +22,7 @@ from ..stack.connect_client import TERM_GRACE_S, where
 from ..stack.connect_probe import wait_answering
 from ..stack.spark import REMOTE_ENV
 from ..stack.spark_connect import HOME_ENV, STALL_BOUND_S, SparkConnectServer
+from . import task_failures
 from .alerts import record_error
 from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_CONN_ID
 
@@ -38,6 +40,8 @@ class _WindowRun:
             return self._run_window(context)
         except Exception as exc:
             record_error(context, self.task_id, exc)
+            if (instead := task_failures.for_error(exc)) is not None:
+                raise instead from exc
             raise
 
     def _before_connection(self) -> None:
@@ -156,7 +160,17 @@ class WindowSparkSubmitOperator(_WindowRun, SparkSubmitOperator):
         self.conf = {**spark_submit_conf(), **(self.conf or {})}
         self.application_args = application_args
         # The provider builds its hook from these attributes on first use, inside execute.
-        SparkSubmitOperator.execute(self, context)
+        try:
+            SparkSubmitOperator.execute(self, context)
+        except AirflowException as exc:
+            # The provider says only "Error code is: N"; its process object has the code itself
+            # (spark-submit exits with the Python driver's code in client mode).
+            submitted = getattr(self._hook, "_submit_sp", None) if self._hook is not None else None
+            code = getattr(submitted, "returncode", None)
+            if code is not None and code != 0:
+                raise task_failures.for_exit_code(code, f"{self.application} exited with {code} "
+                                                        "(spark-submit, its log above)") from exc
+            raise
 
 
 class WindowSparkConnectOperator(_WindowRun, BaseOperator):
@@ -197,7 +211,6 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
 
     def _run_job(self, context, application_args: list[str]) -> None:
         from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-        from airflow.sdk.exceptions import AirflowException
 
         from ..stack.package_zip import package_dir
 
@@ -222,8 +235,8 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
                 self.log.info("%s", line.rstrip())
             rc = self._proc.wait()
         if rc != 0:
-            raise AirflowException(f"{self.application} exited with {rc} on the Spark Connect server of "
-                                   f"connection {self.conn_id!r} (its log above)")
+            raise task_failures.for_exit_code(rc, f"{self.application} exited with {rc} on the Spark Connect "
+                                                  f"server of connection {self.conn_id!r} (its log above)")
 
     @staticmethod
     def _supervised_server():

@@ -1,0 +1,54 @@
+"""A Spark job whose tasks ended in one of the project's errors fails the run with that error."""
+
+from __future__ import annotations
+
+import pytest
+
+from eos_etl.engine.errors import ProducerFencedError, PublishError, TransformContractError
+from eos_etl.engine.task_errors import diagnosed
+
+
+def test_the_last_named_project_error_of_the_text_is_the_tasks():
+    text = ("Job aborted due to stage failure: Task 0 in stage 3.0 failed 4 times, most recent failure: "
+            "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
+            "  File \"/w/include/eos_etl/engine/runner.py\", line 369, in publish\n"
+            "eos_etl.engine.errors.ProducerFencedError: abort_transaction failed for transactional.id t-0: fenced\n"
+            "\nDuring handling of the above exception, another exception occurred:\n\n"
+            "eos_etl.engine.errors.PublishError: t-0: giving up after 5 aborted transactions; last: timed out\n"
+            "\tat org.apache.spark.api.python.BasePythonRunner...\n")
+    error = diagnosed(RuntimeError(text))
+    assert type(error) is PublishError and error.exit_code == 1
+    assert str(error).endswith("giving up after 5 aborted transactions; last: timed out")
+
+
+def test_nothing_else_is_diagnosed():
+    assert diagnosed(RuntimeError("Python worker exited unexpectedly (crashed)")) is None
+    assert diagnosed(RuntimeError("TypeError: a bug\n")) is None
+    assert diagnosed(RuntimeError("eos_etl.nothing_here.Missing: x\n")) is None  # a module not imported
+    assert diagnosed(RuntimeError("eos_etl.engine.errors.log: not a class\n")) is None
+
+
+@pytest.mark.spark
+def test_a_spark_job_whose_tasks_keep_failing_ends_in_their_error(spark):
+    def publish(rows):
+        from eos_etl.engine.errors import TransformContractError
+
+        raise TransformContractError("a Spark partition holds several Kafka partitions; no shuffle allowed")
+        yield  # a generator, as Spark's mapPartitions wants
+
+    with pytest.raises(Exception) as failed:  # Spark's own exception, whichever its class
+        spark.sparkContext.parallelize(range(4), 2).mapPartitions(publish).collect()
+    error = diagnosed(failed.value)
+    assert type(error) is TransformContractError and error.exit_code == 2, str(failed.value)[-2000:]
+    assert "no shuffle allowed" in str(error)
+
+    def fenced(rows):
+        from eos_etl.engine.errors import ProducerFencedError
+
+        raise ProducerFencedError("commit_transaction failed for transactional.id t-1: fenced by a newer instance")
+        yield
+
+    with pytest.raises(Exception) as failed:
+        spark.sparkContext.parallelize(range(4), 2).mapPartitions(fenced).collect()
+    error = diagnosed(failed.value)
+    assert type(error) is ProducerFencedError and error.exit_code == 1, str(failed.value)[-2000:]
