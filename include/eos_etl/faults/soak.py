@@ -188,7 +188,7 @@ def start_phase_outcomes(results: list[TrialResult], topology: str) -> dict | No
     other = sum(1 for r in runs if r.exit_code not in (0, *CLEAR_EXITS, None) and not by_signal(r.exit_code)
                 or "traceback" in r.violations)
     exact = sum(1 for r in runs if r.lso_settled and not set(r.violations) - START_PHASE_VERDICT_KEYS)
-    return {"topology": topology, "runs": len(runs), "exit_0": codes.count(0), "exit_2_one_line": one_line,
+    return {"topology": topology, "runs": len(runs), "exit_0": codes.count(0), "failed_clearly": one_line,
             "other": other, "signals": signals, "hung": codes.count(None), "exact": exact}
 
 
