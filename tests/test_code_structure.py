@@ -20,13 +20,15 @@ MODULES = code_structure.modules()
 GRAPH = code_structure.imports(MODULES)
 
 #: What each package may not import: the Kafka client library sits below the processes (stack),
-#: the engine is generic, and fault tests and benchmarks sit on top of everything.
+#: the engine is generic, the reports web app knows nothing of the DAGs, and fault tests and
+#: benchmarks sit on top of everything.
 FORBIDDEN = {
     "kafka": ("stack", "engine", "shop", "quality", "orchestration", "faults", "bench"),
     "engine": ("shop", "quality", "orchestration", "faults", "bench"),
     "stack": ("engine", "shop", "quality", "orchestration", "faults", "bench"),
     "quality": ("orchestration", "faults", "bench"),
     "shop": ("orchestration", "faults", "bench"),
+    "reports": ("orchestration", "faults", "bench"),
 }
 
 
