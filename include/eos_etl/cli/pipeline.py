@@ -20,9 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import arguments, logging_setup
-from .errors import ConfigurationError, EosEtlError
-from .kafka.acls import ROLES
+from .. import arguments, logging_setup
+from ..errors import ConfigurationError, EosEtlError
+from ..kafka.acls import ROLES
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
@@ -81,7 +81,7 @@ def _read_file(option: str, path: Path) -> str:
 
 
 def connection_from_args(args):
-    from .kafka.connection import KafkaConnection
+    from ..kafka.connection import KafkaConnection
 
     if args.connection_json_file:
         return KafkaConnection.from_json(_read_file("--connection-json-file", args.connection_json_file))
@@ -102,8 +102,8 @@ def connection_from_args(args):
 
 
 def _add_shop(p: argparse.ArgumentParser) -> None:
-    from .shop.job import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX
-    from .shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
+    from ..shop.job import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX
+    from ..shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
 
     t = ShopTopics()
     g = p.add_argument_group("pipeline")
@@ -119,8 +119,8 @@ def _add_shop(p: argparse.ArgumentParser) -> None:
 
 
 def shop_settings_from_args(args):
-    from .shop.job import ShopSettings
-    from .shop.schema import ShopTopics
+    from ..shop.job import ShopSettings
+    from ..shop.schema import ShopTopics
 
     return ShopSettings(
         connection=connection_from_args(args),
@@ -154,8 +154,8 @@ def plan_from_args(settings, args):
 def _given_window(settings, text: str):
     """A window from ``--window-json`` (``@file`` reads a file), checked against the pipeline's
     topic and group and against what the input holds now (ends at most the last stable offsets)."""
-    from .engine.window import Window
-    from .kafka.admin import ClusterAdmin
+    from ..engine.window import Window
+    from ..kafka.admin import ClusterAdmin
 
     raw = _read_file("--window-json", Path(text[1:])) if text.startswith("@") else text
     try:
@@ -172,8 +172,8 @@ def _given_window(settings, text: str):
 
 # -- commands ---------------------------------------------------------------------------
 def cmd_fetch_jars(args) -> int:
-    from .stack import maven
-    from .stack.versions import KAFKA_BROKER, SPARK_KAFKA
+    from ..stack import maven
+    from ..stack.versions import KAFKA_BROKER, SPARK_KAFKA
 
     for bundle in (KAFKA_BROKER, SPARK_KAFKA):
         path = maven.fetch(bundle, force=args.force)
@@ -182,8 +182,8 @@ def cmd_fetch_jars(args) -> int:
 
 
 def cmd_jvm_archive(args) -> int:
-    from .shop.jvm_training import SHOP_JVM_WORKLOAD
-    from .stack import class_data
+    from ..shop.jvm_training import SHOP_JVM_WORKLOAD
+    from ..stack import class_data
 
     archive = class_data.build(SHOP_JVM_WORKLOAD, force=args.force)
     print(f"Spark JVM class-data archive: {archive} ({archive.stat().st_size / 2**20:.0f} MB)")
@@ -191,7 +191,7 @@ def cmd_jvm_archive(args) -> int:
 
 
 def cmd_broker(args) -> int:
-    from .stack.kafka_cluster import KafkaCluster
+    from ..stack.kafka_cluster import KafkaCluster
 
     broker = KafkaCluster.local()
     if args.action == "start":
@@ -207,7 +207,7 @@ def cmd_broker(args) -> int:
 
 
 def cmd_airflow(args) -> int:
-    from .stack.airflow import AirflowStandalone
+    from ..stack.airflow import AirflowStandalone
 
     af = AirflowStandalone.local()
     if args.action == "start":
@@ -222,13 +222,13 @@ def cmd_airflow(args) -> int:
 
 
 def cmd_up(args) -> int:
-    from .stack.airflow import AirflowStandalone
-    from .stack.kafka_cluster import KafkaCluster
+    from ..stack.airflow import AirflowStandalone
+    from ..stack.kafka_cluster import KafkaCluster
 
     broker = KafkaCluster.local().start()
     print(broker.status().describe())
     if not args.no_airflow:
-        from .stack.spark_connect import start_for_windows
+        from ..stack.spark_connect import start_for_windows
 
         af = AirflowStandalone.local(spark_connect=start_for_windows()).start()
         print(af.describe())
@@ -236,10 +236,10 @@ def cmd_up(args) -> int:
 
 
 def cmd_down(_args) -> int:
-    from .stack.airflow import AirflowStandalone
-    from .stack.kafka_cluster import KafkaCluster
+    from ..stack.airflow import AirflowStandalone
+    from ..stack.kafka_cluster import KafkaCluster
 
-    from .stack.spark_connect import SparkConnectServer
+    from ..stack.spark_connect import SparkConnectServer
 
     AirflowStandalone.local().stop()
     SparkConnectServer.local().stop()
@@ -249,10 +249,10 @@ def cmd_down(_args) -> int:
 
 
 def cmd_status(_args) -> int:
-    from .stack.airflow import AirflowStandalone
-    from .stack.kafka_cluster import KafkaCluster
+    from ..stack.airflow import AirflowStandalone
+    from ..stack.kafka_cluster import KafkaCluster
 
-    from .stack.spark_connect import SparkConnectServer
+    from ..stack.spark_connect import SparkConnectServer
 
     print(KafkaCluster.local().status().describe())
     print(SparkConnectServer.local().describe())
@@ -261,8 +261,8 @@ def cmd_status(_args) -> int:
 
 
 def cmd_cluster(args) -> int:
-    from .stack.kafka_cluster import KafkaCluster
-    from .stack.spark_cluster import SparkStandalone
+    from ..stack.kafka_cluster import KafkaCluster
+    from ..stack.spark_cluster import SparkStandalone
 
     kafka, spark = KafkaCluster.local(3), SparkStandalone.local()
     if args.action == "up":
@@ -280,7 +280,7 @@ def cmd_cluster(args) -> int:
 
 
 def cmd_spark_connect(args) -> int:
-    from .stack.spark_connect import SparkConnectServer
+    from ..stack.spark_connect import SparkConnectServer
 
     server = SparkConnectServer.local()
     if args.action == "run":
@@ -298,8 +298,8 @@ def cmd_spark_connect(args) -> int:
 
 
 def cmd_create_topics(args) -> int:
-    from .kafka.admin import ClusterAdmin
-    from .kafka.topics import Durability, ensure_topics
+    from ..kafka.admin import ClusterAdmin
+    from ..kafka.topics import Durability, ensure_topics
 
     settings = shop_settings_from_args(args)
     admin = ClusterAdmin(settings.connection)
@@ -314,7 +314,7 @@ def cmd_create_topics(args) -> int:
 
 
 def cmd_generate(args) -> int:
-    from .shop.generator import generate
+    from ..shop.generator import generate
 
     conn = connection_from_args(args)
     stats = generate(
@@ -343,15 +343,15 @@ def _pipeline_overrides(args) -> dict:
 
 
 def cmd_run_window(args) -> int:
-    from .shop.job import run_shop_window, summary_dict
-    from .stack.connect_client import server_lost
-    from .stack.session import spark_session, stop_session
-    from .stack.spark import REMOTE_ENV
+    from ..shop.job import run_shop_window, summary_dict
+    from ..stack.connect_client import server_lost
+    from ..stack.session import spark_session, stop_session
+    from ..stack.spark import REMOTE_ENV
 
     t0 = time.monotonic()
     spark_conf = _spark_conf_from_args(args)  # before anything connects: bad arguments touch nothing
     settings = shop_settings_from_args(args)
-    from .engine.runner import preflight
+    from ..engine.runner import preflight
 
     pipeline = settings.pipeline(**_pipeline_overrides(args))
     features = preflight(pipeline).features  # before Spark starts: misconfiguration fails in seconds
@@ -381,7 +381,7 @@ def cmd_run_window(args) -> int:
 
 
 def _spark_conf_from_args(args) -> dict[str, str]:
-    from .stack.spark import REMOTE_ENV, parse_conf_pairs
+    from ..stack.spark import REMOTE_ENV, parse_conf_pairs
 
     if args.master and os.environ.get(REMOTE_ENV):
         raise ConfigurationError(f"--master {args.master} and ${REMOTE_ENV} both given: a Spark Connect client "
@@ -393,7 +393,7 @@ def _spark_conf_from_args(args) -> dict[str, str]:
 
 
 def cmd_acl(args) -> int:
-    from .kafka.acls import grant, principal_name
+    from ..kafka.acls import grant, principal_name
 
     settings = shop_settings_from_args(args)
     if args.replay_version:
@@ -406,7 +406,7 @@ def cmd_acl(args) -> int:
 
 
 def cmd_scram_user(args) -> int:
-    from .kafka.users import MECHANISM, set_scram_users
+    from ..kafka.users import MECHANISM, set_scram_users
 
     if args.password_file:
         password = _read_file("--password-file", args.password_file).strip()
@@ -421,7 +421,7 @@ def cmd_scram_user(args) -> int:
 
 
 def cmd_transactions(args) -> int:
-    from .kafka.transactions import inspect_pipeline
+    from ..kafka.transactions import inspect_pipeline
 
     settings = shop_settings_from_args(args)
     report = inspect_pipeline(settings.connection, transactional_id_prefix=settings.transactional_id_prefix,
@@ -432,11 +432,11 @@ def cmd_transactions(args) -> int:
 
 def cmd_offsets(args) -> int:
     """Each input partition's position and where it comes from; ``restore`` commits the recoverable ones."""
-    from .engine import checkpoint_log
-    from .engine.lineage_positions import last_published
-    from .engine.publisher import publish_without_spark
-    from .engine.window import OffsetRange
-    from .kafka.admin import ClusterAdmin
+    from ..engine import checkpoint_log
+    from ..engine.lineage_positions import last_published
+    from ..engine.publisher import publish_without_spark
+    from ..engine.window import OffsetRange
+    from ..kafka.admin import ClusterAdmin
 
     settings = shop_settings_from_args(args)
     pipeline = settings.pipeline()
@@ -477,7 +477,7 @@ def cmd_offsets(args) -> int:
 
 
 def cmd_check(args) -> int:
-    from .checker import check_shop
+    from ..checker import check_shop
 
     settings = shop_settings_from_args(args)
     expected = json.loads(args.expected_ends) if args.expected_ends else None
@@ -491,7 +491,7 @@ def cmd_check(args) -> int:
 
 
 def cmd_soak(args) -> int:
-    from .faults.soak import SCENARIOS, SoakOptions, run_soak, summarize, write_markdown
+    from ..faults.soak import SCENARIOS, SoakOptions, run_soak, summarize, write_markdown
 
     if args.cluster and args.partitions:
         raise ConfigurationError("soak: --cluster and --partitions are two soaks; run one, then the other")
@@ -516,7 +516,7 @@ def cmd_soak(args) -> int:
 
 
 def _cmd_soak_cluster(args) -> int:
-    from .faults.soak import (CLUSTER_SECTION, ClusterSoakOptions, save_results, load_results, merge_rerun,
+    from ..faults.soak import (CLUSTER_SECTION, ClusterSoakOptions, save_results, load_results, merge_rerun,
                               run_cluster_soak, summarize, write_cluster_markdown)
 
     command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
@@ -551,7 +551,7 @@ def _cmd_soak_cluster(args) -> int:
 
 
 def _cmd_soak_partitions(args) -> int:
-    from .faults.partition_soak import PartitionSoakOptions, run_partition_soak, summarize, write_markdown
+    from ..faults.partition_soak import PartitionSoakOptions, run_partition_soak, summarize, write_markdown
 
     command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
     try:
@@ -579,8 +579,8 @@ def _cmd_soak_partitions(args) -> int:
 
 def _rerun_partitions(args, opts, command: str):
     """Re-run ``--scenarios`` and replace their trials in an earlier partition soak's results."""
-    from .faults.partition_soak import PartitionSoakRun, load, run_partition_soak, save, write_markdown
-    from .faults.soak import merge_rerun
+    from ..faults.partition_soak import PartitionSoakRun, load, run_partition_soak, save, write_markdown
+    from ..faults.soak import merge_rerun
 
     earlier, earlier_command = load(Path(args.merge_into))  # read first: the soak rewrites its results.json
     label = (f"{earlier_command or 'an earlier soak'}`, with the trials of {', '.join(opts.scenarios)} "
@@ -597,7 +597,7 @@ def _rerun_partitions(args, opts, command: str):
 
 
 def cmd_demo(args) -> int:
-    from .demo import run_demo
+    from ..demo import run_demo
 
     return run_demo(args)
 
