@@ -117,7 +117,7 @@ def draw(out: Path) -> None:
         "this job vs Spark's at-least-once\nwriter, the raw producer and\n"
         "one transaction per record;\nscale curve, Connect route,\n3-node cluster\n-> docs/benchmarks.md",
         SUPPORT, body_size=8.2)
-    ax.text(85, 37.2, "cli.py: python -m eos_etl <command> runs every piece by hand;  "
+    ax.text(85, 37.2, "cli/: python -m eos_etl <command> runs every piece by hand;  "
             "jobs/run_window.py is the spark-submit entry point", ha="center", fontsize=9, style="italic")
 
     fig.savefig(out, dpi=110, bbox_inches="tight", facecolor="white")

@@ -386,7 +386,8 @@ def _write_reports(shop, spark, var) -> list[str]:
     """Two runs' reports through the project's own functions, with real Great Expectations Data Docs."""
     import json as _json
 
-    from eos_etl.reports.store import build_report, run_dir, write_run_report
+    from eos_etl.reports.store import build_report, write_run_report
+    from eos_etl.run_files import run_dir
     from eos_etl.quality import validate_run
     from eos_etl.shop.pipeline import run_shop_window, summary_dict
 

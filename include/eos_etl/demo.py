@@ -22,7 +22,7 @@ from .errors import ConfigurationError
 from .kafka.admin import ClusterAdmin
 from .kafka.topics import ensure_topics
 from .kafka.connection import KafkaConnection
-from .reports.store import run_dir
+from .run_files import REPORT_PAGE, SUMMARY, direct_run_summary, run_dir
 from .shop.generator import generate
 from .shop.pipeline import ShopSettings, run_shop_window, summary_dict
 from .stack.kafka_cluster import KafkaCluster
@@ -84,7 +84,7 @@ def _run_directly(settings, spark_master: str | None = None) -> None:
     finally:
         spark.stop()
     data = summary_dict(settings, summary)
-    report = paths.var_dir() / "reports" / f"run-{summary.run_id}.json"
+    report = direct_run_summary(summary.run_id)
     report.parent.mkdir(parents=True, exist_ok=True)
     report.write_text(json.dumps(data, indent=2) + "\n")
     print(json.dumps({k: v for k, v in data.items() if k != "partitions"}, indent=2))
@@ -113,12 +113,12 @@ def _run_through_airflow(airflow, dag_id: str = "shop_invoicing", timeout_s: flo
         time.sleep(5)
         state = airflow.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}", token=token)["state"]
     out = run_dir(dag_id, run_id)
-    summary = out / "summary.json"
+    summary = out / SUMMARY
     if summary.is_file():
         data = json.loads(summary.read_text())
         print(json.dumps({k: v for k, v in data.items() if k != "partitions"}, indent=2))
     print(f"\nDAG run {run_id}: {state}")
-    print(f"report: {out / 'report.html'}")
+    print(f"report: {out / REPORT_PAGE}")
     print(f"reports in the UI: {airflow.url}/eos-etl/reports/ (Browse > Exactly-once reports)")
     gx_docs = paths.var_dir() / "gx"
     print(f"Great Expectations Data Docs: {gx_docs}")

@@ -33,7 +33,7 @@ from airflow.sdk import AsyncCallback, BaseNotifier, DeadlineAlert, DeadlineRefe
 
 from .. import paths
 from ..reports.pages import seg
-from ..reports.store import run_dir
+from ..run_files import ERRORS, run_dir
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +59,13 @@ def record_error(context, task_id: str, exc: BaseException) -> None:
     """
     if "dag" not in context or "run_id" not in context:
         return
-    folder = run_dir(context["dag"].dag_id, context["run_id"]) / "errors"
+    folder = run_dir(context["dag"].dag_id, context["run_id"]) / ERRORS
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{task_id}.txt").write_text(f"{type(exc).__name__}: {exc}"[:2000])
 
 
 def recorded_errors(dag_id: str, run_id: str) -> dict[str, str]:
-    folder = run_dir(dag_id, run_id) / "errors"
+    folder = run_dir(dag_id, run_id) / ERRORS
     return {p.stem: p.read_text() for p in sorted(folder.glob("*.txt"))} if folder.is_dir() else {}
 
 

@@ -19,8 +19,9 @@ from croniter import CroniterBadCronError, croniter
 from airflow.utils.types import DagRunType
 
 from .. import paths
-from ..reports.store import build_report, run_dir, write_run_report
+from ..reports.store import build_report, write_run_report
 from ..reports.verdict import judge_run
+from ..run_files import ANNOUNCED, QUALITY, SUMMARY, run_dir
 from . import task_failures
 from .alerts import RunFailureNotifier, record_error, run_deadline
 from .assets import output_aliases
@@ -108,7 +109,7 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     # A new execution of the run (cleared, or reprocessed by a backfill) starts here: what an earlier
     # execution published must not be reported as this one's.
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
-    for stale in ("summary.json", "quality.json", "announced.json"):
+    for stale in (SUMMARY, QUALITY, ANNOUNCED):
         (out / stale).unlink(missing_ok=True)
     params = ctx["params"]
     cfg = ShopDagConfig.load()
@@ -173,7 +174,7 @@ def _validate(ctx, plan: dict) -> dict:
     from .settings import ShopDagConfig, get_kafka_connection, validation_spark_master
 
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
-    (out / "quality.json").unlink(missing_ok=True)  # never let a previous attempt's verdict stand
+    (out / QUALITY).unlink(missing_ok=True)  # never let a previous attempt's verdict stand
     settings = ShopDagConfig.load().settings(get_kafka_connection(), version=plan["version"])
     # On the run's own Spark cluster when there is one: validation reads and aggregates in Spark.
     spark = spark_session("eos-etl-validate", master=validation_spark_master())
@@ -184,7 +185,7 @@ def _validate(ctx, plan: dict) -> dict:
         spark.stop()
     data = report.to_dict()
     out.mkdir(parents=True, exist_ok=True)
-    (out / "quality.json").write_text(json.dumps(data, indent=2, default=str) + "\n")
+    (out / QUALITY).write_text(json.dumps(data, indent=2, default=str) + "\n")
     if not report.success:
         from ..quality.validation import raise_for_failures
 
@@ -197,8 +198,8 @@ def _report(ctx, plan: dict | None) -> str:
     from airflow.sdk.exceptions import AirflowFailException
 
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
-    summary = json.loads((out / "summary.json").read_text()) if (out / "summary.json").is_file() else None
-    quality = json.loads((out / "quality.json").read_text()) if (out / "quality.json").is_file() else None
+    summary = json.loads((out / SUMMARY).read_text()) if (out / SUMMARY).is_file() else None
+    quality = json.loads((out / QUALITY).read_text()) if (out / QUALITY).is_file() else None
     # The report runs whatever happened upstream (trigger rule all_done), so it
     # is also where an incomplete run is turned into a failed one (judge_run).
     verdict = judge_run(plan, summary, quality)

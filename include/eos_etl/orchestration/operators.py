@@ -17,7 +17,7 @@ from airflow.sdk.exceptions import AirflowException
 from ..arguments import attempt_run_id
 from ..errors import ConfigurationError
 from ..engine.task_attempts import EVENT_LOG_ENV
-from ..reports.store import run_dir
+from ..run_files import ANNOUNCED, SUMMARY, run_dir
 from ..stack.connect_client import TERM_GRACE_S, where
 from ..stack.connect_probe import wait_answering
 from ..stack.spark import REMOTE_ENV
@@ -57,7 +57,7 @@ class _WindowRun:
         connection = get_kafka_connection(self.kafka_conn_id)
         out = run_dir(context["dag"].dag_id, context["run_id"])
         out.mkdir(parents=True, exist_ok=True)
-        summary_file = out / "summary.json"
+        summary_file = out / SUMMARY
         summary_file.unlink(missing_ok=True)
         plan = context["ti"].xcom_pull(task_ids=self.plan_task_id)
         # Unique per attempt: the outputs' run_id header then tells which attempt of which run wrote them.
@@ -74,7 +74,7 @@ class _WindowRun:
             summary["run_id"], summary["records_read"], summary["invoices"], summary["shipments"],
             summary["dead_letters"], summary["transactions"], summary["seconds"],
         )
-        extras = self._announce(context, connection, plan, summary, out / "announced.json")
+        extras = self._announce(context, connection, plan, summary, out / ANNOUNCED)
         # What the OpenLineage listener asks for once the task succeeded (same process, same operator).
         self._published = (plan, summary, extras, connection.bootstrap_servers)
         return summary

@@ -1,14 +1,8 @@
-"""Per-run reports: what one run did, as JSON, and where the files live.
+"""Per-run reports: what one run did, as JSON, written beside the run's other files.
 
-Files (under ``var/reports/<dag_id>/``, names through :func:`eos_etl.paths.safe_name`)::
-
-    <run>/summary.json  the Spark job's run summary (written by run_window)
-    <run>/quality.json  the Great Expectations validation (written by validate)
-    <run>/report.json   this module's report: window, counts, timings, verdict
-    <run>/report.html   the same rendered for reading without Airflow
-    <run>/history.jsonl one line per execution of the run (a cleared or backfill-reprocessed run
-                        runs again under the same id): what each execution did
-    index.html          recent runs, rendered for reading without Airflow
+The run's directory and its file names are :mod:`eos_etl.run_files`'s: this
+module writes ``report.json``, ``report.html``, ``history.jsonl`` (what each
+execution of the run did) and the DAG's ``index.html``.
 
 The Airflow plugin renders the pages live from ``report.json`` (see
 :mod:`eos_etl.reports.app`); the HTML files are a convenience copy of the same templates.
@@ -26,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
 
 from .. import paths
+from ..run_files import DAG_INDEX, HISTORY, REPORT, REPORT_PAGE, reports_root
 from .pages import render_dag_file, render_run_file
 from .verdict import RunVerdict, judge_run
 
@@ -34,15 +29,6 @@ RECENT_RUNS = 200  # the trends page and the index never read more reports than 
 HISTORY_FIELDS = ("generated_at", "run_type", "clear_number", "window_span", "dry_run", "records_read",
                   "records_published", "invoices", "shipments", "dead_letters", "verdict")
 MAX_EXECUTIONS_READ = 100  # a run's history.jsonl is read up to this many lines
-
-
-def reports_root() -> Path:
-    return paths.var_dir() / "reports"
-
-
-def run_dir(dag_id: str, run_id: str) -> Path:
-    """Where a DAG run's summary, validation and report files live."""
-    return reports_root() / paths.safe_name(dag_id) / paths.safe_name(run_id)
 
 
 def contained(root: Path, *names: str) -> Path | None:
@@ -148,13 +134,13 @@ def build_report(*, dag_id: str, run_id: str, plan: dict | None, summary: dict |
 def write_run_report(run_dir: Path, report: dict, *, keep: int = 50) -> Path:
     """Write report.json/html for one run and refresh the DAG's index.html; return report.html."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "report.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
-    with open(run_dir / "history.jsonl", "a") as history:  # one short line per execution
+    (run_dir / REPORT).write_text(json.dumps(report, indent=2, default=str) + "\n")
+    with open(run_dir / HISTORY, "a") as history:  # one short line per execution
         history.write(json.dumps({k: report.get(k) for k in HISTORY_FIELDS}, default=str) + "\n")
-    page = run_dir / "report.html"
+    page = run_dir / REPORT_PAGE
     page.write_text(render_run_file(report))
     dag_dir = run_dir.parent
-    (dag_dir / "index.html").write_text(render_dag_file(report["dag_id"], recent_reports(dag_dir, limit=keep)))
+    (dag_dir / DAG_INDEX).write_text(render_dag_file(report["dag_id"], recent_reports(dag_dir, limit=keep)))
     return page
 
 
@@ -162,7 +148,7 @@ def read_history(run_dir: Path) -> list[dict]:
     """The run's executions, oldest first (at most :data:`MAX_EXECUTIONS_READ`)."""
     out = []
     try:
-        with open(run_dir / "history.jsonl") as f:
+        with open(run_dir / HISTORY) as f:
             for line, _ in zip(f, range(MAX_EXECUTIONS_READ)):
                 try:
                     out.append(json.loads(line))
@@ -175,7 +161,7 @@ def read_history(run_dir: Path) -> list[dict]:
 
 def read_report(run_dir: Path) -> dict | None:
     try:
-        data = json.loads((run_dir / "report.json").read_text())
+        data = json.loads((run_dir / REPORT).read_text())
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -198,7 +184,7 @@ def recent_reports(dag_dir: Path, *, limit: int | None = None) -> list[dict]:
         if not entry.is_dir(follow_symlinks=False):
             continue
         try:
-            candidates.append((os.stat(os.path.join(entry.path, "report.json")).st_mtime, entry.name))
+            candidates.append((os.stat(os.path.join(entry.path, REPORT)).st_mtime, entry.name))
         except OSError:
             continue
     runs = []
