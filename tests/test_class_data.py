@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,12 @@ def test_only_a_whole_archive_is_used(monkeypatch: pytest.MonkeyPatch, tmp_path:
     archive.with_suffix(".json").write_text(json.dumps({"bytes": 4096}))
     assert class_data.usable_archive() == archive
     option = f"-XX:SharedArchiveFile={archive}"
-    assert class_data.jvm_options() == [option]
+    options = class_data.jvm_options()
+    assert options == [option, "-Xlog:cds=off", "-Xlog:cds+dynamic=off"]
     # After the JIT thresholds, before the user's own options (which win).
     monkeypatch.setenv("EOS_ETL_JVM_OPTIONS", "-Xss4m")
     for conf in (spark_conf(), spark_submit_conf()):
-        assert shlex.split(conf["spark.driver.extraJavaOptions"]) == [*SPARK_JIT_OPTIONS, option, "-Xss4m"]
+        assert shlex.split(conf["spark.driver.extraJavaOptions"]) == [*SPARK_JIT_OPTIONS, *options, "-Xss4m"]
         assert conf["spark.executor.extraJavaOptions"] == conf["spark.driver.extraJavaOptions"]
     # Switched off: no JVM gets it.
     monkeypatch.setenv(class_data.SWITCH_ENV, "off")
@@ -74,3 +76,16 @@ def test_the_archive_name_follows_java_and_pyspark(monkeypatch: pytest.MonkeyPat
     assert class_data.fingerprint() is None and class_data.usable_archive() is None
     with pytest.raises(class_data.ClassDataError, match="no java found"):
         class_data.build("eos_etl.shop.jvm_training:run")
+
+
+def test_a_jvm_that_cannot_map_the_archive_says_nothing_on_stdout(spark, tmp_path) -> None:
+    # Another class path (another checkout sharing the cache) makes HotSpot refuse the archive, and
+    # it says so on stdout by default, where run-window prints its JSON summary.
+    archive = class_data.usable_archive()
+    assert archive is not None
+    java = ["java", f"-XX:SharedArchiveFile={archive}", "-cp", str(tmp_path), "-version"]
+    loud = subprocess.run(java, capture_output=True, text=True, timeout=60)
+    assert "Unable to use shared archive" in loud.stdout
+    quiet = subprocess.run([java[0], *class_data.jvm_options(), *java[2:]], capture_output=True, text=True,
+                           timeout=60)
+    assert quiet.returncode == 0 and quiet.stdout == ""

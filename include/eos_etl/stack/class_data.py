@@ -75,7 +75,8 @@ def fingerprint() -> str | None:
     digest = hashlib.sha256()
     digest.update(f"{java}\0{java.stat().st_size}\0{java.stat().st_mtime_ns}\0".encode())
     digest.update(release.read_bytes() if release.is_file() else b"")
-    digest.update(f"\0{pyspark.__version__}\0".encode())
+    # The archive records the class path: another checkout (another venv) cannot map this one.
+    digest.update(f"\0{pyspark.__version__}\0{spark_jars}\0".encode())
     for jar in sorted(spark_jars.glob("*.jar")):
         digest.update(f"{jar.name}\0{jar.stat().st_size}\0".encode())
     return digest.hexdigest()[:16]
@@ -105,9 +106,11 @@ def usable_archive() -> Path | None:
 
 
 def jvm_options() -> list[str]:
-    """``-XX:SharedArchiveFile=...`` when :func:`usable_archive` finds one, else nothing."""
+    """``-XX:SharedArchiveFile=...`` (quietly) when :func:`usable_archive` finds one, else nothing."""
     archive = usable_archive()
-    return [f"-XX:SharedArchiveFile={archive}"] if archive else []
+    # -Xlog:cds...=off: a JVM that cannot map the archive runs without it, and must not say so on
+    # stdout, where a command's JSON goes.
+    return [f"-XX:SharedArchiveFile={archive}", "-Xlog:cds=off", "-Xlog:cds+dynamic=off"] if archive else []
 
 
 def build(workload: str, *, force: bool = False) -> Path:
