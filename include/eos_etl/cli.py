@@ -422,9 +422,11 @@ def cmd_scram_user(args) -> int:
 
 def cmd_transactions(args) -> int:
     from .kafka.transactions import inspect_pipeline
+    from .stack.kafka_tools import TransactionsTool
 
     settings = shop_settings_from_args(args)
-    report = inspect_pipeline(settings.connection, transactional_id_prefix=settings.transactional_id_prefix,
+    report = inspect_pipeline(settings.connection, TransactionsTool(settings.connection),
+                              transactional_id_prefix=settings.transactional_id_prefix,
                               output_topics=settings.topics.outputs)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.describe())
     return 1 if report.stuck else 0
