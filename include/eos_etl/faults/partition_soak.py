@@ -21,11 +21,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+from markupsafe import Markup
+
 from .. import paths
 from ..kafka.connection import KafkaConnection
 from ..kafka.features import finalized_features
 from ..stack.errors import StackError
+from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from .lab import Lab, TrialResult
+from .network_lab import NetworkLab
+from .partition_scenarios import AFTER_HEAL_BOUND_S, LOSSY_BOUND_S, PARTITION_SCENARIOS
+from .soak import _machine, _verdict_cells, write_section
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +76,6 @@ def variant(transaction_version: int) -> str:
 
 def plan(opts: PartitionSoakOptions) -> list[tuple[str, int]]:
     """(scenario, seed) pairs for one cluster, seed-major: every scenario gets a trial before any a second."""
-    from .partition_scenarios import PARTITION_SCENARIOS
-
     names = opts.scenarios or tuple(PARTITION_SCENARIOS)
     unknown = [n for n in names if n not in PARTITION_SCENARIOS]
     if unknown:
@@ -81,9 +86,6 @@ def plan(opts: PartitionSoakOptions) -> list[tuple[str, int]]:
 def run_partition_soak(opts: PartitionSoakOptions,
                        on_trial: Callable[[PartitionSoakRun], None] | None = None) -> PartitionSoakRun:
     """Every planned trial on a fresh lab per transaction.version; ``on_trial(run)`` after each trial."""
-    from .network_lab import NetworkLab
-    from .partition_scenarios import PARTITION_SCENARIOS
-
     root = paths.var_dir() / "soak-partitions"
     steps = plan(opts)
     run = PartitionSoakRun()
@@ -158,10 +160,6 @@ def summarize(results: list[TrialResult]) -> list[dict]:
 def scenario_docs() -> list[dict]:
     """Each scenario's name, what it does (its docstring but the last paragraph) and what it would catch
     (that paragraph). The project's own text, so marked safe for the autoescaping template."""
-    from markupsafe import Markup
-
-    from .partition_scenarios import PARTITION_SCENARIOS
-
     docs = []
     for name, run in PARTITION_SCENARIOS.items():
         text = (inspect.getdoc(run) or "").replace("``", "`")
@@ -178,12 +176,6 @@ def _cell(text: str) -> str:
 
 
 def render(run: PartitionSoakRun, command: str) -> str:
-    from jinja2 import Environment, FileSystemLoader, select_autoescape
-
-    from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
-    from .partition_scenarios import AFTER_HEAL_BOUND_S, LOSSY_BOUND_S
-    from .soak import _machine, _verdict_cells
-
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)),
                       autoescape=select_autoescape(default_for_string=True, default=True),
                       trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
@@ -204,8 +196,6 @@ def render(run: PartitionSoakRun, command: str) -> str:
 
 
 def write_markdown(run: PartitionSoakRun, opts: PartitionSoakOptions, command: str) -> Path:
-    from .soak import write_section
-
     out = opts.out or paths.project_root() / "docs" / "reliability.md"
     write_section(out, PARTITION_SECTION, render(run, command))
     return out

@@ -28,10 +28,13 @@ from ..stack.kafka_cluster import KafkaCluster
 from ..stack.spark_cluster import SparkStandalone
 from ..stack.spark_connect import SparkConnectServer
 from ..stack.tools import free_port
+from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from . import scenarios as sc
+from .cluster_scenarios import CLUSTER_SCENARIOS, MIN_ISR_BOUND_S, PAUSE_S, RUN_BOUND_S, rolling_restart
 from .connect_endurance import run_endurance
 from .connect_scenarios import CONNECT_SCENARIOS
 from .lab import Lab, TrialResult
+from .spark_scenarios import SPARK_SCENARIOS  # importing it registers them among CLUSTER_SCENARIOS
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +248,6 @@ def _machine() -> str:
 
 
 def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, command: str) -> Path:
-    from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
-
     out = opts.out or paths.project_root() / "docs" / "reliability.md"
     rows = summarize(results)
     total = {k: sum(r[k] for r in rows) for k in ("trials", "records", "faults", "violations", "errors")}
@@ -392,9 +393,6 @@ class ClusterSoakOptions:
 
 
 def _cluster_plan(opts: ClusterSoakOptions) -> list[tuple[str, Callable[[Lab], TrialResult]]]:
-    from . import spark_scenarios  # noqa: F401 - registers the Spark-side scenarios
-    from .cluster_scenarios import CLUSTER_SCENARIOS, rolling_restart
-
     names = opts.scenarios or tuple(CLUSTER_SCENARIOS)
     unknown = [n for n in names if n not in CLUSTER_SCENARIOS]
     if unknown:
@@ -419,8 +417,6 @@ def run_cluster_soak(opts: ClusterSoakOptions, on_trial: Callable[[list[TrialRes
 
     ``on_trial(results, wall)`` after every trial (the CLI rewrites the table, so a long soak shows progress).
     """
-    from .spark_scenarios import SPARK_SCENARIOS
-
     root = paths.var_dir() / "soak-cluster"
     shutil.rmtree(root / "kafka", ignore_errors=True)
     shutil.rmtree(root / "spark", ignore_errors=True)
@@ -456,9 +452,6 @@ def write_cluster_markdown(results: list[TrialResult], wall: float, opts: Cluste
                            section: str = CLUSTER_SECTION) -> Path:
     """The cluster soak's section of docs/reliability.md; a run of some scenarios that is not merged into an
     earlier soak passes a ``section`` of its own, so it never replaces the full soak's table."""
-    from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
-    from .cluster_scenarios import MIN_ISR_BOUND_S, PAUSE_S, RUN_BOUND_S
-
     out = opts.out or paths.project_root() / "docs" / "reliability.md"
     rows = summarize(results)
     total = {k: sum(r[k] for r in rows) for k in ("trials", "records", "faults", "violations", "errors", "hangs")}
