@@ -213,7 +213,7 @@ def _strings(node) -> list[str]:
 
 
 def references(text: str):
-    """The `${...}` in the compose file's keys and values, as a YAML parser reads them (comments are none)."""
+    """The `${...}` in the compose file's keys and values, as a YAML parser reads them (comments left out)."""
     for value in _strings(yaml.safe_load(text)):
         yield from REFERENCE.finditer(value.replace("$$", ""))  # `$$` is a literal dollar, no reference
 
