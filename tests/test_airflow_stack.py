@@ -22,12 +22,8 @@ from pathlib import Path
 import pytest
 
 from eos_etl import paths
-from eos_etl.stack.airflow import (
-    HEALTH_PATH,
-    TOKEN_PATH,
-    AirflowStandalone,
-    AirflowStartError,
-)
+from eos_etl.stack.airflow import AirflowStandalone, AirflowStartError
+from eos_etl.stack.airflow_rest import HEALTH_PATH, TOKEN_PATH
 from eos_etl.stack.errors import PortInUseError
 from eos_etl.stack.process import session_members
 from eos_etl.stack.tools import free_port, port_is_free
@@ -229,7 +225,7 @@ def test_standalone_starts_logs_in_and_stops(tmp_path_factory):
         )
         with _http.open(req, timeout=30) as resp:
             assert resp.status == 200
-        assert af.api_token()
+        assert af.rest.token()
         # A wrong password is refused.
         assert _post_token(af.url, user, "wrong")[0] == 401
 

@@ -2,17 +2,22 @@
 
 The compose file is rendered by Compose itself (`config`: Debian's docker-compose v1, or `docker
 compose` v2 where installed; `make setup` installs v1 when it can; no Docker engine needed) with a
-`.env` as `make compose-env` writes it. What it renders is checked for what must hold and would
-otherwise only show at `up`: nothing published beyond 127.0.0.1, every secret required and without
-a default, healthchecks, restart policies and start order, the connections the DAGs use (parsed by
-Airflow's and pyspark's own code), Spark's RPC authentication, the Spark Connect TLS endpoint, and
-the broker configured as the embedded one. The scripts the images run are run here where they can
-be: the TLS script (a real broker serves its keystore; a TLS handshake with its Connect
-certificate), kafka-init against a real broker, the Spark entry point, the API server's login.
+`.env` as `make compose-env` writes it (read back with python-dotenv, Compose v1's own reader).
+What it renders is checked for what must hold and would otherwise only show at `up`: nothing
+published beyond 127.0.0.1, every secret required and without a default, healthchecks, restart
+policies and start order, the connections the DAGs use (parsed by Airflow's and pyspark's own
+code), Spark's RPC authentication, the Spark Connect TLS endpoint, and the broker configured as the
+embedded one. docker/Dockerfile is read with a Dockerfile parser (dockerfile-parse) and its build
+context made by the Docker SDK's own .dockerignore rules (what Compose v1 sends to the builder):
+every file a COPY takes is there, and nothing secret or bulky is. The scripts the images run are
+run here where they can be: the TLS script (a real broker serves its keystore; a TLS handshake with
+its Connect certificate), kafka-init against a real broker, the Spark entry point, the API
+server's login.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -28,12 +33,17 @@ from pathlib import Path
 
 import pytest
 import yaml
+from docker.utils.build import PatternMatcher, exclude_paths
+from dockerfile_parse import DockerfileParser
+from dockerfile_parse.parser import image_from
+from dotenv import dotenv_values
 
 from eos_etl.kafka.acls import WATCH_GROUP_SUFFIX
 from eos_etl.shop.pipeline import DEFAULT_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
 ONE_SHOT = {"tls-init", "kafka-init", "airflow-init"}
 SERVICES = ONE_SHOT | {"kafka", "postgres", "airflow-apiserver", "airflow-scheduler", "airflow-dag-processor",
                        "airflow-triggerer", "spark-connect", "spark-master", "spark-worker"}
@@ -59,13 +69,8 @@ SECRETS = tuple(compose_env_module().SECRETS)
 
 
 def parse_dotenv(text: str) -> dict[str, str]:
-    out = {}
-    for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith("#"):
-            name, _, value = line.partition("=")
-            out[name.strip()] = value.strip()
-    return out
+    """A `.env` as Compose v1 reads it (python-dotenv), values taken literally."""
+    return {k: v or "" for k, v in dotenv_values(stream=io.StringIO(text), interpolate=False).items()}
 
 
 # -- Compose itself --------------------------------------------------------------------------
@@ -158,14 +163,59 @@ def mounts(service: dict) -> dict[str, tuple[str, bool]]:
     return out
 
 
+# -- docker/Dockerfile and its build context ---------------------------------------------------
+def dockerfile_values(instruction: str) -> list[str]:
+    """The arguments of every ``instruction`` of docker/Dockerfile, continuation lines joined."""
+    return [i["value"] for i in DockerfileParser(str(DOCKERFILE)).structure if i["instruction"] == instruction]
+
+
+def dockerfile_stages() -> list[str]:
+    return [image_from(value)[1] for value in dockerfile_values("FROM")]
+
+
+def dockerfile_args() -> dict[str, str]:
+    """Every ARG's default, from any stage."""
+    return {k: v for context in DockerfileParser(str(DOCKERFILE)).context_structure for k, v in context.args.items()}
+
+
+def copy_sources() -> list[str]:
+    """The build-context paths the COPY instructions take (not those copied from another stage)."""
+    sources = []
+    for value in dockerfile_values("COPY"):
+        words = json.loads(value) if value.startswith("[") else value.split()
+        if not any(w.startswith("--from=") for w in words):
+            sources += [w for w in words if not w.startswith("--")][:-1]  # the last is the destination
+    return sources
+
+
+def dockerignore() -> list[str]:
+    """.dockerignore's patterns, as the Docker SDK's build reads the file (blank and comment lines out)."""
+    lines = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()]
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def build_context(patterns: list[str]) -> set[str]:
+    """What a build of docker/Dockerfile sends to the builder: the files and folders the Docker SDK
+    (what Compose v1 builds with) keeps under ``patterns``."""
+    return exclude_paths(str(ROOT), list(patterns), dockerfile="docker/Dockerfile")
+
+
 # -- secrets -----------------------------------------------------------------------------------
 REFERENCE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?P<op>:?[-?+])?[^}]*\}")
 
 
+def _strings(node) -> list[str]:
+    if isinstance(node, dict):
+        node = [*node.keys(), *node.values()]
+    if isinstance(node, list):
+        return [s for item in node for s in _strings(item)]
+    return [node] if isinstance(node, str) else []
+
+
 def references(text: str):
-    """The `${...}` of the compose file's YAML (its comments left out)."""
-    yaml_only = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
-    return REFERENCE.finditer(yaml_only)
+    """The `${...}` in the compose file's keys and values, as a YAML parser reads them (comments left out)."""
+    for value in _strings(yaml.safe_load(text)):
+        yield from REFERENCE.finditer(value.replace("$$", ""))  # `$$` is a literal dollar, no reference
 
 
 def secret_problems(text: str) -> list[str]:
@@ -235,8 +285,27 @@ def test_services_images_and_builds(services):
         targets.setdefault(build["target"], set()).add(service["image"])
     assert targets == {"airflow": {"eos-etl-airflow:local"}, "spark": {"eos-etl-spark:local"},
                        "kafka": {"eos-etl-kafka:local"}, "postgres": {"eos-etl-postgres:local"}}
-    stages = re.findall(r"^FROM \S+ AS (\S+)$", (ROOT / "docker" / "Dockerfile").read_text(), re.M)
-    assert set(targets) <= set(stages)
+    assert set(targets) <= set(dockerfile_stages())
+
+
+def test_every_file_a_copy_takes_is_in_the_build_context_and_nothing_secret_or_bulky_is():
+    context = build_context(dockerignore())
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    sources = copy_sources()
+    assert "include/eos_etl/stack/maven.py" in sources and "include/" in sources  # the jars stage and the package
+    left_out = []
+    for source in sources:
+        path = ROOT / source
+        assert path.exists(), f"docker/Dockerfile copies {source}, which does not exist"
+        files = [f for f in tracked if f.startswith(source)] if path.is_dir() else [source]
+        assert files, source
+        left_out += [f for f in files if f not in context]
+    assert not left_out, f".dockerignore leaves out what docker/Dockerfile copies: {left_out}"
+    ignored = PatternMatcher(dockerignore())
+    for path in (".env", ".venv", ".cache", "var", ".git", "include/eos_etl/__pycache__/cli.cpython-311.pyc"):
+        assert ignored.matches(path), f"{path} would be sent to the builder"
+    # Not vacuous: a pattern that drops a module the jars stage copies is seen.
+    assert "include/eos_etl/stack/maven.py" not in build_context(dockerignore() + ["include/eos_etl/stack/maven.py"])
 
 
 def test_base_image_is_a_build_argument(env_file):
@@ -406,8 +475,8 @@ def test_spark_rpc_between_containers_is_authenticated_and_encrypted(services, d
     assert {env_of(services[n])["SPARK_AUTH_SECRET"] for n in given} == {dotenv["SPARK_AUTH_SECRET"]}
     for name in given:
         assert services[name]["image"] in ("eos-etl-airflow:local", "eos-etl-spark:local")
-    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    assert dockerfile.count('ENTRYPOINT ["/usr/bin/tini", "--", "/opt/eos-etl/docker/spark/entrypoint.sh"]') == 2
+    entrypoints = [json.loads(value) for value in dockerfile_values("ENTRYPOINT")]
+    assert entrypoints.count(["/usr/bin/tini", "--", "/opt/eos-etl/docker/spark/entrypoint.sh"]) == 2
 
 
 def test_the_spark_entry_point_keeps_the_secret_off_command_lines_and_out_of_the_command(tmp_path):
@@ -512,9 +581,8 @@ def test_kafka_service_and_its_clients(services, dotenv):
         "/etc/kafka/secrets": "kafka-secrets", "/etc/spark-connect/tls": "spark-connect-secrets", "/etc/eos-etl/ca": "ca"}
     assert env_of(tls)["KAFKA_TLS_HOSTS"] == "kafka,localhost"
     assert env_of(tls)["SPARK_CONNECT_TLS_HOSTS"].split(",")[0] == services["spark-connect"]["hostname"]
-    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
-    assert f'ARG KAFKA_UID={env_of(tls)["KAFKA_UID"]}' in dockerfile
-    assert f'ARG SPARK_UID={env_of(tls)["SPARK_UID"]}' in dockerfile
+    args = dockerfile_args()
+    assert (args["KAFKA_UID"], args["SPARK_UID"]) == (env_of(tls)["KAFKA_UID"], env_of(tls)["SPARK_UID"])
 
 
 def test_kafka_init_script_sets_up_a_working_least_privilege_login(kafka_broker):

@@ -222,7 +222,7 @@ def test_replay_writes_a_new_version_exactly_once(shop_factory, kafka_broker, sp
 
 
 def _api(af: AirflowStandalone, method: str, path: str, body: dict | None = None, token: str | None = None):
-    return af.api(method, path, body, token)
+    return af.rest.call(method, path, body, token)
 
 
 def _unpause(af: AirflowStandalone, token: str, dag_id: str, timeout_s: float = 180) -> None:
@@ -296,10 +296,10 @@ def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(s
         {"type": "file", "log_file_path": str(lineage_file), "append": True})
     af.start()
     try:
-        token = af.api_token()
+        token = af.rest.token()
         for dag_id in ("shop_revenue", "shop_invoicing"):
             _unpause(af, token, dag_id)
-        af.wait_for_runs_to_settle("shop_invoicing", token)  # the schedule's run (bounded by its interval)
+        af.rest.wait_for_runs_to_settle("shop_invoicing", token)  # the schedule's run (bounded by its interval)
         _api(af, "POST", "/api/v2/dags/shop_invoicing/dagRuns", {"logical_date": None, "conf": {}}, token)
         published = _wait_for_run(af, token, "shop_invoicing", run_type="manual")
         assert published["state"] == "success", published
@@ -381,7 +381,7 @@ def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alert
     alerts_file = tmp_path / "af" / "var" / "alerts" / "alerts.jsonl"
     af.start()
     try:
-        token = af.api_token()
+        token = af.rest.token()
         _unpause(af, token, "shop_invoicing")
         run = _wait_for_run(af, token, "shop_invoicing", timeout_s=420)
         assert run["state"] == "failed", run
@@ -428,9 +428,9 @@ def test_a_burst_of_purchases_makes_one_event_driven_run(shop_factory, kafka_bro
     dag_id = "shop_invoicing_on_arrival"
     af.start()
     try:
-        token = af.api_token()
+        token = af.rest.token()
         _unpause(af, token, dag_id)
-        af.wait_for_runs_to_settle(dag_id, token)  # a sweep the unpausing may start (bounded by its time)
+        af.rest.wait_for_runs_to_settle(dag_id, token)  # a sweep the unpausing may start (bounded by its time)
         # The watcher's group starts at the earliest offset: no need to wait for it to join.
         stats = generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.05, seed=71,
                          transaction_size=40, abort_share=0.1)

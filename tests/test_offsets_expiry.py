@@ -198,7 +198,7 @@ def test_a_scheduled_run_after_a_pause_past_the_retention_publishes_only_what_is
     af = airflow_for(shop, tmp_path / "af", short_broker, overrides={"EOS_ETL_SCHEDULE": "* * * * *"})
     af.start()
     try:
-        token = af.api_token()
+        token = af.rest.token()
         _unpause(af, token, "shop_invoicing")
 
         def runs() -> list[dict]:

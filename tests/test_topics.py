@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from eos_etl.engine.preflight import preflight
+from eos_etl.faults.leaders import replicas
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import Durability, durability_warnings
@@ -60,8 +61,8 @@ def test_create_topics_on_three_brokers_gives_rf3_min_isr2_and_says_so(kafka_clu
     assert {st["cleanup_policy"] for name, st in states.items() if not name.endswith(".checkpoints")} == {"delete"}
     # What the cluster itself reports, not what the command believes.
     for p in (0, 1):
-        replicas, isr = kafka_cluster.replicas(f"invoices-{tag}", p)
-        assert len(replicas) == 3 and len(isr) == 3
+        assigned, isr = replicas(kafka_cluster, f"invoices-{tag}", p)
+        assert len(assigned) == 3 and len(isr) == 3
     # Running it again accepts the topics it made.
     again = create_topics(kafka_cluster.bootstrap_servers, tag, "--partitions", "2")
     assert again.returncode == 0, again.stderr

@@ -38,7 +38,8 @@ import pytest
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.shop.generator import generate
-from eos_etl.stack.airflow import AirflowStandalone, database_busy
+from eos_etl.stack.airflow import AirflowStandalone
+from eos_etl.stack.airflow_rest import database_busy
 from eos_etl.stack.tools import free_port
 
 from .conftest import SASL_PASSWORD
@@ -217,9 +218,9 @@ def test_backfills_from_the_cli_and_the_ui_never_duplicate(shop_factory, kafka_b
     af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4)
     af.start()
     try:
-        token = af.api_token()
+        token = af.rest.token()
         _unpause(af, token, DAG_ID)
-        af.wait_for_runs_to_settle(DAG_ID, token)  # the schedule's own run, before the purchases
+        af.rest.wait_for_runs_to_settle(DAG_ID, token)  # the schedule's own run, before the purchases
         hour = time.time() // 3600 * 3600
         start, end = hour - 3 * 3600, hour - 3600
         counts = _produce_stamped(shop, 300, int((start + 600) * 1000), seed=91)
@@ -437,7 +438,7 @@ def test_reports_plugin_behind_the_airflow_login(shop_factory, spark, tmp_path, 
         status, _, body = _get(f"{af.url}/eos-etl/reports/", roleless)
         assert status == 200 and DAG_ID not in body and "no reports yet" in body
         # The admin may: the happy path through the same dependencies.
-        status, headers, body = _get(run_url, af.api_token())
+        status, headers, body = _get(run_url, af.rest.token())
         assert status == 200 and "verdict" in body and run_ids[-1] in body
         assert "script-src 'self';" in headers["content-security-policy"]
 

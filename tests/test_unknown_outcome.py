@@ -29,8 +29,8 @@ from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.reader import read_ranges
 from eos_etl.kafka.topics import ensure_topics
-from eos_etl.kafka.transactions import TransactionsTool
 from eos_etl.stack.kafka_cluster import KafkaCluster
+from eos_etl.stack.kafka_tools import TransactionsTool
 from eos_etl.stack.tools import free_port
 
 from .conftest import unique

@@ -93,25 +93,26 @@ def _run_directly(settings, spark_master: str | None = None) -> None:
 
 def _run_through_airflow(airflow, dag_id: str = "shop_invoicing", timeout_s: float = 900) -> None:
     """Trigger the DAG as the UI would (REST API), wait for it, print where the report is."""
-    token = airflow.api_token(timeout=120)  # a busy API server may need more than the default 30 s
+    api = airflow.rest
+    token = api.token(timeout=120)  # a busy API server may need more than the default 30 s
     deadline = time.monotonic() + 180
     while True:  # the DAG processor needs a moment to parse dags/ after a fresh start
         try:
-            airflow.api("GET", f"/api/v2/dags/{dag_id}", token=token)
+            api.call("GET", f"/api/v2/dags/{dag_id}", token=token)
             break
         except urllib.error.HTTPError as exc:
             if exc.code != 404 or time.monotonic() > deadline:
                 raise
             time.sleep(2)
-    airflow.api("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
-    run = airflow.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}}, token)
+    api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
+    run = api.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}}, token)
     run_id = run["dag_run_id"]
     print(f"triggered {dag_id} run {run_id}; follow it at {airflow.url}/dags/{dag_id}/runs/{run_id}", flush=True)
     deadline = time.monotonic() + timeout_s
     state = run["state"]
     while state not in ("success", "failed") and time.monotonic() < deadline:
         time.sleep(5)
-        state = airflow.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}", token=token)["state"]
+        state = api.call("GET", f"/api/v2/dags/{dag_id}/dagRuns/{urllib.parse.quote(run_id)}", token=token)["state"]
     out = run_dir(dag_id, run_id)
     summary = out / SUMMARY
     if summary.is_file():

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from ..logging_setup import configure
+from . import validation_scaling
 from .cluster_compare import merge_into
 from .page import write_page
 from .run import Bench, Options
@@ -79,15 +80,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def _validation_scaling(args: argparse.Namespace) -> int:
-    from .validation_scaling import ScalingOptions, run, summary
-
-    opts = ScalingOptions(window_records=args.validation_window_records, history=args.validation_history,
-                          sizes=args.validation_sizes, partitions=args.partitions, out=args.out,
-                          repeats=max(1, min(args.repeats, 2)), ge_history=args.validation_ge_history)
+    opts = validation_scaling.ScalingOptions(
+        window_records=args.validation_window_records, history=args.validation_history,
+        sizes=args.validation_sizes, partitions=args.partitions, out=args.out,
+        repeats=max(1, min(args.repeats, 2)), ge_history=args.validation_ge_history)
     if args.validation_margin_ms is not None:
         opts.margin_ms = args.validation_margin_ms
-    data = run(opts)
-    print(summary(data))
+    data = validation_scaling.run(opts)
+    print(validation_scaling.summary(data))
     ok = data["history"]["ok"] and all(s["ok"] for s in data["sizes"])
     return 0 if ok else 1
 

@@ -33,7 +33,16 @@ import time
 from pathlib import Path
 
 from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from ..checker import check_shop, read_topic
+from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
+from ..engine.window import Window
+from ..kafka.connection import KafkaConnection
 from ..kafka.produce import produce_waiting
+from ..logging_setup import configure
+from ..shop.schema import ShopTopics
+from ..stack.session import spark_session
 
 log = logging.getLogger("eos_etl.bench.cases")
 
@@ -43,20 +52,15 @@ TOPIC_KEYS = ("invoices", "shipments", "dead_letters")
 
 # -- shared helpers ---------------------------------------------------------------------
 def _connection(spec):
-    from ..kafka.connection import KafkaConnection
-
     return KafkaConnection.from_json(spec["connection"])
 
 
 def _window(spec):
-    from ..engine.window import Window
-
     return Window.from_json(spec["window"])
 
 
 def _settings(spec):
-    from ..shop.pipeline import ShopSettings
-    from ..shop.schema import ShopTopics
+    from ..shop.pipeline import ShopSettings  # deferred: the shop's pipeline imports pyspark; B1, B2 and N never load Spark
 
     t = spec["topics"]
     return ShopSettings(
@@ -69,8 +73,6 @@ def _settings(spec):
 
 
 def _producer_conf(spec, **extra) -> dict:
-    from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
-
     conf = dict(DEFAULT_PRODUCER_CONFIG)
     conf.update(spec.get("producer_config") or {})
     conf.update(_connection(spec).client_config())
@@ -115,8 +117,6 @@ class _Deliveries:
 
 
 def _spark(app: str):
-    from ..stack.session import spark_session
-
     t0 = time.monotonic()
     spark = spark_session(app)
     return spark, time.monotonic() - t0
@@ -124,8 +124,6 @@ def _spark(app: str):
 
 # -- cases ---------------------------------------------------------------------------------
 def case_b1(spec) -> dict:
-    from confluent_kafka import Producer
-
     records = _load_payloads(spec)
     topics = [spec["topics"][k] for k in TOPIC_KEYS]
     deliveries = _Deliveries()
@@ -145,8 +143,6 @@ def case_b1(spec) -> dict:
 
 
 def case_b2(spec) -> dict:
-    from confluent_kafka import Consumer, Producer, TopicPartition
-
     records = _load_payloads(spec)
     k = int(spec["txn_size"])
     topics = [spec["topics"][k_] for k_ in TOPIC_KEYS]
@@ -192,8 +188,6 @@ def case_b2(spec) -> dict:
 
 def case_n(spec) -> dict:
     """Consume one purchase, produce its outputs, send its offset, commit: once per record."""
-    from confluent_kafka import Consumer, Producer, TopicPartition
-
     records = _load_payloads(spec)
     wanted = {(p, off): outs for p, off, outs in records}
     ends: dict[int, int] = {}
@@ -252,7 +246,7 @@ def case_n(spec) -> dict:
 
 
 def case_s(spec) -> dict:
-    from ..shop.pipeline import run_shop_window
+    from ..shop.pipeline import run_shop_window  # deferred: pyspark, as in _settings
 
     settings = _settings(spec)
     window = _window(spec)
@@ -267,7 +261,7 @@ def case_s(spec) -> dict:
 
 
 def case_b3(spec) -> dict:
-    from pyspark.sql import functions as F
+    from pyspark.sql import functions as F  # deferred: pyspark, as in _settings
 
     from ..engine.kafka_source import read_window
 
@@ -319,8 +313,6 @@ def case_r(spec) -> dict:
 
 
 def case_check(spec) -> dict:
-    from ..checker import check_shop
-
     settings = _settings(spec)
     window = _window(spec)
     t0 = time.monotonic()
@@ -331,8 +323,6 @@ def case_check(spec) -> dict:
 
 def case_payloads(spec) -> dict:
     """Read an S run's committed outputs back, group them by source record, write them in input order."""
-    from ..checker import read_topic
-
     conn = _connection(spec)
     t0 = time.monotonic()
     by_source: dict[tuple[int, int], list] = {}
@@ -354,8 +344,6 @@ CASES = {"B1": case_b1, "B2": case_b2, "B3": case_b3, "S": case_s, "N": case_n, 
 
 
 def main(argv: list[str]) -> int:
-    from ..logging_setup import configure
-
     configure()
     spec_path, result_path = Path(argv[0]), Path(argv[1])
     spec = json.loads(spec_path.read_text())

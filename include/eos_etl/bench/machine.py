@@ -7,6 +7,9 @@ import platform
 import subprocess
 from datetime import datetime, timezone
 
+import confluent_kafka
+import pyspark
+
 from ..stack.jvm import spark_jvm_options_string
 from ..stack.versions import KAFKA_VERSION, SPARK_KAFKA_CLIENTS_VERSION
 
@@ -57,9 +60,6 @@ def load_average() -> list[float]:
 
 
 def describe_machine() -> dict:
-    import confluent_kafka
-    import pyspark
-
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": _cpu_model(),

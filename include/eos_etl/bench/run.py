@@ -26,6 +26,8 @@ from ..shop.pipeline import ShopSettings
 from ..shop.jvm_training import SHOP_JVM_WORKLOAD
 from ..shop.schema import ShopTopics
 from ..stack import class_data
+from ..stack.spark_connect import SparkConnectServer
+from ..stack.tools import free_port
 from .cluster_compare import ClusterComparison
 from .harness import measure
 from .machine import describe_machine, load_average
@@ -87,9 +89,6 @@ class Bench:
     def start_spark_connect(self) -> None:
         """The long-lived server SC runs on, with the settings every Spark JVM here gets, and its first
         window (cold: the server's own start-up, paid once per server) run and recorded apart."""
-        from ..stack.spark_connect import SparkConnectServer
-        from ..stack.tools import free_port
-
         t0 = time.monotonic()
         self.connect = SparkConnectServer(home=self.work / "spark-connect", port=free_port()).start()
         self.meta["spark_connect_start_s"] = round(time.monotonic() - t0, 1)

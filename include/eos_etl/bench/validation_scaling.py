@@ -37,10 +37,11 @@ from pathlib import Path
 from .. import paths
 from ..kafka.topics import ensure_topics
 from ..quality import validate_run
-from ..quality.collect import CLOCK_SKEW_MARGIN_MS
+from ..quality.collect import CLOCK_SKEW_MARGIN_MS, read_outputs
 from ..shop.generator import generate
 from ..shop.pipeline import ShopSettings, run_shop_window
 from ..shop.schema import ShopTopics
+from ..stack.session import spark_session
 from .targets import KafkaTarget, stop_leftovers
 
 log = logging.getLogger(__name__)
@@ -164,8 +165,7 @@ def read_floor(spark, settings, window, output_read: dict) -> dict:
     """Seconds to only count what the issue's checks must read, one Spark job each and no parsing:
     the window's inputs (read_committed), and the output span validation read (``output_read``, from
     its report), read_committed and read_uncommitted. No validation can cost less than reading these."""
-    from ..engine.kafka_source import read_window
-    from ..quality.collect import read_outputs
+    from ..engine.kafka_source import read_window  # deferred: pyspark, only when the read floor is measured
 
     starts = {t: {int(p): o for p, o in parts.items()} for t, parts in output_read["from_offsets"].items()}
     reads = {"inputs": lambda: read_window(spark, settings.pipeline(), window),
@@ -203,8 +203,6 @@ def size_phase(target: KafkaTarget, spark, opts: ScalingOptions, work: Path, rec
 
 
 def run(opts: ScalingOptions) -> dict:
-    from ..stack.session import spark_session
-
     work = paths.var_dir() / "bench-validation"
     stop_leftovers(work)
     if work.exists():

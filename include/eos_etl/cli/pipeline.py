@@ -27,6 +27,7 @@ from ..kafka.transactions import inspect_pipeline
 from ..shop.generator import generate
 from ..shop.pipeline import run_shop_window, summary_dict
 from ..stack.connect_client import server_lost
+from ..stack.kafka_tools import TransactionsTool
 from ..stack.session import spark_route, spark_session, stop_session
 from ..stack.spark import REMOTE_ENV, parse_conf_pairs
 from .options import (ID, POSITIVE, add_connection, add_planning, add_shop, checked, connection_from_args,
@@ -270,7 +271,8 @@ def _add_transactions(sub) -> None:
 
 def cmd_transactions(args) -> int:
     settings = shop_settings_from_args(args)
-    report = inspect_pipeline(settings.connection, transactional_id_prefix=settings.transactional_id_prefix,
+    report = inspect_pipeline(settings.connection, TransactionsTool(settings.connection),
+                              transactional_id_prefix=settings.transactional_id_prefix,
                               output_topics=settings.topics.outputs)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.describe())
     return 1 if report.stuck else 0

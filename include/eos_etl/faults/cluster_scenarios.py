@@ -25,6 +25,7 @@ from collections.abc import Callable
 from ..checker import read_topic
 from ..stack.kafka_cluster import KafkaCluster, KafkaNode
 from ..errors import EXIT_RUNTIME
+from . import leaders
 from . import scenarios as sc
 from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly
 from .lab import Lab, TrialResult
@@ -141,15 +142,15 @@ def _inject(node: KafkaNode, job: JobProcess, fault: str, rng: random.Random) ->
 # -- who to fault ------------------------------------------------------------------------------
 def _output_leader(cluster: KafkaCluster, shop, seed: int) -> int | None:
     topic = (shop.topics.invoices, shop.topics.shipments)[seed % 2]
-    return cluster.leader(topic, seed % 2)
+    return leaders.leader(cluster, topic, seed % 2)
 
 
 def _transaction_coordinator(cluster: KafkaCluster, shop, seed: int) -> int | None:
-    return cluster.transaction_coordinator(_tid(shop, seed % 2))
+    return leaders.transaction_coordinator(cluster, _tid(shop, seed % 2))
 
 
 def _group_coordinator(cluster: KafkaCluster, shop, _seed: int) -> int | None:
-    return cluster.group_coordinator(shop.group)
+    return leaders.group_coordinator(cluster, shop.group)
 
 
 def _active_controller(cluster: KafkaCluster, _shop, _seed: int) -> int | None:

@@ -90,9 +90,10 @@ def flatness(samples: list[dict], warmup: int = WARMUP_WINDOWS) -> dict[str, flo
 
 
 def plot(samples: list[dict], path: Path, warmup: int = WARMUP_WINDOWS) -> None:
+    # Deferred: matplotlib (half a second to import) draws only this figure, after an endurance run.
     import matplotlib
 
-    matplotlib.use("Agg")
+    matplotlib.use("Agg")  # no display: the figure only goes to a file
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(len(METRICS), 1, figsize=(9, 10), sharex=True)

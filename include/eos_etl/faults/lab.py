@@ -15,6 +15,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..checker import check_shop
 from ..kafka.admin import ClusterAdmin
@@ -139,8 +140,6 @@ class Lab:
         """Save a job's output for diagnosis; returns where (or '')."""
         if self.log_dir is None:
             return ""
-        from pathlib import Path
-
         path = Path(self.log_dir) / f"{name}-{job.pid}.log"
         job.save(path)
         return str(path)

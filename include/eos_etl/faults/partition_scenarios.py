@@ -39,9 +39,10 @@ from collections.abc import Callable
 
 from ..checker import read_topic
 from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION
-from ..kafka.transactions import TransactionsTool
+from ..stack.kafka_tools import TransactionsTool
 from .clear_failure import CLEAR_EXITS, failed_clearly
 from .cluster_scenarios import FAILPOINT_WAIT_S, _finish
+from . import leaders
 from .lab import Lab, TrialResult
 from .network_lab import NetworkLab
 from .process import PUBLISHING, JobProcess
@@ -186,7 +187,7 @@ def _cut_at_failpoint(lab: Lab, scenario: str, seed: int, *, failpoint: str, cut
 
 # -- who to cut ---------------------------------------------------------------------------------------
 def _coordinator(net: NetworkLab, shop, partition: int) -> int:
-    node = net.cluster.transaction_coordinator(_tid(shop, partition))
+    node = leaders.transaction_coordinator(net.cluster, _tid(shop, partition))
     if node is None:
         raise RuntimeError(f"no transaction coordinator for {_tid(shop, partition)}")
     return node
@@ -194,10 +195,10 @@ def _coordinator(net: NetworkLab, shop, partition: int) -> int:
 
 def _output_leader(net: NetworkLab, shop, seed: int) -> tuple[str, int, int]:
     topic = (shop.topics.invoices, shop.topics.shipments)[seed % 2]
-    leader = net.cluster.leader(topic, seed % PARTITIONS)
-    if leader is None:
+    node = leaders.leader(net.cluster, topic, seed % PARTITIONS)
+    if node is None:
         raise RuntimeError(f"{topic}[{seed % PARTITIONS}] has no leader")
-    return topic, seed % PARTITIONS, leader
+    return topic, seed % PARTITIONS, node
 
 
 def _others(net: NetworkLab, node_id: int) -> list[int]:

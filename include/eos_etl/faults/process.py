@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 
@@ -179,8 +180,6 @@ class JobProcess:
 
     def save(self, path) -> None:
         """Write everything the job printed (stderr, then stdout) to ``path``."""
-        from pathlib import Path
-
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(self.stderr + "\n--- stdout ---\n" + self.stdout)

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import random
+import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
 
@@ -21,8 +23,9 @@ from ..checker import read_topic
 from ..engine.lineage import H_RUN_ID
 from ..shop.generator import generate, hostile_purchases
 from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly, run_violations
+from ..stack.tools import free_port
 from .lab import Lab, TrialResult
-from .process import FAILPOINT_FIRED, PUBLISHING, run_window_args
+from .process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +60,6 @@ def _shop_with_purchases(lab: Lab, result: TrialResult, partitions: int, name: s
 
 def _once(tag: str) -> str:
     """Failpoint option making it fire in one process, once: a resumed or retried attempt goes on."""
-    import tempfile
-    import uuid
-
     return f"once={tempfile.gettempdir()}/eos-etl-failpoint-{tag}-{uuid.uuid4().hex}"
 
 
@@ -364,8 +364,6 @@ def offsets_expired(lab: Lab, point: str, seed: int, *, records: int = 2000,
 
 # -- 8. misconfiguration: one clear error, nothing published, no offsets moved ----------------------
 def misconfiguration(lab: Lab) -> list[TrialResult]:
-    from ..stack.tools import free_port
-
     results = []
     cases: list[tuple[str, Callable]] = [
         ("broker unreachable", lambda shop, args: _replace(args, "--bootstrap-servers", f"127.0.0.1:{free_port()}")),
@@ -387,8 +385,6 @@ def misconfiguration(lab: Lab) -> list[TrialResult]:
                 env = {"EOS_ETL_KAFKA_PASSWORD": "not-the-password"}
             else:
                 args = mutate(shop, args)
-            from .process import JobProcess
-
             t0 = time.monotonic()
             job = JobProcess(args, env=env).start()
             code = job.wait(120)

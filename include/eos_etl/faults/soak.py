@@ -35,6 +35,7 @@ from .connect_endurance import run_endurance
 from .connect_scenarios import CONNECT_SCENARIOS
 from .lab import Lab, TrialResult
 from .reliability_page import CLUSTER_SECTION, SINGLE_NODE_SECTION
+from .spark_scenarios import SPARK_SCENARIOS  # importing it registers them among CLUSTER_SCENARIOS
 
 log = logging.getLogger(__name__)
 
@@ -245,8 +246,6 @@ class ClusterSoakOptions:
 
 
 def _cluster_plan(opts: ClusterSoakOptions) -> list[tuple[str, Callable[[Lab], TrialResult]]]:
-    from . import spark_scenarios  # noqa: F401 - registers the Spark-side scenarios
-
     names = opts.scenarios or tuple(CLUSTER_SCENARIOS)
     unknown = [n for n in names if n not in CLUSTER_SCENARIOS]
     if unknown:
@@ -271,8 +270,6 @@ def run_cluster_soak(opts: ClusterSoakOptions, on_trial: Callable[[list[TrialRes
 
     ``on_trial(results, wall)`` after every trial (the CLI rewrites the table, so a long soak shows progress).
     """
-    from .spark_scenarios import SPARK_SCENARIOS
-
     root = paths.var_dir() / "soak-cluster"
     shutil.rmtree(root / "kafka", ignore_errors=True)
     shutil.rmtree(root / "spark", ignore_errors=True)

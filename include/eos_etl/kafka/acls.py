@@ -32,8 +32,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from confluent_kafka import KafkaError, KafkaException, TopicCollection
+from confluent_kafka.admin import (
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
 from ..errors import ConfigurationError
 from .connection import KafkaConnection
+from .errors import KafkaSetupError
 
 ROLES = ("pipeline", "validator", "watcher")
 #: The name of Kafka's one cluster resource in ACLs.
@@ -105,9 +116,6 @@ def missing_grants(connection: KafkaConnection, needs: list[Grant], timeout: flo
     lacks everything asked; a topic or group that does not exist is not this check's
     business. Raises the client's ``KafkaException`` for any other failure.
     """
-    from confluent_kafka import KafkaError, KafkaException, TopicCollection
-    from confluent_kafka.admin import AdminClient
-
     admin = AdminClient({**connection.client_config(), "log_level": 0})
     allowed: dict[tuple[str, str], set[str] | None] = {}
     denied_codes = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)
@@ -145,8 +153,6 @@ def principal_name(user: str) -> str:
 
 
 def _binding(principal: str, grant: Grant):
-    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
-
     resource = {"topic": ResourceType.TOPIC, "group": ResourceType.GROUP, "cluster": ResourceType.BROKER,
                 "transactional-id": ResourceType.TRANSACTIONAL_ID}[grant.resource]
     pattern = ResourcePatternType.PREFIXED if grant.prefixed else ResourcePatternType.LITERAL
@@ -158,11 +164,6 @@ def grant(admin_connection: KafkaConnection, principal: str, grants: list[Grant]
     """Create the ACLs (idempotent: an existing identical ACL stays as it is).
 
     ``admin_connection`` must be a super-user's (or hold Alter on the cluster)."""
-    from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
-
-    from .errors import KafkaSetupError
-
     admin = AdminClient({**admin_connection.client_config(), "log_level": 0})
     # Roles overlap (both read the input topic); the Admin API refuses duplicates in one request.
     bindings = [_binding(principal_name(principal), g) for g in dict.fromkeys(grants)]

@@ -1,31 +1,27 @@
 """Operator view of a pipeline's transactions: ids, their state, stuck outputs.
 
-confluent-kafka's AdminClient cannot list or describe transactions, so this
-runs Kafka's own ``TransactionsCommand`` (kafka-tools, KIP-664: what
-``kafka-transactions.sh`` runs) from the jars the project already fetched.
-Output partitions are checked with list_offsets: a partition whose last
-stable offset stays below its high watermark holds an open transaction; it is
-**stuck** when that transaction has been open longer than the transaction
-timeout (the broker should have aborted it), or when no producer of the
-pipeline holds it (find-hanging). The report starts with the cluster's
-finalised ``transaction.version`` and ``metadata.version`` (Kafka's
-``FeatureCommand``, which names metadata versions as releases do).
+confluent-kafka's AdminClient cannot list or describe transactions, so the
+transactions come from a :class:`TransactionLister`: in the project, Kafka's
+own ``TransactionsCommand`` (kafka-tools, KIP-664: what
+``kafka-transactions.sh`` runs) from the jars the project already fetched
+(:class:`eos_etl.stack.kafka_tools.TransactionsTool`). Output partitions are
+checked with list_offsets: a partition whose last stable offset stays below
+its high watermark holds an open transaction; it is **stuck** when that
+transaction has been open longer than the transaction timeout (the broker
+should have aborted it), or when no producer of the pipeline holds it
+(find-hanging). The report starts with the cluster's finalised
+``transaction.version`` and ``metadata.version`` (Kafka's ``FeatureCommand``,
+which names metadata versions as releases do).
 """
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Protocol
 
-from ..stack import maven
-from ..stack.tools import require_tool
-from ..stack.versions import KAFKA_BROKER
 from .admin import ClusterAdmin
 from .connection import KafkaConnection
-from .errors import KafkaSetupError
 
 
 @dataclass
@@ -52,10 +48,6 @@ class PartitionLag:
     high_watermark: int
     stuck: bool = False
     reason: str = ""
-
-
-TRANSACTIONS_COMMAND = "org.apache.kafka.tools.TransactionsCommand"
-FEATURE_COMMAND = "org.apache.kafka.tools.FeatureCommand"
 
 
 @dataclass
@@ -98,75 +90,23 @@ class TransactionsReport:
         return "\n".join(lines)
 
 
-class TransactionsTool:
-    def __init__(self, connection: KafkaConnection):
-        self.connection = connection
-
-    def _run(self, *args: str, tool: str = TRANSACTIONS_COMMAND) -> str:
-        java = require_tool("java", install_hint="apt-get install openjdk-17-jre-headless")
-        maven.fetch(KAFKA_BROKER)
-        with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as f:
-            os.chmod(f.name, 0o600)
-            for key, value in self.connection.spark_options().items():
-                if key != "kafka.bootstrap.servers":
-                    f.write(f"{key.removeprefix('kafka.')}={value}\n")
-            config = f.name
-        try:
-            proc = subprocess.run(
-                [java, "-cp", KAFKA_BROKER.classpath(), "-Dlog4j2.level=ERROR", tool,
-                 "--bootstrap-server", self.connection.bootstrap_servers, "--command-config", config, *args],
-                capture_output=True, text=True, timeout=120,
-            )
-        finally:
-            os.unlink(config)
-        if proc.returncode != 0:
-            raise KafkaSetupError(f"kafka {tool.rsplit('.', 1)[-1]} {args[0]} failed: {proc.stderr.strip()[-800:]}")
-        return proc.stdout
-
-    @staticmethod
-    def _table(text: str) -> list[dict[str, str]]:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        if not lines:
-            return []
-        header = lines[0].split()
-        return [dict(zip(header, (v.strip() for v in ln.split(None, len(header) - 1)))) for ln in lines[1:]]
+class TransactionLister(Protocol):
+    """What the report asks of Kafka's transaction tooling (the admin API has no ListTransactions)."""
 
     def list(self, prefix: str) -> list[TransactionInfo]:
-        rows = [r for r in self._table(self._run("list")) if r.get("TransactionalId", "").startswith(prefix)]
-        out = []
-        for row in sorted(rows, key=lambda r: r["TransactionalId"]):
-            info = TransactionInfo(row["TransactionalId"], row.get("TransactionState", "?"), row.get("ProducerId", ""))
-            for d in self._table(self._run("describe", "--transactional-id", info.transactional_id)):
-                info.producer_epoch = d.get("ProducerEpoch", "")
-                info.timeout_ms = int(d["CurrentTransactionTimeoutMs"]) if d.get("CurrentTransactionTimeoutMs", "").isdigit() else None
-                info.duration_ms = int(d["TransactionDurationMs"]) if d.get("TransactionDurationMs", "").lstrip("-").isdigit() else None
-                info.partitions = d.get("TopicPartitions", "")
-            out.append(info)
-        return out
-
-    def find_hanging(self, broker_id: str) -> str:
-        return self._run("find-hanging", "--broker-id", broker_id).strip()
-
-    def hanging_transactions(self, broker_id: str) -> list[dict[str, str]]:
-        """find-hanging's rows for ``broker_id`` (topic, partition, producer, start offset, ...); [] when none."""
-        return self._table(self.find_hanging(broker_id))
+        """The transactional ids starting with ``prefix``, described."""
 
     def finalized_features(self) -> dict[str, str]:
-        """Finalised feature levels (``FeatureCommand describe``), e.g. {"transaction.version": "2",
-        "metadata.version": "4.1-IV1"}."""
-        features = {}
-        for line in self._run("describe", tool=FEATURE_COMMAND).splitlines():
-            fields = dict(part.split(": ", 1) for part in line.split("\t") if ": " in part)
-            if "Feature" in fields and "FinalizedVersionLevel" in fields:
-                features[fields["Feature"]] = fields["FinalizedVersionLevel"]
-        return features
+        """Finalised feature levels: name -> level ("2", "4.1-IV1")."""
+
+    def find_hanging(self, broker_id: str) -> str:
+        """Kafka's find-hanging report for one broker, as printed."""
 
 
-def inspect_pipeline(connection: KafkaConnection, *, transactional_id_prefix: str, output_topics: tuple[str, ...],
-                     settle_s: float = 2.0) -> TransactionsReport:
-    """State of the pipeline's transactional ids and of its output partitions."""
+def inspect_pipeline(connection: KafkaConnection, tool: TransactionLister, *, transactional_id_prefix: str,
+                     output_topics: tuple[str, ...], settle_s: float = 2.0) -> TransactionsReport:
+    """State of the pipeline's transactional ids (listed by ``tool``) and of its output partitions."""
     admin = ClusterAdmin(connection)
-    tool = TransactionsTool(connection)
     report = TransactionsReport(transactions=tool.list(transactional_id_prefix + "-"),
                                 features=tool.finalized_features())
     overdue = [t for t in report.transactions if t.overdue]

@@ -33,26 +33,27 @@ Usage::
     af.start()                            # init DB, start, wait until healthy
     print(af.describe())                  # URL, login, log file
     af.airflow_cmd("dags", "list")        # any CLI command, same config
+    af.rest.call("GET", "/api/v2/dags", token=af.rest.token())  # its REST API (airflow_rest.py)
     af.stop()
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from .. import paths
+from .airflow_rest import AirflowRestClient
 from .errors import PortInUseError, StackError
 from .process import PidFile, session_members
 from .spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
@@ -68,18 +69,13 @@ DEFAULT_USER = "admin"
 # heartbeats. The margin covers cold caches, slow disks and busy CI machines.
 READY_TIMEOUT_S = 240.0
 STOP_TIMEOUT_S = 60.0
-HEALTH_PATH = "/api/v2/monitor/health"
-TOKEN_PATH = "/auth/token"
 # The components `airflow standalone` runs; ready means all of them heartbeat.
 COMPONENTS = ("scheduler", "dag_processor", "triggerer")
-FINISHED_RUN_STATES = ("success", "failed")
 
 _SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 # Lines in the standalone log that mean the API server could not bind its port.
 _PORT_TAKEN_MARKERS = ("address already in use", "[errno 98]")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
-# Talks to our own API server directly, even when an http(s)_proxy is set.
-_local_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class AirflowStartError(StackError):
@@ -320,8 +316,6 @@ class AirflowStandalone:
 
     def _settings_digest(self) -> str:
         """A digest (never the values: they hold passwords) of the connections and Variables it runs with."""
-        import hashlib
-
         text = json.dumps({"connections": self.connections, "variables": self.variables}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
@@ -381,80 +375,16 @@ class AirflowStandalone:
         log.info("Airflow is ready on %s after %.0f s", self.url, time.monotonic() - started)
         return self
 
+    @property
+    def rest(self) -> AirflowRestClient:
+        """Its REST API as :attr:`login` (:mod:`.airflow_rest`)."""
+        return AirflowRestClient(self.url, self.username, self.password, password_source=str(self.passwords_file))
+
     def health(self, timeout: float = 5.0) -> dict[str, str | None]:
         """Component -> status from the health endpoint; empty if the API does not answer."""
         if not port_accepts(self.port, self.connect_host):
             return {}
-        try:
-            with _local_http.open(self.url + HEALTH_PATH, timeout=timeout) as resp:
-                body: dict[str, Any] = json.load(resp)
-        except (urllib.error.URLError, OSError, ValueError):
-            return {}
-        return {name: (info or {}).get("status") for name, info in body.items()}
-
-    def api_token(self, timeout: float = 30.0) -> str:
-        """A JWT for the REST API (``Authorization: Bearer ...``), from POST /auth/token with :attr:`login`."""
-        req = urllib.request.Request(
-            self.url + TOKEN_PATH,
-            data=json.dumps({"username": self.username, "password": self.password}).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
-        try:
-            with _local_http.open(req, timeout=timeout) as resp:
-                return json.load(resp)["access_token"]
-        except urllib.error.HTTPError as e:
-            raise StackError(
-                f"Airflow at {self.url} refused the login of user '{self.username}' (HTTP {e.code}); "
-                f"the password in {self.passwords_file} is the one Airflow checks"
-            ) from None
-        except (urllib.error.URLError, OSError) as e:
-            raise StackError(f"Airflow does not answer on {self.url} ({e}); is it running?") from None
-
-    def api(self, method: str, path: str, body: dict | None = None, token: str | None = None,
-            timeout: float = 30.0):
-        """One REST API call (``path`` like ``/api/v2/dags``); returns the decoded JSON.
-
-        HTTP errors propagate as ``urllib.error.HTTPError`` so callers can act on the status.
-        An idempotent call (not POST) that gets a 500 or 503 is asked again, for up to
-        ``timeout`` seconds: with SQLite, a write that meets the scheduler's open write
-        transaction fails with "database is locked" and the API answers 500.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            req = urllib.request.Request(
-                self.url + path, method=method, data=json.dumps(body).encode() if body is not None else None,
-                headers={"Content-Type": "application/json",
-                         **({"Authorization": f"Bearer {token}"} if token else {})},
-            )
-            try:
-                with _local_http.open(req, timeout=timeout) as resp:
-                    return json.loads(resp.read() or b"null")
-            except urllib.error.HTTPError as exc:
-                if method == "POST" or exc.code not in (500, 503) or time.monotonic() > deadline:
-                    raise
-                log.info("Airflow answered %s %s with HTTP %d; asking again", method, path, exc.code)
-                time.sleep(1.0)
-
-    def wait_for_runs_to_settle(self, dag_id: str, token: str, appear_s: float = 30.0,
-                                finish_s: float = 180.0) -> None:
-        """Let the runs the scheduler creates for a just-unpaused DAG appear and finish.
-
-        On SQLite the scheduler's writes lock the whole database, so a backfill posted meanwhile
-        may be refused: waiting first keeps the two apart.
-        """
-        path = f"/api/v2/dags/{dag_id}/dagRuns"
-        deadline = time.monotonic() + appear_s
-        while not self.api("GET", path, None, token)["dag_runs"]:
-            if time.monotonic() > deadline:
-                return  # the schedule created nothing: nothing to wait for
-            time.sleep(1)
-        deadline = time.monotonic() + finish_s
-        while time.monotonic() < deadline:
-            runs = self.api("GET", path, None, token)["dag_runs"]
-            if all(r["state"] in FINISHED_RUN_STATES for r in runs):
-                return
-            time.sleep(2)
+        return self.rest.health(timeout)
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
         """Wait until the API answers and the metadatabase and all components report healthy."""
@@ -579,18 +509,7 @@ class AirflowStandalone:
         """Delete the home (database, config, logs); Airflow must be stopped."""
         if self.is_running():
             raise StackError("stop Airflow before wiping its home")
-        import shutil
-
         shutil.rmtree(self.home, ignore_errors=True)
-
-
-def database_busy(status: int, detail: str) -> bool:
-    """Whether an API refusal is SQLite's one-writer lock (ask again) rather than a real error.
-
-    Airflow answers 503 where it maps the lock itself (backfill creation) and 500 "Database
-    error" where the lock surfaces at the request's commit instead.
-    """
-    return status == 503 or (status == 500 and "Database error" in detail)
 
 
 def _tail(text: str, lines: int) -> str:

@@ -65,7 +65,7 @@ def _java() -> Path | None:
 
 def fingerprint() -> str | None:
     """What must not change for an archive to stay usable, hashed; None without a java."""
-    import pyspark
+    import pyspark  # deferred: every JVM start (stack.jvm) imports this module; only the fingerprint needs pyspark
 
     java = _java()
     if java is None:

@@ -63,6 +63,8 @@ TERM_GRACE_S = 10.0
 def bounded_retries():
     """pyspark's retry policy for UNAVAILABLE, with a budget of about :data:`RETRY_BUDGET_S`
     (0.1, 0.2, ... 3.2, 4, 4 s backoffs: 15.5 s) instead of ten minutes."""
+    # Deferred: pyspark's Connect client and grpc load on first use (half a second); the DAGs' operators
+    # import this module when Airflow parses them, for its constants only.
     from pyspark.sql.connect.client.retries import DefaultPolicy
 
     return DefaultPolicy(max_retries=8, initial_backoff=100, backoff_multiplier=2.0, max_backoff=4000,
@@ -96,7 +98,7 @@ def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str]
     ``$SPARK_CONNECT_AUTHENTICATE_TOKEN``), watched from before its first request on (see the
     module). Only session settings apply here: the application's (master, jars, JVM options)
     are the server's. Never logs ``remote``: a URL may carry the token."""
-    from grpc import StatusCode
+    from grpc import StatusCode  # deferred, as in bounded_retries
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
     from pyspark.sql import SparkSession
 
@@ -222,7 +224,7 @@ def end_on_sigterm(spark, name: str, tag: str) -> None:
 def server_lost(exc: BaseException, remote: str) -> SparkServerLostError | None:
     """The one error for a Connect call that failed because the server went away (unavailable after
     the bounded retries, or gone mid-stream); None for any other failure."""
-    from grpc import StatusCode
+    from grpc import StatusCode  # deferred, as in bounded_retries
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
     if isinstance(exc, SparkConnectGrpcException) and exc.getGrpcStatusCode() in (

@@ -19,11 +19,12 @@ Usage::
     cluster = KafkaCluster(home, size=3).start()   # fetch jars, format once, start, wait
     cluster.bootstrap_servers                       # '127.0.0.1:p1,127.0.0.1:p2,127.0.0.1:p3'
     cluster.node(2).kill(); cluster.node(2).start() # a single node's faults
-    cluster.transaction_coordinator("my-txn-id")    # the node id that coordinates it
+    cluster.active_controller()                     # the KRaft quorum's leader
     cluster.stop()
 
-The fault suite asks it who leads what (partition leader, transaction and group
-coordinator, active controller) so it can kill exactly that node.
+The fault suite asks its metadata who leads what (:mod:`eos_etl.faults.leaders`:
+partition leader, transaction and group coordinator) so it can kill exactly that
+node.
 
 Where the nodes run is a :class:`NodePlacement`: by default every node on the
 cluster's loopback address (:class:`LoopbackPlacement`); the network-partition
@@ -46,13 +47,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from confluent_kafka.admin import AdminClient
+
 from .. import paths
 from ..arguments import switch_on
+from ..kafka.connection import KafkaConnection
+from ..kafka.errors import KafkaSetupError
 from ..kafka.users import MECHANISM as SASL_MECHANISM
+from ..kafka.users import set_scram_users
 from . import maven
 from .errors import BrokerStartError, PortInUseError, StackError
 from .jvm import jvm_options
 from .process import PidFile, wait_ports_free
+from .tls import ensure_broker_tls, ensure_client_tls
 from .tools import (
     free_port,
     port_accepts,
@@ -66,8 +73,6 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 9092
 DEFAULT_CLUSTER_PORT = 19092
 READY_TIMEOUT_S = 90.0
-TRANSACTION_STATE_TOPIC = "__transaction_state"
-CONSUMER_OFFSETS_TOPIC = "__consumer_offsets"
 
 # Settings every node gets, whatever the cluster size. Anything here can be
 # overridden through ``KafkaCluster.overrides``.
@@ -141,25 +146,6 @@ def replication_defaults(size: int) -> dict[str, str]:
         "share.coordinator.state.topic.replication.factor": str(rf),
         "share.coordinator.state.topic.min.isr": str(min_isr),
     }
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be")
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def coordinator_partition(key: str, partitions: int) -> int:
-    """The internal-topic partition Kafka maps a transactional.id or group id to.
-
-    ``Utils.abs(key.hashCode()) % partitions`` (TransactionStateManager.partitionFor,
-    GroupCoordinatorService.partitionFor); Utils.abs maps Integer.MIN_VALUE to 0.
-    """
-    h = java_string_hash(key)
-    return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
 class NodePlacement(Protocol):
@@ -420,8 +406,6 @@ class KafkaNode:
         return self
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
-        from confluent_kafka.admin import AdminClient
-
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if not self.is_running():
@@ -600,22 +584,16 @@ class KafkaCluster:
 
     def tls(self):
         """The home's CA and broker certificate (:mod:`eos_etl.stack.tls`), made on first use."""
-        from .tls import ensure_broker_tls
-
         hosts = tuple(dict.fromkeys(n.host for n in self.nodes)) if self.nodes else (self.host,)
         return ensure_broker_tls(self.home / "tls", (*hosts, "localhost"))
 
     def admin_tls(self):
         """The admin's client certificate from the home's CA (used when PLAINTEXT is off)."""
-        from .tls import ensure_client_tls
-
         return ensure_client_tls(self.home / "tls", ADMIN_CERT_NAME)
 
     def admin_connection(self, addresses: str | None = None):
         """How the super-user reaches the nodes (``addresses``: default the running ones): the loopback
         PLAINTEXT listener, or with PLAINTEXT off, TLS with the admin's client certificate."""
-        from ..kafka.connection import KafkaConnection
-
         live = addresses or ",".join(n.address for n in self.running_nodes()) or self.bootstrap_servers
         if self.plaintext:
             return KafkaConnection(live)
@@ -635,9 +613,6 @@ class KafkaCluster:
     def ensure_scram_users(self) -> None:
         """Create or update the SCRAM credentials of ``sasl_users`` (as the super-user, through
         ``admin_connection``; the passwords travel in the request only)."""
-        from ..kafka.errors import KafkaSetupError
-        from ..kafka.users import set_scram_users
-
         try:
             set_scram_users(self.admin_connection(), self.sasl_users, timeout_s=READY_TIMEOUT_S)
         except KafkaSetupError as exc:
@@ -728,13 +703,12 @@ class KafkaCluster:
             raise StackError("stop the Kafka nodes before wiping their data")
         shutil.rmtree(self.home, ignore_errors=True)
 
-    # -- who leads what: the questions fault tests ask ----------------------------------
-    def _admin(self):
-        from confluent_kafka.admin import AdminClient
-
+    # -- metadata: the live nodes' view (faults.leaders asks it who leads what) ------------
+    def _admin(self) -> AdminClient:
         return AdminClient({**self.admin_connection().client_config(), "log_level": 0})
 
-    def _metadata(self, topic: str | None = None, timeout: float = 10.0):
+    def metadata(self, topic: str | None = None, timeout: float = 10.0):
+        """Cluster metadata (of ``topic``, default all) from the running nodes, asked again until ``timeout``."""
         deadline = time.monotonic() + timeout
         while True:
             try:
@@ -743,35 +717,6 @@ class KafkaCluster:
                 if time.monotonic() >= deadline:
                     raise StackError(f"no metadata from the cluster's live nodes within {timeout:.0f}s: {exc}") from exc
                 time.sleep(0.2)
-
-    def leader(self, topic: str, partition: int, timeout: float = 10.0) -> int | None:
-        """The node leading ``topic[partition]`` now (None while it has no leader)."""
-        md = self._metadata(topic, timeout)
-        t = md.topics.get(topic)
-        if t is None or partition not in t.partitions:
-            raise StackError(f"{topic}[{partition}] does not exist")
-        leader = t.partitions[partition].leader
-        return leader if leader >= 0 else None
-
-    def replicas(self, topic: str, partition: int) -> tuple[list[int], list[int]]:
-        """(replicas, in-sync replicas) of ``topic[partition]``."""
-        p = self._metadata(topic).topics[topic].partitions[partition]
-        return list(p.replicas), list(p.isrs)
-
-    def _coordinator(self, internal_topic: str, key: str, timeout: float) -> int | None:
-        md = self._metadata(internal_topic, timeout)
-        t = md.topics.get(internal_topic)
-        if t is None or not t.partitions:
-            return None  # created lazily: no transaction (or group) has used the cluster yet
-        return self.leader(internal_topic, coordinator_partition(key, len(t.partitions)), timeout)
-
-    def transaction_coordinator(self, transactional_id: str, timeout: float = 10.0) -> int | None:
-        """The node coordinating ``transactional_id``: the leader of its __transaction_state partition."""
-        return self._coordinator(TRANSACTION_STATE_TOPIC, transactional_id, timeout)
-
-    def group_coordinator(self, group: str, timeout: float = 10.0) -> int | None:
-        """The node coordinating ``group``: the leader of its __consumer_offsets partition."""
-        return self._coordinator(CONSUMER_OFFSETS_TOPIC, group, timeout)
 
     def active_controller(self) -> int | None:
         """The KRaft quorum's leader, from the newest election any running node has persisted."""
@@ -785,7 +730,7 @@ class KafkaCluster:
         """Wait until every partition (of ``topics``, default all) has its full replica set in sync."""
         deadline = time.monotonic() + timeout
         while True:
-            md = self._metadata(None, max(1.0, deadline - time.monotonic()))
+            md = self.metadata(None, max(1.0, deadline - time.monotonic()))
             lagging = [(t, p) for t, tm in md.topics.items() if topics is None or t in topics
                        for p, pm in tm.partitions.items() if len(pm.isrs) < len(pm.replicas) or pm.leader < 0]
             if not lagging:

@@ -85,9 +85,8 @@ def main() -> None:
     # spark-submit ships (--py-files) comes first, exactly as under pyspark's own daemon.
     for name in [n for n in sys.modules if n == "eos_etl" or n.startswith("eos_etl.")]:
         del sys.modules[name]
-    from pyspark.daemon import (
-        manager,  # reads the worker module from sys.argv, as when run by Spark
-    )
+    # Deferred: only the daemon process runs pyspark's daemon; the driver imports this module's helpers.
+    from pyspark.daemon import manager  # reads the worker module from sys.argv, as when run by Spark
 
     manager()
 

@@ -21,6 +21,7 @@ every worker).
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 import sys
@@ -78,9 +79,7 @@ MACHINE_LOCAL_CONF: dict[str, str] = {"spark.python.daemon.module": "eos_etl.sta
 
 def spark_home() -> Path:
     """The installed pyspark package: its ``bin/spark-class`` and ``jars/`` are a Spark distribution."""
-    import pyspark
-
-    return Path(pyspark.__file__).resolve().parent
+    return Path(importlib.util.find_spec("pyspark").origin).resolve().parent  # found, not imported
 
 def connector_jars() -> list[str]:
     """Local paths of the Kafka connector jars (fetched on first use)."""
@@ -138,6 +137,8 @@ def spark_conf(extra: dict[str, str] | None = None, master: str = DEFAULT_MASTER
 def classic_session(app_name: str = "eos-etl", master: str | None = None, conf: dict[str, str] | None = None):
     """Get (or create) this process's own Spark application's session (local, a cluster master,
     or spark-submit's); :func:`.session.spark_session` chooses between this and a Connect client."""
+    # Deferred: pyspark loads on first use; the CLI and the DAGs' operators import this module for its
+    # constants and settings only.
     from pyspark.sql import SparkSession
 
     # Python workers must run the same interpreter (the project's venv).
@@ -167,7 +168,7 @@ def classic_session(app_name: str = "eos-etl", master: str | None = None, conf: 
 
 def _submitted_conf() -> dict[str, str]:
     """What spark-submit already set (its --master, --conf and spark-defaults.conf), read from the running JVM."""
-    from pyspark import SparkConf, SparkContext
+    from pyspark import SparkConf, SparkContext  # deferred: pyspark loads on first use (see classic_session)
 
     SparkContext._ensure_initialized()  # connects to spark-submit's JVM; no context is created
     return dict(SparkConf().getAll())

@@ -21,6 +21,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
 CA_DAYS = 3650
 BROKER_DAYS = 825
 RENEW_BEFORE = dt.timedelta(days=30)
@@ -51,23 +57,16 @@ def _write_private(path: Path, data: bytes) -> None:
 
 
 def _key():
-    from cryptography.hazmat.primitives.asymmetric import rsa
-
     return rsa.generate_private_key(public_exponent=65537, key_size=2048)
 
 
 def _pem_key(key) -> bytes:
-    from cryptography.hazmat.primitives import serialization
-
     # Unencrypted PKCS#8: Kafka reads it with no key password; the file itself is 0600.
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
 
 
 def _name(common_name: str):
-    from cryptography import x509
-    from cryptography.x509.oid import NameOID
-
     return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "eos-etl local"),
                       x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
@@ -77,9 +76,6 @@ def _now() -> dt.datetime:
 
 
 def _load_ca(directory: Path):
-    from cryptography import x509
-    from cryptography.hazmat.primitives import serialization
-
     cert_file, key_file = directory / "ca.pem", directory / "ca.key"
     if cert_file.is_file() and key_file.is_file():
         cert = x509.load_pem_x509_certificate(cert_file.read_bytes())
@@ -89,9 +85,6 @@ def _load_ca(directory: Path):
 
 
 def _new_ca(directory: Path):
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-
     key = _key()
     name = _name(f"eos-etl local CA {directory.parent.name}")
     cert = (
@@ -110,8 +103,6 @@ def _new_ca(directory: Path):
 
 
 def _sans(hosts: tuple[str, ...]):
-    from cryptography import x509
-
     out = []
     for host in hosts:
         try:
@@ -129,9 +120,6 @@ def _principal(cert) -> str:
 def _current_cert(pem_file: Path, ca_cert, usages) -> object | None:
     """The first certificate in ``pem_file`` if this CA issued it, it is far from its end and it
     allows every extended key usage in ``usages``; else None (to be issued anew)."""
-    from cryptography import x509
-    from cryptography.exceptions import InvalidSignature
-
     if not pem_file.is_file():
         return None
     cert = x509.load_pem_x509_certificate(pem_file.read_bytes())
@@ -150,9 +138,6 @@ def _current_cert(pem_file: Path, ca_cert, usages) -> object | None:
 
 def _issue(pem_file: Path, ca_cert, ca_key, common_name: str, usages, sans=None):
     """A new key and a certificate for it signed by the CA, written with the CA's certificate (0600)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-
     key = _key()
     builder = (
         x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(ca_cert.subject)
@@ -171,8 +156,6 @@ def _issue(pem_file: Path, ca_cert, ca_key, common_name: str, usages, sans=None)
 
 
 def _covers(cert, hosts: tuple[str, ...]) -> bool:
-    from cryptography import x509
-
     try:
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
@@ -186,8 +169,6 @@ def ensure_broker_tls(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "l
     The broker certificate serves TLS and also authenticates the broker as a client to the other
     nodes (mutual TLS on the inter-broker and controller listeners when PLAINTEXT is off).
     """
-    from cryptography.x509.oid import ExtendedKeyUsageOID
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     keystore = directory / "broker.pem"
@@ -202,8 +183,6 @@ def ensure_broker_tls(directory: Path, hosts: tuple[str, ...] = ("127.0.0.1", "l
 
 def ensure_client_tls(directory: Path, common_name: str) -> ClientTls:
     """A client certificate for ``common_name`` from the same CA (``<directory>/<common_name>.pem``, 0600)."""
-    from cryptography.x509.oid import ExtendedKeyUsageOID
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     pem_file = directory / f"{common_name}.pem"

@@ -1,0 +1,118 @@
+"""Airflow 3's REST API, as one user: health, a login token, calls, waiting for DAG runs.
+
+:attr:`eos_etl.stack.airflow.AirflowStandalone.rest` gives one for the
+project's own Airflow (its URL and admin login). Requests go straight to the
+API server, never through an ``http(s)_proxy``: it is on this machine.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import StackError
+
+log = logging.getLogger(__name__)
+
+HEALTH_PATH = "/api/v2/monitor/health"
+TOKEN_PATH = "/auth/token"
+FINISHED_RUN_STATES = ("success", "failed")
+
+# Talks to our own API server directly, even when an http(s)_proxy is set.
+_local_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+@dataclass(frozen=True)
+class AirflowRestClient:
+    url: str
+    username: str
+    password: str = field(repr=False)
+    # Where the password Airflow checks is kept, named when a login is refused.
+    password_source: str = "the Airflow login"
+
+    def health(self, timeout: float = 5.0) -> dict[str, str | None]:
+        """Component -> status from the health endpoint; empty if the API does not answer."""
+        try:
+            with _local_http.open(self.url + HEALTH_PATH, timeout=timeout) as resp:
+                body: dict[str, Any] = json.load(resp)
+        except (urllib.error.URLError, OSError, ValueError):
+            return {}
+        return {name: (info or {}).get("status") for name, info in body.items()}
+
+    def token(self, timeout: float = 30.0) -> str:
+        """A JWT for the REST API (``Authorization: Bearer ...``), from POST /auth/token."""
+        req = urllib.request.Request(
+            self.url + TOKEN_PATH,
+            data=json.dumps({"username": self.username, "password": self.password}).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        try:
+            with _local_http.open(req, timeout=timeout) as resp:
+                return json.load(resp)["access_token"]
+        except urllib.error.HTTPError as e:
+            raise StackError(
+                f"Airflow at {self.url} refused the login of user '{self.username}' (HTTP {e.code}); "
+                f"the password in {self.password_source} is the one Airflow checks"
+            ) from None
+        except (urllib.error.URLError, OSError) as e:
+            raise StackError(f"Airflow does not answer on {self.url} ({e}); is it running?") from None
+
+    def call(self, method: str, path: str, body: dict | None = None, token: str | None = None,
+             timeout: float = 30.0):
+        """One REST API call (``path`` like ``/api/v2/dags``); returns the decoded JSON.
+
+        HTTP errors propagate as ``urllib.error.HTTPError`` so callers can act on the status.
+        An idempotent call (not POST) that gets a 500 or 503 is asked again, for up to
+        ``timeout`` seconds: with SQLite, a write that meets the scheduler's open write
+        transaction fails with "database is locked" and the API answers 500.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            req = urllib.request.Request(
+                self.url + path, method=method, data=json.dumps(body).encode() if body is not None else None,
+                headers={"Content-Type": "application/json",
+                         **({"Authorization": f"Bearer {token}"} if token else {})},
+            )
+            try:
+                with _local_http.open(req, timeout=timeout) as resp:
+                    return json.loads(resp.read() or b"null")
+            except urllib.error.HTTPError as exc:
+                if method == "POST" or exc.code not in (500, 503) or time.monotonic() > deadline:
+                    raise
+                log.info("Airflow answered %s %s with HTTP %d; asking again", method, path, exc.code)
+                time.sleep(1.0)
+
+    def wait_for_runs_to_settle(self, dag_id: str, token: str, appear_s: float = 30.0,
+                                finish_s: float = 180.0) -> None:
+        """Let the runs the scheduler creates for a just-unpaused DAG appear and finish.
+
+        On SQLite the scheduler's writes lock the whole database, so a backfill posted meanwhile
+        may be refused: waiting first keeps the two apart.
+        """
+        path = f"/api/v2/dags/{dag_id}/dagRuns"
+        deadline = time.monotonic() + appear_s
+        while not self.call("GET", path, None, token)["dag_runs"]:
+            if time.monotonic() > deadline:
+                return  # the schedule created nothing: nothing to wait for
+            time.sleep(1)
+        deadline = time.monotonic() + finish_s
+        while time.monotonic() < deadline:
+            runs = self.call("GET", path, None, token)["dag_runs"]
+            if all(r["state"] in FINISHED_RUN_STATES for r in runs):
+                return
+            time.sleep(2)
+
+
+def database_busy(status: int, detail: str) -> bool:
+    """Whether an API refusal is SQLite's one-writer lock (ask again) rather than a real error.
+
+    Airflow answers 503 where it maps the lock itself (backfill creation) and 500 "Database
+    error" where the lock surfaces at the request's commit instead.
+    """
+    return status == 503 or (status == 500 and "Database error" in detail)
