@@ -1,9 +1,10 @@
 """Structure figures of the ``eos_etl`` package: lines per package, the longest functions,
-imports inside function bodies, and import cycles between modules.
+imports inside function bodies, and import cycles (the import graph is read by
+``draw_import_graph.py``, which also draws it).
 
 ``python scripts/code_structure.py`` prints them; ``--json`` gives the same as JSON.
-tests/test_code_structure.py keeps the rules (no cycles, no back-arrow from ``kafka/``
-to ``stack/``, every deferred import says why) from slipping back.
+tests/test_code_structure.py keeps the rules (no cycles, layers importing downwards only)
+from slipping back.
 """
 
 from __future__ import annotations
@@ -15,100 +16,11 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "include" / "eos_etl"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from draw_import_graph import cycles, imports_of, read_modules  # noqa: E402 - a sibling script
+
 #: A deferred import is on purpose when a comment on its line or the line above says why.
 REASON_MARK = "#"
-
-
-def modules(package: Path = PACKAGE) -> dict[str, Path]:
-    out = {}
-    for path in sorted(package.rglob("*.py")):
-        rel = path.relative_to(package.parent).with_suffix("")
-        parts = list(rel.parts)
-        if parts[-1] == "__init__":
-            parts = parts[:-1]
-        out[".".join(parts)] = path
-    return out
-
-
-def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
-    if node.level == 0:
-        base = node.module or ""
-    else:
-        parts = module.split(".")
-        keep = len(parts) - node.level + (1 if is_package else 0)
-        base = ".".join(parts[:keep] + ([node.module] if node.module else []))
-    return [base] + [f"{base}.{alias.name}" for alias in node.names]
-
-
-def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
-    """Module -> the project modules it imports at load time (module level, not in functions)."""
-    graph: dict[str, set[str]] = defaultdict(set)
-    for name, path in mods.items():
-        tree = ast.parse(path.read_text())
-        is_package = path.name == "__init__.py"
-        for node in tree.body:
-            stmts = [node]
-            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-                continue  # typing-only imports do not run
-            if isinstance(node, (ast.If, ast.Try)):
-                stmts = list(ast.walk(node))
-            for stmt in stmts:
-                targets: list[str] = []
-                if isinstance(stmt, ast.Import):
-                    targets = [alias.name for alias in stmt.names]
-                elif isinstance(stmt, ast.ImportFrom):
-                    targets = _resolve(name, is_package, stmt)
-                for target in targets:
-                    if target in mods and target != name:
-                        graph[name].add(target)
-        graph.setdefault(name, set())
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components with more than one module (Tarjan), i.e. import cycles.
-
-    A package's ``__init__`` importing its own sub-modules is not counted: that is how a
-    package exposes its API, and Python loads it without a cycle problem."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    counter = [0]
-
-    def edges(node: str) -> set[str]:
-        return {t for t in graph[node] if not t.startswith(node + ".")}
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = counter[0]
-        counter[0] += 1
-        stack.append(node)
-        on_stack.add(node)
-        for target in edges(node):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                item = stack.pop()
-                on_stack.discard(item)
-                component.append(item)
-                if item == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    sys.setrecursionlimit(10_000)
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
 
 
 def functions(mods: dict[str, Path]) -> list[tuple[int, str]]:
@@ -164,9 +76,20 @@ def package_lines(mods: dict[str, Path]) -> dict[str, int]:
     return dict(sorted(totals.items()))
 
 
-def figures(package: Path = PACKAGE) -> dict:
-    mods = modules(package)
-    graph = imports(mods)
+def modules() -> dict[str, Path]:
+    """The package's modules (not the DAG, plugin and job files that import it)."""
+    return {name: path for name, path in read_modules().items() if name.startswith("eos_etl")}
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the modules it imports (at the top or inside functions), DAGs, plugins and jobs included."""
+    everything = read_modules()
+    return {name: imports_of(name, path, everything) for name, path in everything.items()}
+
+
+def figures() -> dict:
+    mods = modules()
+    graph = import_graph()
     funcs = functions(mods)
     deferred = deferred_imports(mods)
     return {
