@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+from .engine.checkpoint_log import read_entries
 from .engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from .kafka.admin import ClusterAdmin
 from .kafka.connection import KafkaConnection
@@ -114,69 +115,91 @@ def check(
     """
     admin = ClusterAdmin(connection)
     parts = admin.partitions(input_topic)
-    committed = admin.committed_offsets(group, input_topic, parts)
-    if checkpoint_topic is not None and None in committed.values():
-        from .engine.checkpoint_log import read_entries
-
-        entries = read_entries(connection, checkpoint_topic, group, input_topic)
-        committed = {p: c if c is not None or p not in entries else entries[p].next_offset
-                     for p, c in committed.items()}
-    inputs = read_topic(connection, input_topic)
+    committed = _committed(connection, admin, input_topic, group, parts, checkpoint_topic)
     input_offsets: dict[int, set[int]] = defaultdict(set)
-    for r in inputs:
+    for r in read_topic(connection, input_topic):
         input_offsets[r.partition].add(r.offset)
-
-    # (input partition, input offset) -> Counter(topic -> count)
-    seen: dict[tuple[int, int], Counter] = defaultdict(Counter)
-    order_last: dict[tuple[str, int, int], int] = {}
     reports = {p: PartitionResult(p, committed.get(p)) for p in parts}
-    outputs: dict[str, int] = {}
-    hidden: dict[str, int] = {}
+    scan = _OutputScan(input_topic, committed, input_offsets, reports, check_order)
     for topic in (*paired_topics, *single_topics):
-        records = read_topic(connection, topic)
-        uncommitted = read_topic(connection, topic, isolation="read_uncommitted")
-        outputs[topic] = len(records)
-        hidden[topic] = len(uncommitted) - len(records)
-        for r in records:
-            if r.headers.get(H_SOURCE_TOPIC) != input_topic.encode():
-                continue
-            sp = int(r.headers[H_SOURCE_PARTITION])
-            so = int(r.headers[H_SOURCE_OFFSET])
-            seen[(sp, so)][topic] += 1
-            rep = reports.setdefault(sp, PartitionResult(sp, committed.get(sp)))
-            c = committed.get(sp)
-            if c is None or so >= c:
-                rep.add("beyond_commit", {"topic": topic, "source_offset": so, "committed": c})
-            if so not in input_offsets[sp]:
-                rep.add("from_aborted_input", {"topic": topic, "source_offset": so})
-            if check_order:
-                k = (topic, r.partition, sp)
-                if so < order_last.get(k, -1):
-                    rep.add("order", {"topic": topic, "partition": r.partition, "source_offset": so})
-                order_last[k] = so
-
+        scan.read(connection, topic)
     for p, rep in reports.items():
         c = committed.get(p)
         if expected_ends is not None and p in expected_ends and c != expected_ends[p]:
             rep.add("offset_mismatch", {"committed": c, "expected": expected_ends[p]})
         for off in sorted(input_offsets[p]):
-            if c is None or off >= c:
-                continue
-            rep.committed_inputs += 1
-            counts = seen.get((p, off), Counter())
-            if not counts:
-                rep.add("lost", {"source_offset": off})
-                continue
-            rep.covered_inputs += 1
-            if any(n > 1 for n in counts.values()):
-                rep.add("duplicate", {"source_offset": off, "counts": dict(counts)})
-            has_pair = [counts[t] > 0 for t in paired_topics]
-            has_single = sum(counts[t] > 0 for t in single_topics)
-            if any(has_pair) and (not all(has_pair) or has_single):
-                rep.add("torn", {"source_offset": off, "counts": dict(counts)})
-            elif not any(has_pair) and has_single != 1:
-                rep.add("torn", {"source_offset": off, "counts": dict(counts)})
-    return CheckResult(input_topic, group, reports, outputs, hidden)
+            if c is not None and off < c:
+                _judge_input(rep, off, scan.seen.get((p, off), Counter()), paired_topics, single_topics)
+    return CheckResult(input_topic, group, reports, scan.outputs, scan.hidden)
+
+
+def _committed(connection: KafkaConnection, admin: ClusterAdmin, input_topic: str, group: str,
+               parts: list[int], checkpoint_topic: str | None) -> dict[int, int | None]:
+    """The group's committed offsets; where one is gone (retention), the checkpoint record's."""
+    committed = admin.committed_offsets(group, input_topic, parts)
+    if checkpoint_topic is not None and None in committed.values():
+        entries = read_entries(connection, checkpoint_topic, group, input_topic)
+        committed = {p: c if c is not None or p not in entries else entries[p].next_offset
+                     for p, c in committed.items()}
+    return committed
+
+
+class _OutputScan:
+    """What the output topics hold per input record, and the faults visible record by record."""
+
+    def __init__(self, input_topic: str, committed: dict[int, int | None], input_offsets: dict[int, set[int]],
+                 reports: dict[int, PartitionResult], check_order: bool):
+        self.input_topic = input_topic
+        self.committed = committed
+        self.input_offsets = input_offsets
+        self.reports = reports
+        self.check_order = check_order
+        self.seen: dict[tuple[int, int], Counter] = defaultdict(Counter)  # (partition, offset) -> topic -> n
+        self.outputs: dict[str, int] = {}
+        self.hidden: dict[str, int] = {}
+        self._order_last: dict[tuple[str, int, int], int] = {}
+
+    def read(self, connection: KafkaConnection, topic: str) -> None:
+        records = read_topic(connection, topic)
+        self.outputs[topic] = len(records)
+        self.hidden[topic] = len(read_topic(connection, topic, isolation="read_uncommitted")) - len(records)
+        for r in records:
+            if r.headers.get(H_SOURCE_TOPIC) == self.input_topic.encode():
+                self._record(topic, r)
+
+    def _record(self, topic: str, r) -> None:
+        sp = int(r.headers[H_SOURCE_PARTITION])
+        so = int(r.headers[H_SOURCE_OFFSET])
+        self.seen[(sp, so)][topic] += 1
+        c = self.committed.get(sp)
+        rep = self.reports.setdefault(sp, PartitionResult(sp, c))
+        if c is None or so >= c:
+            rep.add("beyond_commit", {"topic": topic, "source_offset": so, "committed": c})
+        if so not in self.input_offsets[sp]:
+            rep.add("from_aborted_input", {"topic": topic, "source_offset": so})
+        if self.check_order:
+            k = (topic, r.partition, sp)
+            if so < self._order_last.get(k, -1):
+                rep.add("order", {"topic": topic, "partition": r.partition, "source_offset": so})
+            self._order_last[k] = so
+
+
+def _judge_input(rep: PartitionResult, off: int, counts: Counter, paired_topics: tuple[str, ...],
+                 single_topics: tuple[str, ...]) -> None:
+    """One committed input record: exactly one output in every paired topic XOR in one single topic."""
+    rep.committed_inputs += 1
+    if not counts:
+        rep.add("lost", {"source_offset": off})
+        return
+    rep.covered_inputs += 1
+    if any(n > 1 for n in counts.values()):
+        rep.add("duplicate", {"source_offset": off, "counts": dict(counts)})
+    has_pair = [counts[t] > 0 for t in paired_topics]
+    has_single = sum(counts[t] > 0 for t in single_topics)
+    if any(has_pair) and (not all(has_pair) or has_single):
+        rep.add("torn", {"source_offset": off, "counts": dict(counts)})
+    elif not any(has_pair) and has_single != 1:
+        rep.add("torn", {"source_offset": off, "counts": dict(counts)})
 
 
 def check_shop(settings, expected_ends: dict[int, int] | None = None) -> CheckResult:
