@@ -98,6 +98,10 @@ def test_the_soak_pages_come_from_their_templates_with_the_runs_values_escaped(t
     assert "<img" not in text and "## Trials" in text and "### Cluster trials" in text
     assert "| zombie | seed=1 | 1,234 | 1 | 0 | 12 s | no | pid 1 -> 2 / &lt;img" in text
     assert "| topology |" not in text  # no start-phase runs, no start-phase table
+    assert "(the connect_* scenarios" not in text  # no connect_* trials ran
+    write_markdown([TrialResult("connect_server_kill", "seed=1", recovery_s=29.0)], 60.0, SoakOptions(out=page),
+                   "make soak")
+    assert "local mode (the connect_* scenarios: a Spark Connect server, master `local[2,4]`)." in page.read_text()
 
 
 def test_a_cluster_subset_soak_gets_a_section_of_its_own(tmp_path):

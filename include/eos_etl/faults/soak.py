@@ -39,6 +39,9 @@ from .spark_scenarios import SPARK_SCENARIOS  # importing it registers them amon
 
 log = logging.getLogger(__name__)
 
+#: The Spark Connect server of the connect_* scenarios: local mode, retried tasks (``local[N,F]``).
+CONNECT_MASTER = "local[2,4]"
+
 SOAK_USER = "soak"
 SOAK_PASSWORD = secrets.token_urlsafe(18)  # one per soak process: no password is written down anywhere
 
@@ -130,7 +133,7 @@ def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
         if lab_.connect is None:
             connect_home = paths.var_dir() / "soak" / "spark-connect"
             shutil.rmtree(connect_home, ignore_errors=True)
-            lab_.connect = SparkConnectServer(home=connect_home, port=free_port(), master="local[2,4]").start()
+            lab_.connect = SparkConnectServer(home=connect_home, port=free_port(), master=CONNECT_MASTER).start()
         return lab_
 
     results: list[TrialResult] = []
@@ -229,7 +232,8 @@ def write_markdown(results: list[TrialResult], wall: float, opts: SoakOptions, c
         kafka_version=KAFKA_VERSION, spark_version=SPARK_VERSION, rows=rows, totals=totals,
         ok=totals["violations"] == 0 and totals["errors"] == 0, wall_min=wall / 60,
         start_phase=start_phase_outcomes(results, "one node"),
-        endurance_chart=any(r.scenario == "connect_endurance" for r in results), trials=page.trial_rows(results))
+        endurance_chart=any(r.scenario == "connect_endurance" for r in results), trials=page.trial_rows(results),
+        connect_master=CONNECT_MASTER if any(r.scenario.startswith("connect_") for r in results) else None)
     page.write_section(out, section, text)
     return out
 
