@@ -29,20 +29,20 @@ from ..paths import safe_name
 from ..errors import ConfigurationError
 from . import collect as c
 from .examples import failing_rows
-from .report import (
+from .results import (
     ExpectationOutcome,
     FailedExpectation,
     PartitionCounts,
     PartitionOffsets,
     QualityCounts,
     QualityError,
-    QualityReport,
+    QualityResult,
     SuiteResult,
     raise_for_failures,
 )
 from .suites import RECONCILIATION_COLUMNS, Facts, SuiteSpec, all_suites
 
-__all__ = ["validate_run", "raise_for_failures", "QualityError", "QualityReport"]
+__all__ = ["validate_run", "raise_for_failures", "QualityError", "QualityResult"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def validate_run(
     committed_input_offsets: dict[int, int | None] | None = None,
     exact_offsets: bool = True,
     clock_skew_margin_ms: int = c.CLOCK_SKEW_MARGIN_MS,
-) -> QualityReport:
+) -> QualityResult:
     """Validate what a read_committed reader sees for ``window``; never raises on bad data.
 
     ``settings`` is a :class:`eos_etl.shop.job.ShopSettings`. ``committed_input_offsets``
@@ -166,7 +166,7 @@ def validate_run(
             docs_page=docs_page,
         )
     timings["examples"] = round(time.monotonic() - t, 3)
-    report = QualityReport(
+    report = QualityResult(
         run_id=run_id,
         window=window,
         success=not any(f.critical for f in failures),

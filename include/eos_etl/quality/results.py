@@ -1,7 +1,7 @@
 """What a data-quality validation of one run found, as plain typed values.
 
 Nothing here imports Great Expectations or Spark: a report can be built,
-serialised (:meth:`QualityReport.to_dict`) and judged
+serialised (:meth:`QualityResult.to_dict`) and judged
 (:func:`raise_for_failures`) anywhere, e.g. in a light-weight Airflow task.
 """
 
@@ -20,7 +20,7 @@ CRITICAL = "critical"
 class QualityError(EosEtlError):
     """Critical data-quality expectations failed; ``report`` holds the details."""
 
-    def __init__(self, message: str, report: "QualityReport | None" = None):
+    def __init__(self, message: str, report: "QualityResult | None" = None):
         super().__init__(message)
         self.report = report
 
@@ -194,7 +194,7 @@ class PartitionCounts:
 
 
 @dataclass
-class QualityReport:
+class QualityResult:
     run_id: str
     window: Window
     success: bool  # no critical expectation failed
@@ -244,7 +244,7 @@ class QualityReport:
         }
 
 
-def raise_for_failures(report: QualityReport) -> None:
+def raise_for_failures(report: QualityResult) -> None:
     """Raise :class:`QualityError` naming every critical failure; return quietly otherwise."""
     critical = report.critical_failures
     if not critical:
