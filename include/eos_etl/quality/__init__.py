@@ -2,7 +2,7 @@
 
 ``validate_run(spark, settings, window, run_id=..., context_root=...)`` checks
 what a read_committed reader sees for a window and returns a
-:class:`QualityResult`; ``raise_for_failures(report)`` turns critical
+:class:`QualityResult`; ``raise_for_failures(result)`` turns critical
 failures into a :class:`QualityError`. Importing this package does not import
 Great Expectations.
 """
