@@ -422,7 +422,28 @@ def window_outputs(spark, connection, starts: dict[str, dict[int, int]], window:
             column = (column.when(is_shipment, shipment[name]) if column is not None
                       else F.when(is_shipment, shipment[name]))
         typed.append(column.alias(name))
-    return _materialise(parsed.select(*kept, *typed))
+    return _materialise(with_repeats(parsed.select(*kept, *typed), invoices_topic, shipments_topic))
+
+
+def with_repeats(outputs, invoices_topic: str, shipments_topic: str):
+    """``outputs`` plus ``repeated_id`` (an invoice's or shipment's id where another record of its topic
+    has the same one) and ``repeated_source`` (``partition:offset`` of the input record where another
+    record of its topic claims the same one); null where the record is the only one. Computed here,
+    in the one pass that materialises the outputs, so that the uniqueness checks scan the result
+    instead of shuffling it again for each of their metrics."""
+    from pyspark.sql import Window as W
+    from pyspark.sql import functions as F
+
+    record_id = (F.when(F.col("topic") == F.lit(invoices_topic), F.col("invoice_id"))
+                 .when(F.col("topic") == F.lit(shipments_topic), F.col("shipment_id")))
+    with_id = outputs.withColumn("_record_id", record_id)
+    same_id = F.count(F.lit(1)).over(W.partitionBy("topic", "_record_id"))
+    same_source = F.count(F.lit(1)).over(W.partitionBy("topic", "source_partition", "source_offset"))
+    source = F.concat_ws(":", F.col("source_partition").cast("string"), F.col("source_offset").cast("string"))
+    return with_id.select(
+        *outputs.columns,
+        F.when(F.col("_record_id").isNotNull() & (same_id > 1), F.col("_record_id")).alias("repeated_id"),
+        F.when(F.col("attributable") & (same_source > 1), source).alias("repeated_source"))
 
 
 def topic_rows(outputs, topic: str):
@@ -436,13 +457,14 @@ def invoices_frame(outputs, topic: str):
     """Invoices of the window: the checked fields, ``total_matches``, the two check columns, lineage."""
     return topic_rows(outputs, topic).select(
         "invoice_id", "purchase_id", "quantity", "unit_price", "currency", "total_matches", "total_text",
-        "expected_total_text", "missing_required", "schema_mismatch", *LINEAGE_COLUMNS)
+        "expected_total_text", "missing_required", "schema_mismatch", "repeated_id", "repeated_source",
+        *LINEAGE_COLUMNS)
 
 
 def shipments_frame(outputs, topic: str):
     return topic_rows(outputs, topic).select(
         "shipment_id", "invoice_id", "purchase_id", "quantity", "missing_required", "schema_mismatch",
-        *LINEAGE_COLUMNS)
+        "repeated_id", "repeated_source", *LINEAGE_COLUMNS)
 
 
 def _input_keys(inputs):

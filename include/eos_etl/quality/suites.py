@@ -183,6 +183,30 @@ def _required(noun: str, columns) -> Check:
                  rows(noun, "missing required field(s)"))
 
 
+def _unique_id(noun: str, column: str) -> Check:
+    """``column`` is unique: one expectation on the frame's ``repeated_id`` (see
+    :func:`eos_etl.quality.collect.with_repeats`), whose unexpected values are the repeated ids."""
+    import great_expectations.expectations as gxe
+
+    return Check(f"{column}_unique",
+                 gxe.ExpectColumnValuesToBeNull(
+                     column="repeated_id",
+                     description=f"{column} is unique among the window's {noun}s; unexpected values are the "
+                                 f"repeated {column}s"),
+                 rows(noun, f"share a {column} with another {noun}"))
+
+
+def _one_per_source(noun: str, surplus: str) -> Check:
+    import great_expectations.expectations as gxe
+
+    return Check("source_offset_unique",
+                 gxe.ExpectColumnValuesToBeNull(
+                     column="repeated_source",
+                     description=f"at most one {noun} per input record (lineage source_partition, source_offset); "
+                                 "unexpected values are the input records claimed twice"),
+                 _surplus(noun, surplus))
+
+
 def invoices_suite() -> SuiteSpec:
     import great_expectations.expectations as gxe
 
@@ -197,13 +221,8 @@ def invoices_suite() -> SuiteSpec:
                   column="total_matches", value_set=[True],
                   description="total = quantity x unit_price exactly (decimal arithmetic, computed in Spark)"),
               _wrong_totals),
-        Check("invoice_id_unique", gxe.ExpectColumnValuesToBeUnique(column="invoice_id"),
-              rows("invoice", "share an invoice_id with another invoice")),
-        Check("source_offset_unique",
-              gxe.ExpectCompoundColumnsToBeUnique(
-                  column_list=["source_partition", "source_offset"],
-                  description="at most one invoice per input record (lineage source_partition, source_offset)"),
-              _surplus("invoice", "invoice_surplus")),
+        _unique_id("invoice", "invoice_id"),
+        _one_per_source("invoice", "invoice_surplus"),
         Check("currency_iso", gxe.ExpectColumnValuesToMatchRegex(column="currency", regex=CURRENCY_REGEX),
               rows("invoice", f"with a currency not matching {CURRENCY_REGEX}")),
     ]
@@ -215,13 +234,8 @@ def shipments_suite() -> SuiteSpec:
 
     checks = [_schema("shipment", SHIPMENT_FIELDS), _required("shipment", SHIPMENT_REQUIRED)]
     checks += [
-        Check("shipment_id_unique", gxe.ExpectColumnValuesToBeUnique(column="shipment_id"),
-              rows("shipment", "share a shipment_id with another shipment")),
-        Check("source_offset_unique",
-              gxe.ExpectCompoundColumnsToBeUnique(
-                  column_list=["source_partition", "source_offset"],
-                  description="at most one shipment per input record (lineage source_partition, source_offset)"),
-              _surplus("shipment", "shipment_surplus")),
+        _unique_id("shipment", "shipment_id"),
+        _one_per_source("shipment", "shipment_surplus"),
         Check("quantity_positive",
               gxe.ExpectColumnValuesToBeBetween(column="quantity", min_value=0, strict_min=True,
                                                 description="quantity > 0"),
