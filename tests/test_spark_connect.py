@@ -246,11 +246,14 @@ spec = json.loads(sys.argv[1])
 settings = ShopSettings(connection=KafkaConnection(spec["bootstrap_servers"]), topics=ShopTopics(**spec["topics"]),
                         group=spec["group"], transactional_id_prefix=spec["group"])
 spark = spark_session(f"eos-etl-{settings.topics.purchases}")
-result = validate_run(spark, settings, Window.from_dict(spec["window"]), run_id=spec["run_id"],
-                      context_root=Path(spec["gx"]))
-print(json.dumps({"result": result.to_dict(), "classic_context": pyspark.SparkContext._active_spark_context is not None,
-                  "children": [p.pid for p in psutil.Process().children(recursive=True)]}), flush=True)
-stop_session(spark)
+try:
+    result = validate_run(spark, settings, Window.from_dict(spec["window"]), run_id=spec["run_id"],
+                          context_root=Path(spec["gx"]))
+    print(json.dumps({"result": result.to_dict(),
+                      "classic_context": pyspark.SparkContext._active_spark_context is not None,
+                      "children": [p.pid for p in psutil.Process().children(recursive=True)]}), flush=True)
+finally:
+    stop_session(spark)
 """
 
 
@@ -279,7 +282,7 @@ def test_validation_runs_on_the_server_the_window_ran_on_and_catches_what_it_cat
 
     def validate(run_id: str) -> dict:
         proc = subprocess.run([sys.executable, "-c", VALIDATE_ON_THE_SERVER, json.dumps({**spec, "run_id": run_id})],
-                              capture_output=True, text=True, timeout=300, env={**os.environ, **env})
+                              capture_output=True, text=True, timeout=240, env={**os.environ, **env})
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
 

@@ -108,15 +108,18 @@ from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.quality import validate_run
 from eos_etl.shop.job import ShopSettings
 from eos_etl.shop.schema import ShopTopics
-from eos_etl.stack.session import spark_session
+from eos_etl.stack.session import spark_session, stop_session
 spec = json.loads(sys.argv[1])
 settings = ShopSettings(connection=KafkaConnection(spec["bootstrap_servers"]), topics=ShopTopics(**spec["topics"]),
                         group=spec["group"], transactional_id_prefix=spec["group"])
 spark = spark_session(spec["app_name"], master=spec.get("master"))
 t1 = time.monotonic()
-result = validate_run(spark, settings, Window.from_dict(spec["window"]), run_id=spec["run_id"],
-                      context_root=Path(spec["gx"]), clock_skew_margin_ms=spec["margin_ms"])
-seconds = time.monotonic() - t0
+try:
+    result = validate_run(spark, settings, Window.from_dict(spec["window"]), run_id=spec["run_id"],
+                          context_root=Path(spec["gx"]), clock_skew_margin_ms=spec["margin_ms"])
+    seconds = time.monotonic() - t0
+finally:
+    stop_session(spark)
 hwm = [int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")][0]
 print(json.dumps({"task_s": round(seconds, 3), "session_s": round(t1 - t0, 3), "validate_s": result.seconds,
                   "success": result.success, "failures": result.to_dict()["failures"],
@@ -129,11 +132,14 @@ import json, sys, time
 t0 = time.monotonic()
 from eos_etl.bench.validation_scaling import read_floor, shop_settings
 from eos_etl.engine.window import Window
-from eos_etl.stack.session import spark_session
+from eos_etl.stack.session import spark_session, stop_session
 spec = json.loads(sys.argv[1])
 spark = spark_session(spec["app_name"])
-floor = read_floor(spark, shop_settings(spec), Window.from_dict(spec["window"]), spec["output_read"])
-task_s = time.monotonic() - t0
+try:
+    floor = read_floor(spark, shop_settings(spec), Window.from_dict(spec["window"]), spec["output_read"])
+    task_s = time.monotonic() - t0
+finally:
+    stop_session(spark)
 t1 = time.monotonic()
 import great_expectations
 print(json.dumps({**floor, "task_s": round(task_s, 3), "ge_import_s": round(time.monotonic() - t1, 3)}), flush=True)

@@ -432,11 +432,10 @@ def _fingerprint(spec: SuiteSpec, meta: dict, actions: list) -> str:
 
 
 def _checkpoint(project: _Project, name: str, spec: SuiteSpec, meta: dict):
-    """The suite's checkpoint: the one this process ran last, or the stored one when the stored suite
-    was made from the same definition, else written anew (suite, validation definition, checkpoint;
-    the suite's fingerprint last, so that a write cut short is redone)."""
+    """The suite's checkpoint: the one this process ran last, or the stored one when it was made from
+    the same definition (its suite's fingerprint, its own actions and result format), else written
+    anew (suite, validation definition, checkpoint)."""
     import great_expectations as gx
-    from great_expectations.exceptions import DataContextError
 
     actions = _actions()
     fingerprint = _fingerprint(spec, meta, actions)
@@ -444,26 +443,36 @@ def _checkpoint(project: _Project, name: str, spec: SuiteSpec, meta: dict):
     if known is not None and known[0] == fingerprint:
         return known[1]
     context = project.context
-    checkpoint = None
-    try:
-        if (context.suites.get(name).meta or {}).get("definition") == fingerprint:
-            checkpoint = context.checkpoints.get(name)
-    except DataContextError:
-        pass
+    checkpoint = _stored_checkpoint(context, name, fingerprint, actions)
     if checkpoint is None:
         suite = context.suites.add_or_update(
             gx.ExpectationSuite(name=name, expectations=[copy.copy(ch.expectation) for ch in spec.checks],
-                                meta=dict(meta)))
+                                meta={**meta, "definition": fingerprint}))
         definition = context.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=name, data=_batch_definition(project.datasource(spec.engine), name),
                                     suite=suite))
         checkpoint = context.checkpoints.add_or_update(
             gx.Checkpoint(name=name, validation_definitions=[definition], actions=actions,
                           result_format=RESULT_FORMAT))
-        suite.meta = {**meta, "definition": fingerprint}
-        suite.save()
     project.checkpoints[name] = (fingerprint, checkpoint)
     return checkpoint
+
+
+def _stored_checkpoint(context, name: str, fingerprint: str, actions: list):
+    """The stored checkpoint ``name`` if it validates a suite made from ``fingerprint`` with these
+    actions and the result format; None otherwise (missing, or a write was cut short)."""
+    from great_expectations.exceptions import DataContextError
+
+    try:
+        checkpoint = context.checkpoints.get(name)
+    except DataContextError:
+        return None
+    definitions = checkpoint.validation_definitions
+    same = (len(definitions) == 1 and (definitions[0].suite.meta or {}).get("definition") == fingerprint
+            and [(type(a).__name__, a.name) for a in checkpoint.actions] == [(type(a).__name__, a.name)
+                                                                              for a in actions]
+            and checkpoint.result_format == RESULT_FORMAT)
+    return checkpoint if same else None
 
 
 def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frames: dict, run_id: str,
