@@ -61,7 +61,7 @@ def client(var) -> TestClient:
 
 
 def quality(group: str = "shop-invoicing", *, success: bool = True, docs: Path | None = None) -> dict:
-    """quality.json as QualityReport.to_dict writes it, with the per-expectation keys."""
+    """quality.json as QualityResult.to_dict writes it, with the per-expectation keys."""
     failed = {
         "suite": "invoices", "check": "invoice_id_unique", "expectation_type": "expect_column_values_to_be_unique",
         "severity": "critical", "success": False, "observed_value": None, "unexpected_count": 2,

@@ -58,9 +58,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="validation-scaling: purchases per window of the history phase (default 2000)")
     p.add_argument("--validation-history", type=int, default=20,
                    help="validation-scaling: earlier windows before the last validated one (default 20)")
-    p.add_argument("--validation-sizes", type=_ints, default=[100_000],
-                   help="validation-scaling: window sizes for validate vs run_window and driver RSS "
-                        "(default 100000; e.g. 100000,1000000)")
+    p.add_argument("--validation-sizes", type=_ints, default=[20_000, 100_000, 1_000_000],
+                   help="validation-scaling: window sizes for validate vs run_window, the read floor and "
+                        "memory (default 20000,100000,1000000)")
+    p.add_argument("--validation-before-max", type=int, default=100_000,
+                   help="validation-scaling: the before column (validation in a fresh local Spark application, "
+                        "as the validate task did it before) for window sizes up to this (default 100000)")
+    p.add_argument("--validation-before-code", type=Path, default=None, metavar="INCLUDE_DIR",
+                   help="validation-scaling: the `include` directory of the checkout whose validation is the "
+                        "before column (default: this checkout's)")
     p.add_argument("--validation-ge-history", type=int, default=2_000,
                    help="validation-scaling: earlier GE validation results per suite seeded before the "
                         "second history figure (default 2000, about three months of an hourly DAG)")
@@ -74,6 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.quick:
         args.validation_window_records, args.validation_history = 500, 3
         args.validation_sizes, args.validation_ge_history = [5_000], 50
+        args.validation_before_max = 5_000
         args.records, args.repeats, args.sample, args.max_transactions = 2_000, 1, 50, 20
         args.sizes, args.partition_counts, args.txn_sizes = [1_000, 2_000], [1, args.partitions], [1, 100, 1_000]
     return args
@@ -83,7 +90,8 @@ def _validation_scaling(args: argparse.Namespace) -> int:
     opts = validation_scaling.ScalingOptions(
         window_records=args.validation_window_records, history=args.validation_history,
         sizes=args.validation_sizes, partitions=args.partitions, out=args.out,
-        repeats=max(1, min(args.repeats, 2)), ge_history=args.validation_ge_history)
+        repeats=max(1, min(args.repeats, 2)), ge_history=args.validation_ge_history,
+        before_max=args.validation_before_max, before_code=args.validation_before_code)
     if args.validation_margin_ms is not None:
         opts.margin_ms = args.validation_margin_ms
     data = validation_scaling.run(opts)

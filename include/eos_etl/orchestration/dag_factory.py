@@ -8,6 +8,7 @@ inside the tasks, so parsing the DAG file stays fast.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -167,29 +168,50 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     }
 
 
+@contextlib.contextmanager
+def _validation_spark(settings):
+    """Validation runs where the window ran. On the Connect route: a client session of the same
+    server, the pipeline's own session there (no Spark application and no JVM in this task). On the
+    spark-submit route: a Spark application of this task's own, on the Spark connection's cluster
+    when there is one, else on two local cores."""
+    if conn_id := os.environ.get(SPARK_CONNECT_ROUTE_ENV):
+        from .operators import connect_route_session
+
+        log.info("validating on the Spark Connect server of connection %r, where the window ran", conn_id)
+        # The run's application name: its session on the server is the one the window used.
+        with connect_route_session(conn_id, f"eos-etl-{settings.topics.purchases}") as spark:
+            yield spark
+        return
+    from ..stack.session import spark_session
+    from .settings import validation_spark_master
+
+    master = validation_spark_master()
+    log.info("validating on a Spark application of this task's own (master %s)", master)
+    spark = spark_session("eos-etl-validate", master=master)
+    try:
+        yield spark
+    finally:
+        spark.stop()
+
+
 def _validate(ctx, plan: dict) -> dict:
     from ..engine.window import Window
     from ..quality.validation import validate_run
-    from ..stack.session import spark_session
-    from .settings import ShopDagConfig, get_kafka_connection, validation_spark_master
+    from .settings import ShopDagConfig, get_kafka_connection
 
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
     (out / QUALITY).unlink(missing_ok=True)  # never let a previous attempt's verdict stand
     settings = ShopDagConfig.load().settings(get_kafka_connection(), version=plan["version"])
-    # On the run's own Spark cluster when there is one: validation reads and aggregates in Spark.
-    spark = spark_session("eos-etl-validate", master=validation_spark_master())
-    try:
-        report = validate_run(spark, settings, Window.from_dict(plan["window"]), run_id=ctx["run_id"],
+    with _validation_spark(settings) as spark:
+        result = validate_run(spark, settings, Window.from_dict(plan["window"]), run_id=ctx["run_id"],
                               context_root=paths.var_dir() / "gx")
-    finally:
-        spark.stop()
-    data = report.to_dict()
+    data = result.to_dict()
     out.mkdir(parents=True, exist_ok=True)
     (out / QUALITY).write_text(json.dumps(data, indent=2, default=str) + "\n")
-    if not report.success:
+    if not result.success:
         from ..quality.validation import raise_for_failures
 
-        raise_for_failures(report)
+        raise_for_failures(result)
     log.info("data quality: all critical expectations met; Data Docs at %s", data.get("data_docs_path"))
     return {"success": True, "data_docs_path": data.get("data_docs_path")}
 

@@ -210,17 +210,10 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
         self._proc: subprocess.Popen | None = None
 
     def _run_job(self, context, application_args: list[str]) -> None:
-        from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
         from ..stack.package_zip import package_dir
 
-        remote = SparkConnectHook(self.conn_id).get_connection_url()  # carries the token: never logged
-        server = self._supervised_server()
-        if server is not None:
-            server.ensure_running()
-        elif (reason := wait_answering(remote)) is not None:
-            raise AirflowException(f"{where(remote)} (connection {self.conn_id!r}) answered nothing for "
-                                   f"{STALL_BOUND_S:.0f}s ({reason}); the retry runs once its supervisor restarted it")
+        remote, server = ready_connect_server(self.conn_id)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
         env.update({REMOTE_ENV: remote, "PYTHONPATH": os.pathsep.join(
             [str(package_dir().parent), *filter(None, [os.environ.get("PYTHONPATH")])])})
@@ -238,12 +231,6 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
             raise task_failures.for_exit_code(rc, f"{self.application} exited with {rc} on the Spark Connect "
                                                   f"server of connection {self.conn_id!r} (its log above)")
 
-    @staticmethod
-    def _supervised_server():
-        """The project's own server when this Airflow runs its windows on it (``make up``), else None."""
-        home = os.environ.get(HOME_ENV)
-        return SparkConnectServer.at(Path(home)) if home else None
-
     def on_kill(self) -> None:
         # SIGTERM: the job interrupts its operations on the server and releases its session (within
         # TERM_GRACE_S), so its tasks stop now instead of running on; then it is killed for sure.
@@ -253,6 +240,44 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
                 self._proc.wait(TERM_GRACE_S + 5)
             except subprocess.TimeoutExpired:
                 self._proc.kill()
+
+
+def ready_connect_server(conn_id: str) -> tuple[str, SparkConnectServer | None]:
+    """The Spark Connect server of the Airflow connection ``conn_id``, ready for a window's work: its
+    URL (with the token: never log it) and, when it is the project's own server (``make up``:
+    ``$EOS_ETL_SPARK_CONNECT_HOME``), the server, made sure to run and answer (started if down,
+    restarted if stuck). Any other server (compose's, a cluster's) is only probed: one that answers
+    nothing within the stall bound fails the try with one error, and Airflow's retry finds it
+    restarted by its own supervisor (Docker's restart policy)."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+    from airflow.sdk.exceptions import AirflowException
+
+    remote = SparkConnectHook(conn_id).get_connection_url()  # carries the token: never logged
+    home = os.environ.get(HOME_ENV)
+    server = SparkConnectServer.at(Path(home)) if home else None
+    if server is not None:
+        server.ensure_running()
+    elif (reason := wait_answering(remote)) is not None:
+        raise AirflowException(f"{where(remote)} (connection {conn_id!r}) answered nothing for "
+                               f"{STALL_BOUND_S:.0f}s ({reason}); the retry runs once its supervisor restarted it")
+    return remote, server
+
+
+@contextlib.contextmanager
+def connect_route_session(conn_id: str, app_name: str):
+    """A client session on the Connect route's server (:func:`ready_connect_server`), for work that
+    belongs to a window (its validation): no Spark application and no JVM in this process. The window
+    lock of the project's own server is held meanwhile, so a housekeeping restart waits for it; the
+    session is the pipeline's shared one (``eos_etl.stack.connect_client``), so it adds none."""
+    from ..stack.connect_client import close_session, connect_session
+
+    remote, server = ready_connect_server(conn_id)
+    with server.window() if server is not None else contextlib.nullcontext():
+        spark = connect_session(remote, app_name)
+        try:
+            yield spark
+        finally:
+            close_session(spark)
 
 
 def check_deploy_mode(spark_conn_id: str, override: str | None = None) -> None:

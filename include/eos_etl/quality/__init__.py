@@ -2,19 +2,19 @@
 
 ``validate_run(spark, settings, window, run_id=..., context_root=...)`` checks
 what a read_committed reader sees for a window and returns a
-:class:`QualityReport`; ``raise_for_failures(report)`` turns critical
+:class:`QualityResult`; ``raise_for_failures(result)`` turns critical
 failures into a :class:`QualityError`. Importing this package does not import
 Great Expectations.
 """
 
-from .report import (
+from .results import (
     ExpectationOutcome,
     FailedExpectation,
     PartitionCounts,
     PartitionOffsets,
     QualityCounts,
     QualityError,
-    QualityReport,
+    QualityResult,
     SuiteResult,
     raise_for_failures,
 )
@@ -27,7 +27,7 @@ __all__ = [
     "PartitionOffsets",
     "QualityCounts",
     "QualityError",
-    "QualityReport",
+    "QualityResult",
     "SuiteResult",
     "raise_for_failures",
     "validate_run",

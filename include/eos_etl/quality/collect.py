@@ -1,22 +1,36 @@
-"""Gather what a reader sees for one window, in Spark, over a bounded part of each topic.
+"""Gather what a reader sees for one window, in Spark: each source read once, only what a check needs.
 
-Inputs: Spark's Kafka batch source over exactly the window's offset ranges,
-read_committed (as the pipeline itself reads them).
+Two reads, both read_committed (what the pipeline's own readers see):
 
-Outputs: every output topic, read_committed (and again read_uncommitted for the
-aborted-output comparison), per partition from the first offset whose timestamp
-is at or after :func:`output_bound_ms` up to the current end. The bound is the
-earliest input record time of the window minus :data:`CLOCK_SKEW_MARGIN_MS`.
-Why that is safe: the publisher produces an output only after Spark has read its
-input record, and it sets no timestamp (:mod:`eos_etl.engine.producer`,
-``produce_waiting`` without ``timestamp``), so each output carries the producer's
-CreateTime at send (or the broker's LogAppendTime), i.e. a time after the input
-record was appended. An output can only appear earlier than its input if the
-clock that stamped the input runs ahead of the publisher's; the margin covers
-that skew. Kafka answers a time lookup with the first offset whose timestamp is
-at or after the time, so every record at or past the bound lies at or after that
-offset. What is read is thus bounded by the window's recency, not by the
-topic's history.
+* **Inputs**: Spark's Kafka batch source over exactly the window's offset ranges.
+  The values are needed once, to classify each purchase by the shop's own
+  contract; what is kept (materialised) is each record's position, time and
+  verdict (``partition, offset, timestamp_ms, valid``). The per-partition counts,
+  the earliest time and the valid/invalid split come from it in one aggregate;
+  the lineage checks join on its positions.
+* **Outputs**: one Kafka source over every output topic, per partition from the
+  first offset whose timestamp is at or after :func:`output_bound_ms` up to the
+  current end. Each record is attributed to the window by its lineage headers,
+  its value parsed once with its topic's schema, and only the columns the checks
+  use are materialised: lineage, the dead-letter reason, and for invoices and
+  shipments the checked fields plus ``missing_required`` and ``schema_mismatch``.
+  Every check on an output topic (counts, lineage gaps, dead-letter reasons, the
+  invoice, shipment and pairing suites) reads this one materialised frame.
+
+There is no read_uncommitted read: what it could show (aborted attempts in the
+log) no check needs, see docs/data-quality.md.
+
+The output bound is the earliest input record time of the window minus
+:data:`CLOCK_SKEW_MARGIN_MS`. Why that is safe: the publisher produces an output
+only after Spark has read its input record, and it sets no timestamp
+(:mod:`eos_etl.engine.producer`, ``produce_waiting`` without ``timestamp``), so
+each output carries the producer's CreateTime at send (or the broker's
+LogAppendTime), i.e. a time after the input record was appended. An output can
+only appear earlier than its input if the clock that stamped the input runs
+ahead of the publisher's; the margin covers that skew. Kafka answers a time
+lookup with the first offset whose timestamp is at or after the time, so every
+record at or past the bound lies at or after that offset. What is read is thus
+bounded by the window's recency, not by the topic's history.
 
 If the assumption is broken (inputs stamped further in the future than the
 margin; the broker accepts up to ``log.message.timestamp.after.max.ms``), this
@@ -28,14 +42,15 @@ timestamp: no pipeline output is written that way.
 Records are tied to the window by their lineage headers (``source_topic``,
 ``source_partition``, ``source_offset``), never by ``run_id``: a re-run or a
 backfill over the same window validates whatever is visible for that window.
-The attribution is a Spark column expression evaluated on the executors; the
-driver receives only aggregates and, on failure, a few example rows. Nothing
-here needs ``eos_etl`` code on the executors.
+Everything is a Spark column expression evaluated where Spark runs (a local
+application, a cluster's executors, or a Spark Connect server); the caller
+receives only aggregates and, on failure, a few example rows. Nothing here needs
+``eos_etl`` code on the executors, and nothing needs the application itself
+(``sparkContext``), so a Spark Connect client session does as well as a classic one.
 
-The DataFrames are materialised with ``localCheckpoint``: parsed once, lineage
-cut, so that each expectation scans the result instead of reading Kafka again.
-The checkpoint blocks are released when the DataFrames are garbage collected
-(Spark's ContextCleaner).
+Materialised frames are ``localCheckpoint`` results: computed once, lineage cut.
+They are released when their DataFrames are garbage collected (Spark's
+ContextCleaner; a Connect client asks its server to drop them).
 """
 
 from __future__ import annotations
@@ -44,7 +59,7 @@ import json
 from dataclasses import dataclass, field
 from functools import reduce
 
-from ..engine.kafka_source import KAFKA_SOURCE_DDL, kafka_batch_reader, read_window
+from ..engine.kafka_source import kafka_batch_reader, read_window
 from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
@@ -58,16 +73,24 @@ CLOCK_SKEW_MARGIN_MS = 5 * 60 * 1000
 #: Failing rows sent to the driver per check, for the report.
 EXAMPLE_LIMIT = 5
 
-# Explicit schemas of the JSON values (see eos_etl.shop.schema). Money is read
-# as text and cast to decimals in Spark, never through a float.
-INVOICE_JSON_DDL = (
-    "invoice_id STRING, purchase_id STRING, user_id STRING, user_full_name STRING, product_id STRING, "
-    "quantity INT, unit_price STRING, total STRING, currency STRING, purchase_time STRING, issued_at STRING"
+# The JSON values' schemas (see eos_etl.shop.schema). Money is read as text and cast to
+# decimals in Spark, never through a float.
+INVOICE_FIELDS = (
+    ("invoice_id", "STRING"), ("purchase_id", "STRING"), ("user_id", "STRING"), ("user_full_name", "STRING"),
+    ("product_id", "STRING"), ("quantity", "INT"), ("unit_price", "STRING"), ("total", "STRING"),
+    ("currency", "STRING"), ("purchase_time", "STRING"), ("issued_at", "STRING"),
 )
-SHIPMENT_JSON_DDL = (
-    "shipment_id STRING, invoice_id STRING, purchase_id STRING, product_id STRING, recipient_name STRING, "
-    "address STRUCT<street: STRING, city: STRING, postal_code: STRING, country: STRING>, quantity INT"
+SHIPMENT_FIELDS = (
+    ("shipment_id", "STRING"), ("invoice_id", "STRING"), ("purchase_id", "STRING"), ("product_id", "STRING"),
+    ("recipient_name", "STRING"),
+    ("address", "STRUCT<street: STRING, city: STRING, postal_code: STRING, country: STRING>"),
+    ("quantity", "INT"),
 )
+# Amounts carried as JSON strings: a text that is no decimal does not match the schema.
+INVOICE_DECIMALS = ("unit_price", "total")
+# Where from_json puts the whole value when a field does not parse as its type (the other
+# fields are still parsed: Spark's partial results).
+CORRUPT = "_corrupt_record"
 # Exact arithmetic: wide enough that quantity x unit_price never rounds.
 _EXACT_PRICE = "decimal(26,8)"
 _EXACT_TOTAL = "decimal(38,8)"
@@ -76,21 +99,34 @@ INVOICE_REQUIRED = ("invoice_id", "purchase_id", "quantity", "unit_price", "tota
 SHIPMENT_REQUIRED = ("shipment_id", "invoice_id", "purchase_id", "quantity")
 # Lineage of an output row: where its input was, which run wrote it, where it is.
 LINEAGE_COLUMNS = ("source_partition", "source_offset", "run_id", "kafka_partition", "kafka_offset")
+# The materialised inputs: positions, time and the contract's verdict, no values.
+INPUT_DDL = "partition INT, offset BIGINT, timestamp_ms BIGINT, valid BOOLEAN"
+
+
+def ddl(fields) -> str:
+    """``(name, type)`` pairs as a Spark DDL string."""
+    return ", ".join(f"{name} {type_}" for name, type_ in fields)
 
 
 @dataclass
 class OutputCounts:
-    """One output topic's records attributed to the window."""
+    """One output topic's records attributed to the window (read_committed)."""
 
     topic: str
-    count: int = 0  # read_committed, in the window
-    read_uncommitted: int = 0  # records in the window visible read_uncommitted
+    count: int = 0
     unattributable: int = 0  # source_topic matches, partition/offset headers unreadable
     surplus: int = 0  # records beyond the first for the same source record
     per_source_partition: dict[int, int] = field(default_factory=dict)
 
-    def surplus_per_source(self) -> int:
-        return self.surplus
+
+@dataclass(frozen=True)
+class InputSummary:
+    """The window's committed inputs: per partition, their earliest time, and the contract's verdicts."""
+
+    per_partition: dict[int, int]
+    earliest_ms: int | None
+    valid: int
+    invalid: int
 
 
 @dataclass(frozen=True)
@@ -118,9 +154,9 @@ class OutputRead:
 @dataclass
 class WindowEvidence:
     window: Window
-    inputs: object  # DataFrame: the window's input records, read_committed (Kafka source columns)
-    outputs: object  # DataFrame: attributed output rows, read_committed (see attributed_outputs)
-    inputs_per_partition: dict[int, int]
+    inputs: object  # DataFrame: the window's inputs as positions (INPUT_DDL), materialised
+    outputs: object  # DataFrame: attributed output rows, typed (see window_outputs), materialised
+    inputs_summary: InputSummary
     invoices: OutputCounts
     shipments: OutputCounts
     dead_letters: OutputCounts
@@ -130,6 +166,10 @@ class WindowEvidence:
     inputs_without_output: int = 0
     dead_letters_by_reason: dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
+
+    @property
+    def inputs_per_partition(self) -> dict[int, int]:
+        return self.inputs_summary.per_partition
 
     @property
     def committed_inputs(self) -> int:
@@ -167,15 +207,29 @@ def _materialise(df):
     return df.localCheckpoint(eager=True)
 
 
-def _empty_kafka(spark):
-    return spark.createDataFrame([], KAFKA_SOURCE_DDL)
-
-
 def read_inputs(spark, settings, window: Window):
-    """The window's input records as a read_committed reader sees them (exactly its offset ranges)."""
+    """The window's input records as a read_committed reader sees them (exactly its offset ranges), as
+    positions with their time and the shop contract's verdict (:data:`INPUT_DDL`), materialised."""
+    from pyspark.sql import functions as F
+
     if window.is_empty:
-        return _empty_kafka(spark).drop("headers")
-    return _materialise(read_window(spark, settings.pipeline(), window))
+        return spark.createDataFrame([], INPUT_DDL)
+    checked = settings.reject_reasons()(read_window(spark, settings.pipeline(), window))
+    return _materialise(checked.select("partition", "offset", F.unix_millis("timestamp").alias("timestamp_ms"),
+                                       F.col("_reason").isNull().alias("valid")))
+
+
+def input_summary(inputs) -> InputSummary:
+    """Records per partition, the earliest record time and the valid/invalid split, in one aggregate."""
+    from pyspark.sql import functions as F
+
+    rows = inputs.groupBy("partition").agg(F.count(F.lit(1)).alias("n"), F.min("timestamp_ms").alias("earliest"),
+                                           F.count_if("valid").alias("valid")).collect()
+    earliest = [r["earliest"] for r in rows if r["earliest"] is not None]
+    valid = sum(int(r["valid"] or 0) for r in rows)
+    per_partition = {int(r["partition"]): int(r["n"]) for r in rows}
+    return InputSummary(per_partition, min(earliest) if earliest else None, valid,
+                        sum(per_partition.values()) - valid)
 
 
 def output_bound_ms(earliest_input_ms: int | None, margin_ms: int = CLOCK_SKEW_MARGIN_MS) -> int | None:
@@ -190,7 +244,7 @@ def output_start_offsets(admin: ClusterAdmin, topics: tuple[str, ...], since_ms:
     The first offset is the first one whose timestamp is at or after ``since_ms``;
     where there is none below the last stable offset (or nothing to read at all,
     ``since_ms`` None), the last stable offset itself: no committed record can be
-    there, and read_uncommitted still sees anything newer up to the end.
+    there before the read, and anything committed meanwhile is still read.
     """
     starts: dict[str, dict[int, int]] = {}
     ends: dict[str, dict[int, int]] = {}
@@ -203,18 +257,34 @@ def output_start_offsets(admin: ClusterAdmin, topics: tuple[str, ...], since_ms:
     return starts, ends
 
 
-def read_outputs(spark, connection, starts: dict[str, dict[int, int]], isolation: str):
-    """The output topics from ``starts`` to the current end, with headers, at ``isolation``."""
+def read_outputs(spark, connection, starts: dict[str, dict[int, int]]):
+    """The output topics from ``starts`` to the current end, with headers, read_committed (lazy)."""
     return (
         kafka_batch_reader(spark, connection).option("assign", json.dumps({t: sorted(parts) for t, parts in starts.items()}))
         .option("startingOffsets", json.dumps({t: {str(p): o for p, o in parts.items()}
                                                for t, parts in starts.items()}))
         .option("endingOffsets", "latest")
-        .option("kafka.isolation.level", isolation)
+        .option("kafka.isolation.level", "read_committed")
         .option("includeHeaders", "true")
         .option("failOnDataLoss", "true")
         .load()
     )
+
+
+def earliest_uncommitted_ms(spark, connection, window: Window) -> int | None:
+    """Earliest record time in the window read_uncommitted: the bound when no input is committed
+    (an output of an aborted input must still be found)."""
+    from pyspark.sql import functions as F
+
+    if window.is_empty:
+        return None
+    df = (kafka_batch_reader(spark, connection)
+          .option("assign", json.dumps({window.topic: list(window.nonempty())}))
+          .option("startingOffsets", window.spark_starting_offsets())
+          .option("endingOffsets", window.spark_ending_offsets())
+          .option("kafka.isolation.level", "read_uncommitted")
+          .load())
+    return df.select(F.unix_millis(F.min("timestamp"))).first()[0]
 
 
 def _header(name: str):
@@ -236,7 +306,7 @@ def attributed_outputs(raw, window: Window):
     """Output rows whose ``source_topic`` is the window's input topic, with typed lineage columns.
 
     ``attributable``: the partition/offset headers parse; ``in_window``: they
-    point into the window. Computed on the executors.
+    point into the window. Computed where Spark runs.
     """
     from pyspark.sql import functions as F
 
@@ -254,23 +324,148 @@ def attributed_outputs(raw, window: Window):
                                                                F.col("source_offset"))))
 
 
-def attributed_read(spark, connection, starts: dict[str, dict[int, int]], window: Window, isolation: str):
-    """:func:`read_outputs` with :func:`attributed_outputs` applied (lazy)."""
-    return attributed_outputs(read_outputs(spark, connection, starts, isolation), window)
+# -- one record's value against its topic's schema ------------------------------------
 
 
-def window_outputs(spark, connection, starts: dict[str, dict[int, int]], window: Window):
-    """The read_committed output rows of the window, materialised; unattributable rows are kept too
-    (wherever their source is, so that they are counted), other windows' rows are not."""
-    rows = attributed_read(spark, connection, starts, window, "read_committed")
-    return _materialise(rows.where("in_window OR NOT attributable"))
+def parse_value(value, fields):
+    """``value`` (JSON bytes) parsed with ``fields`` plus :data:`CORRUPT`, which holds the whole text
+    when the value is no JSON object or a field does not parse as its type."""
+    from pyspark.sql import functions as F
+
+    return F.from_json(value.cast("string"), f"{ddl(fields)}, {CORRUPT} STRING",
+                       {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
+
+
+def _present(j, name: str):
+    """The field is in the JSON text with a non-null value although it did not parse (evaluated only
+    for a value that did not match its schema)."""
+    from pyspark.sql import functions as F
+
+    return F.coalesce(F.get_json_object(j[CORRUPT], f"$.{name}").isNotNull(), F.lit(False))
+
+
+def _names(flags):
+    """``(condition, name)`` pairs -> the names whose condition holds, comma-separated; null for none."""
+    from pyspark.sql import functions as F
+
+    return F.nullif(F.concat_ws(",", *[F.when(cond, F.lit(name)) for cond, name in flags]), F.lit(""))
+
+
+def missing_required(j, required):
+    """The ``required`` fields absent or null in the JSON (one column checks them all: null when all are
+    set). A field present with a value of the wrong type is not missing: :func:`schema_mismatch` names it."""
+    return _names([(j[f].isNull() & ~_present(j, f), f) for f in required])
+
+
+def schema_mismatch(j, fields, decimals=()):
+    """Fields of a parsed value (:func:`parse_value`) present in the JSON but not of their type, and
+    ``decimals`` whose text is no decimal, comma-separated; ``value`` when the value is no JSON object
+    of the schema at all; null when it matches."""
+    from pyspark.sql import functions as F
+
+    wrong_type = _names([(j[name].isNull() & _present(j, name), name) for name, _ in fields])
+    corrupt = F.when(j[CORRUPT].isNotNull(), F.coalesce(wrong_type, F.lit("value")))
+    not_decimal = [F.when(j[d].isNotNull() & j[d].try_cast(_EXACT_TOTAL).isNull(), F.lit(d)) for d in decimals]
+    return F.nullif(F.concat_ws(",", corrupt, *not_decimal), F.lit(""))
+
+
+def _invoice_columns(j) -> dict:
+    from pyspark.sql import functions as F
+
+    quantity = j["quantity"]
+    price = j["unit_price"].try_cast(_EXACT_PRICE)
+    total = j["total"].try_cast(_EXACT_TOTAL)
+    expected = price * quantity.cast("decimal(10,0)")
+    # Judged only where all three parse: a missing or malformed amount is its own check's finding.
+    matches = F.when(quantity.isNotNull() & price.isNotNull() & total.isNotNull(), total == expected)
+    wrong = F.coalesce(~matches, F.lit(False))
+    return {
+        "invoice_id": j["invoice_id"], "purchase_id": j["purchase_id"], "quantity": quantity,
+        "unit_price": j["unit_price"].try_cast("decimal(14,2)"), "currency": j["currency"],
+        "total_matches": matches,
+        # The texts only where the total is wrong: the examples show them, no other row carries them.
+        "total_text": F.when(wrong, j["total"]), "expected_total_text": F.when(wrong, expected.cast("string")),
+        "missing_required": missing_required(j, INVOICE_REQUIRED),
+        "schema_mismatch": schema_mismatch(j, INVOICE_FIELDS, INVOICE_DECIMALS),
+    }
+
+
+def _shipment_columns(j) -> dict:
+    return {
+        "shipment_id": j["shipment_id"], "invoice_id": j["invoice_id"], "purchase_id": j["purchase_id"],
+        "quantity": j["quantity"],
+        "missing_required": missing_required(j, SHIPMENT_REQUIRED),
+        "schema_mismatch": schema_mismatch(j, SHIPMENT_FIELDS),
+    }
+
+
+def window_outputs(spark, connection, starts: dict[str, dict[int, int]], window: Window, *,
+                   invoices_topic: str, shipments_topic: str):
+    """The read_committed output rows of the window in one read, materialised: lineage, ``dlq_reason``
+    and, for invoices and shipments, their checked fields parsed once (the union of
+    :func:`_invoice_columns` and :func:`_shipment_columns`, null on other topics' rows). Unattributable
+    rows are kept too (wherever their source is, so that they are counted); other windows' are not."""
+    from pyspark.sql import functions as F
+
+    rows = attributed_outputs(read_outputs(spark, connection, starts), window).where("in_window OR NOT attributable")
+    is_invoice = F.col("topic") == F.lit(invoices_topic)
+    is_shipment = F.col("topic") == F.lit(shipments_topic)
+    kept = ["topic", "attributable", "dlq_reason", *LINEAGE_COLUMNS]
+    # Parsed in a projection of its own: Spark keeps it apart from the one below (whose columns refer
+    # to it many times) instead of parsing again per reference.
+    parsed = rows.select(*kept, F.when(is_invoice, parse_value(F.col("value"), INVOICE_FIELDS)).alias("inv"),
+                         F.when(is_shipment, parse_value(F.col("value"), SHIPMENT_FIELDS)).alias("shp"))
+    invoice, shipment = _invoice_columns(F.col("inv")), _shipment_columns(F.col("shp"))
+    typed = []
+    for name in dict.fromkeys([*invoice, *shipment]):
+        column = F.when(is_invoice, invoice[name]) if name in invoice else None
+        if name in shipment:
+            column = (column.when(is_shipment, shipment[name]) if column is not None
+                      else F.when(is_shipment, shipment[name]))
+        typed.append(column.alias(name))
+    return _materialise(with_repeats(parsed.select(*kept, *typed), invoices_topic, shipments_topic))
+
+
+def with_repeats(outputs, invoices_topic: str, shipments_topic: str):
+    """``outputs`` plus ``repeated_id`` (an invoice's or shipment's id where another record of its topic
+    has the same one) and ``repeated_source`` (``partition:offset`` of the input record where another
+    record of its topic claims the same one); null where the record is the only one. Computed here,
+    in the one pass that materialises the outputs, so that the uniqueness checks scan the result
+    instead of shuffling it again for each of their metrics."""
+    from pyspark.sql import Window as W
+    from pyspark.sql import functions as F
+
+    record_id = (F.when(F.col("topic") == F.lit(invoices_topic), F.col("invoice_id"))
+                 .when(F.col("topic") == F.lit(shipments_topic), F.col("shipment_id")))
+    with_id = outputs.withColumn("_record_id", record_id)
+    same_id = F.count(F.lit(1)).over(W.partitionBy("topic", "_record_id"))
+    same_source = F.count(F.lit(1)).over(W.partitionBy("topic", "source_partition", "source_offset"))
+    source = F.concat_ws(":", F.col("source_partition").cast("string"), F.col("source_offset").cast("string"))
+    return with_id.select(
+        *outputs.columns,
+        F.when(F.col("_record_id").isNotNull() & (same_id > 1), F.col("_record_id")).alias("repeated_id"),
+        F.when(F.col("attributable") & (same_source > 1), source).alias("repeated_source"))
 
 
 def topic_rows(outputs, topic: str):
-    """The attributed rows of one output topic in :func:`window_outputs` (Kafka columns plus lineage)."""
+    """The attributed rows of one output topic in :func:`window_outputs`."""
     from pyspark.sql import functions as F
 
     return outputs.where((F.col("topic") == topic) & F.col("attributable"))
+
+
+def invoices_frame(outputs, topic: str):
+    """Invoices of the window: the checked fields, ``total_matches``, the two check columns, lineage."""
+    return topic_rows(outputs, topic).select(
+        "invoice_id", "purchase_id", "quantity", "unit_price", "currency", "total_matches", "total_text",
+        "expected_total_text", "missing_required", "schema_mismatch", "repeated_id", "repeated_source",
+        *LINEAGE_COLUMNS)
+
+
+def shipments_frame(outputs, topic: str):
+    return topic_rows(outputs, topic).select(
+        "shipment_id", "invoice_id", "purchase_id", "quantity", "missing_required", "schema_mismatch",
+        "repeated_id", "repeated_source", *LINEAGE_COLUMNS)
 
 
 def _input_keys(inputs):
@@ -279,49 +474,19 @@ def _input_keys(inputs):
     return inputs.select(F.col("partition").alias("source_partition"), F.col("offset").alias("source_offset"))
 
 
-# -- aggregates (all computed in Spark; the driver gets a few rows) -------------------
+# -- aggregates (all computed in Spark; the caller gets a few rows) -------------------
 
 
-def input_summary(inputs) -> tuple[dict[int, int], int | None]:
-    """(records per partition, earliest record time in ms or None)."""
-    from pyspark.sql import functions as F
-
-    rows = inputs.groupBy("partition").agg(F.count(F.lit(1)).alias("n"),
-                                           F.unix_millis(F.min("timestamp")).alias("earliest")).collect()
-    earliest = [r["earliest"] for r in rows if r["earliest"] is not None]
-    return {int(r["partition"]): int(r["n"]) for r in rows}, (min(earliest) if earliest else None)
-
-
-def earliest_uncommitted_ms(spark, connection, window: Window) -> int | None:
-    """Earliest record time in the window read_uncommitted: the bound when no input is committed
-    (an output of an aborted input must still be found)."""
-    from pyspark.sql import functions as F
-
-    if window.is_empty:
-        return None
-    df = (kafka_batch_reader(spark, connection)
-          .option("assign", json.dumps({window.topic: list(window.nonempty())}))
-          .option("startingOffsets", window.spark_starting_offsets())
-          .option("endingOffsets", window.spark_ending_offsets())
-          .option("kafka.isolation.level", "read_uncommitted")
-          .load())
-    return df.select(F.unix_millis(F.min("timestamp"))).first()[0]
-
-
-def output_counts(outputs, topics: dict[str, str], read_uncommitted: dict[str, int]) -> dict[str, OutputCounts]:
-    """Per output topic: committed count, unattributable, surplus, per source partition (from the
-    materialised read_committed ``outputs``), with the ``read_uncommitted`` counts.
-
-    ``topics`` maps a short name (invoices, ...) to the topic.
-    """
+def output_counts(outputs, topics: dict[str, str]) -> dict[str, OutputCounts]:
+    """Per output topic: count, unattributable, surplus, per source partition (from
+    :func:`window_outputs`). ``topics`` maps a short name (invoices, ...) to the topic."""
     from pyspark.sql import functions as F
 
     per_source = (outputs.groupBy("topic", "attributable", "source_partition", "source_offset")
                   .agg(F.count(F.lit(1)).alias("n")))
     rows = (per_source.groupBy("topic", "attributable", "source_partition")
             .agg(F.sum("n").alias("records"), F.sum(F.col("n") - 1).alias("surplus")).collect())
-    out = {name: OutputCounts(topic, read_uncommitted=read_uncommitted.get(topic, 0))
-           for name, topic in topics.items()}
+    out = {name: OutputCounts(topic) for name, topic in topics.items()}
     by_topic = {c.topic: c for c in out.values()}
     for r in rows:
         c = by_topic[r["topic"]]
@@ -332,11 +497,6 @@ def output_counts(outputs, topics: dict[str, str], read_uncommitted: dict[str, i
         c.surplus += int(r["surplus"])
         c.per_source_partition[int(r["source_partition"])] = int(r["records"])
     return out
-
-
-def in_window_counts(attributed) -> dict[str, int]:
-    """Records per topic attributed to the window (e.g. of a read_uncommitted read)."""
-    return {r["topic"]: int(r["count"]) for r in attributed.where("in_window").groupBy("topic").count().collect()}
 
 
 def lineage_gaps(inputs, outputs) -> tuple[int, int]:
@@ -360,75 +520,7 @@ def dead_letters_by_reason(dead_letters) -> dict[str, int]:
             for r in sorted(rows, key=lambda r: (-r["count"], str(r["dlq_reason"])))}
 
 
-def classify_inputs(settings, inputs) -> tuple[int, int]:
-    """(valid, invalid) input records by the shop's own contract (the check its transform routes on;
-    no output is rendered)."""
-    from pyspark.sql import functions as F
-
-    is_valid = F.col("_reason").isNull()
-    row = settings.reject_reasons()(inputs).select(F.count_if(is_valid).alias("valid"),
-                                                   F.count_if(~is_valid).alias("invalid")).first()
-    return int(row["valid"] or 0), int(row["invalid"] or 0)
-
-
-# -- typed frames for the suites -------------------------------------------------------
-
-
-def with_missing_required(df, columns):
-    """``df`` plus ``missing_required``: the names of ``columns`` that are null, comma-separated,
-    or null when all are set. One column-map expectation checks them all, instead of one
-    per column (each costs GE several Spark jobs)."""
-    from pyspark.sql import functions as F
-
-    names = F.concat_ws(",", *[F.when(F.col(c).isNull(), F.lit(c)) for c in columns])
-    return df.withColumn("missing_required", F.nullif(names, F.lit("")))
-
-
-def invoices_frame(invoice_rows):
-    """Invoices of the window: the JSON fields typed, lineage columns, and ``total_matches``."""
-    from pyspark.sql import functions as F
-
-    j = F.from_json(F.col("value").cast("string"), INVOICE_JSON_DDL)
-    df = invoice_rows.select(j.alias("j"), *LINEAGE_COLUMNS)
-    quantity = F.col("j.quantity")
-    exact_price = F.col("j.unit_price").try_cast(_EXACT_PRICE)
-    exact_total = F.col("j.total").try_cast(_EXACT_TOTAL)
-    expected = exact_price * quantity.cast("decimal(10,0)")
-    df = df.select(
-        F.col("j.invoice_id").alias("invoice_id"),
-        F.col("j.purchase_id").alias("purchase_id"),
-        F.col("j.user_id").alias("user_id"),
-        F.col("j.user_full_name").alias("user_full_name"),
-        F.col("j.product_id").alias("product_id"),
-        quantity.alias("quantity"),
-        F.col("j.unit_price").try_cast("decimal(14,2)").alias("unit_price"),
-        F.col("j.total").try_cast("decimal(26,2)").alias("total"),
-        F.col("j.currency").alias("currency"),
-        F.col("j.purchase_time").alias("purchase_time"),
-        F.col("j.issued_at").alias("issued_at"),
-        *LINEAGE_COLUMNS,
-        F.col("j.total").alias("total_text"),
-        expected.cast("string").alias("expected_total_text"),
-        F.coalesce(exact_total == expected, F.lit(False)).alias("total_matches"),
-    )
-    return _materialise(with_missing_required(df, INVOICE_REQUIRED))
-
-
-def shipments_frame(shipment_rows):
-    from pyspark.sql import functions as F
-
-    j = F.from_json(F.col("value").cast("string"), SHIPMENT_JSON_DDL)
-    df = shipment_rows.select(j.alias("j"), *LINEAGE_COLUMNS).select(
-        F.col("j.shipment_id").alias("shipment_id"),
-        F.col("j.invoice_id").alias("invoice_id"),
-        F.col("j.purchase_id").alias("purchase_id"),
-        F.col("j.product_id").alias("product_id"),
-        F.col("j.recipient_name").alias("recipient_name"),
-        F.col("j.address").alias("address"),
-        F.col("j.quantity").alias("quantity"),
-        *LINEAGE_COLUMNS,
-    )
-    return _materialise(with_missing_required(df, SHIPMENT_REQUIRED))
+# -- the pairing frame ------------------------------------------------------------------
 
 
 def pairing_frame(invoices_df, shipments_df):

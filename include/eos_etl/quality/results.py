@@ -1,7 +1,7 @@
 """What a data-quality validation of one run found, as plain typed values.
 
-Nothing here imports Great Expectations or Spark: a report can be built,
-serialised (:meth:`QualityReport.to_dict`) and judged
+Nothing here imports Great Expectations or Spark: a result can be built,
+serialised (:meth:`QualityResult.to_dict`) and judged
 (:func:`raise_for_failures`) anywhere, e.g. in a light-weight Airflow task.
 """
 
@@ -18,11 +18,11 @@ CRITICAL = "critical"
 
 
 class QualityError(EosEtlError):
-    """Critical data-quality expectations failed; ``report`` holds the details."""
+    """Critical data-quality expectations failed; ``result`` holds the details."""
 
-    def __init__(self, message: str, report: "QualityReport | None" = None):
+    def __init__(self, message: str, result: "QualityResult | None" = None):
         super().__init__(message)
-        self.report = report
+        self.result = result
 
 
 @dataclass(frozen=True)
@@ -125,21 +125,9 @@ class QualityCounts:
     invoices: int  # read_committed
     shipments: int
     dead_letters: int
-    invoices_read_uncommitted: int
-    shipments_read_uncommitted: int
-    dead_letters_read_uncommitted: int
     aborted_visible: int = 0  # read_committed outputs whose source is no committed input record
     inputs_without_output: int = 0
     unattributable_outputs: int = 0  # source_topic is the input, but partition/offset headers unreadable
-
-    @property
-    def aborted_hidden(self) -> dict[str, int]:
-        """Records in the window visible only read_uncommitted (aborted attempts): expected, harmless."""
-        return {
-            "invoices": self.invoices_read_uncommitted - self.invoices,
-            "shipments": self.shipments_read_uncommitted - self.shipments,
-            "dead_letters": self.dead_letters_read_uncommitted - self.dead_letters,
-        }
 
     def to_dict(self) -> dict:
         return {
@@ -149,12 +137,6 @@ class QualityCounts:
             "invoices": self.invoices,
             "shipments": self.shipments,
             "dead_letters": self.dead_letters,
-            "read_uncommitted": {
-                "invoices": self.invoices_read_uncommitted,
-                "shipments": self.shipments_read_uncommitted,
-                "dead_letters": self.dead_letters_read_uncommitted,
-            },
-            "aborted_hidden": self.aborted_hidden,
             "aborted_visible": self.aborted_visible,
             "inputs_without_output": self.inputs_without_output,
             "unattributable_outputs": self.unattributable_outputs,
@@ -194,7 +176,7 @@ class PartitionCounts:
 
 
 @dataclass
-class QualityReport:
+class QualityResult:
     run_id: str
     window: Window
     success: bool  # no critical expectation failed
@@ -210,6 +192,7 @@ class QualityReport:
     dead_letters_by_reason: dict[str, int] = field(default_factory=dict)
     per_partition: list[PartitionCounts] = field(default_factory=list)
     output_read: dict = field(default_factory=dict)  # where the output topics were read from (the time bound)
+    spark: dict = field(default_factory=dict)  # where the Spark work ran: session kind, application id, master
 
     @property
     def critical_failures(self) -> list[FailedExpectation]:
@@ -241,19 +224,20 @@ class QualityReport:
             "dead_letters_by_reason": dict(self.dead_letters_by_reason),
             "per_partition": [p.to_dict() for p in self.per_partition],
             "output_read": _jsonable(self.output_read),
+            "spark": dict(self.spark),
         }
 
 
-def raise_for_failures(report: QualityReport) -> None:
+def raise_for_failures(result: QualityResult) -> None:
     """Raise :class:`QualityError` naming every critical failure; return quietly otherwise."""
-    critical = report.critical_failures
+    critical = result.critical_failures
     if not critical:
         return
-    docs = f" (Data Docs: {report.data_docs_path})" if report.data_docs_path else ""
+    docs = f" (Data Docs: {result.data_docs_path})" if result.data_docs_path else ""
     raise QualityError(
-        f"data quality of run {report.run_id} failed {len(critical)} critical check(s) for window "
-        f"{report.window}: " + "; ".join(f.message for f in critical) + docs,
-        report,
+        f"data quality of run {result.run_id} failed {len(critical)} critical check(s) for window "
+        f"{result.window}: " + "; ".join(f.message for f in critical) + docs,
+        result,
     )
 
 
