@@ -12,6 +12,8 @@ import os
 import re
 from datetime import datetime
 
+from .paths import safe_name
+
 #: Kafka's own rule for topic names (legal characters, at most 249), used for every id we accept:
 #: topics, groups, transactional-id prefixes and run ids. ``..`` is refused on top: ids become path names.
 _ID = re.compile(r"[A-Za-z0-9._-]{1,249}")
@@ -64,8 +66,6 @@ def timestamp_ms(text: str, what: str = "time") -> int:
 def attempt_run_id(run_id: str, attempt: int) -> str:
     """An acceptable run id (see :func:`identifier`) that is unique per attempt: an orchestrator's
     run id (Airflow's hold ``:`` and ``+``) as a safe name, plus the attempt number."""
-    from .paths import safe_name
-
     base = re.sub(r"\.{2,}", ".", safe_name(run_id))[:200]
     return identifier(f"{base}.try{int(attempt)}", "run id")
 

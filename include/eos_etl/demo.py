@@ -25,9 +25,11 @@ from .kafka.connection import KafkaConnection
 from .run_files import REPORT_PAGE, SUMMARY, direct_run_summary, run_dir
 from .shop.generator import generate
 from .shop.pipeline import ShopSettings, run_shop_window, summary_dict
+from .stack.airflow import AirflowStandalone
 from .stack.kafka_cluster import KafkaCluster
 from .stack.session import spark_session
 from .stack.spark_cluster import SparkStandalone
+from .stack.spark_connect import start_for_windows
 
 CLUSTER_SIZE = 3
 
@@ -48,10 +50,6 @@ def run_demo(args) -> int:
         spark_master = spark_cluster.master_url
     airflow = None
     if not args.no_airflow:
-        from .stack.airflow import AirflowStandalone
-
-        from .stack.spark_connect import start_for_windows
-
         airflow = AirflowStandalone.local(bootstrap_servers=broker.bootstrap_servers if cluster else None,
                                           spark_master=spark_master,
                                           spark_connect=start_for_windows(spark_master)).start()

@@ -36,6 +36,7 @@ from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SO
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ..checker import check_shop, read_topic
+from ..engine.kafka_source import read_window
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
 from ..engine.window import Window
 from ..kafka.connection import KafkaConnection
@@ -263,8 +264,6 @@ def case_s(spec) -> dict:
 def case_b3(spec) -> dict:
     from pyspark.sql import functions as F  # deferred: pyspark, as in _settings
 
-    from ..engine.kafka_source import read_window
-
     settings = _settings(spec)
     window = _window(spec)
     config = settings.pipeline()
@@ -300,8 +299,6 @@ def case_b3(spec) -> dict:
 
 
 def case_r(spec) -> dict:
-    from ..engine.kafka_source import read_window
-
     settings = _settings(spec)
     window = _window(spec)
     spark, startup = _spark("eos-etl-bench-R")

@@ -312,7 +312,7 @@ def render_png(data: dict, c: dict, path: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: after the backend is chosen, as above
 
     o = data["options"]
     fig, axes = plt.subplots(2, 2, figsize=(13, 9))

@@ -56,6 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import paths
+from ..kafka.connection import KafkaConnection
 from ..kafka.topics import ensure_topics
 from ..quality import validate_run
 from ..quality.collect import CLOCK_SKEW_MARGIN_MS, read_outputs
@@ -150,8 +151,6 @@ print(json.dumps({**floor, "task_s": round(task_s, 3), "ge_import_s": round(time
 
 
 def shop_settings(spec: dict) -> ShopSettings:
-    from ..kafka.connection import KafkaConnection
-
     return ShopSettings(connection=KafkaConnection(spec["bootstrap_servers"]), topics=ShopTopics(**spec["topics"]),
                         group=spec["group"], transactional_id_prefix=spec["group"])
 

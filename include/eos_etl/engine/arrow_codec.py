@@ -32,7 +32,7 @@ def _shared_pylist(array) -> list:
     stay buffered for replay (``chunk_records`` per partition), and a fresh ``str`` per output for
     its topic and header made a buffered shop record 1,605 instead of 1,229 bytes in Python.
     """
-    import pyarrow.compute as pc
+    import pyarrow.compute as pc  # deferred: pyarrow, as in _list_lengths
 
     encoded = pc.dictionary_encode(array, null_encoding="encode")  # a null becomes one more value, None
     values = encoded.dictionary.to_pylist()
@@ -41,7 +41,7 @@ def _shared_pylist(array) -> list:
 
 def result_batch(partition: int, result_json: str):
     """The task's one-row ``partition INT, result STRING`` batch, built from raw buffers (see above)."""
-    import pyarrow as pa
+    import pyarrow as pa  # deferred: pyarrow, as in _list_lengths
 
     text = result_json.encode()
     partition_a = pa.Array.from_buffers(pa.int32(), 1, [None, pa.py_buffer(struct.pack("<i", partition))])

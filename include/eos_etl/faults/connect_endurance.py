@@ -94,7 +94,7 @@ def plot(samples: list[dict], path: Path, warmup: int = WARMUP_WINDOWS) -> None:
     import matplotlib
 
     matplotlib.use("Agg")  # no display: the figure only goes to a file
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: after the backend is chosen, as above
 
     fig, axes = plt.subplots(len(METRICS), 1, figsize=(9, 10), sharex=True)
     xs = [s["window"] for s in samples]

@@ -59,6 +59,9 @@ import json
 from dataclasses import dataclass, field
 from functools import reduce
 
+from pyspark.sql import Window as W
+from pyspark.sql import functions as F
+
 from ..engine.kafka_source import kafka_batch_reader, read_window
 from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from ..engine.window import Window
@@ -210,8 +213,6 @@ def _materialise(df):
 def read_inputs(spark, settings, window: Window):
     """The window's input records as a read_committed reader sees them (exactly its offset ranges), as
     positions with their time and the shop contract's verdict (:data:`INPUT_DDL`), materialised."""
-    from pyspark.sql import functions as F
-
     if window.is_empty:
         return spark.createDataFrame([], INPUT_DDL)
     checked = settings.reject_reasons()(read_window(spark, settings.pipeline(), window))
@@ -221,8 +222,6 @@ def read_inputs(spark, settings, window: Window):
 
 def input_summary(inputs) -> InputSummary:
     """Records per partition, the earliest record time and the valid/invalid split, in one aggregate."""
-    from pyspark.sql import functions as F
-
     rows = inputs.groupBy("partition").agg(F.count(F.lit(1)).alias("n"), F.min("timestamp_ms").alias("earliest"),
                                            F.count_if("valid").alias("valid")).collect()
     earliest = [r["earliest"] for r in rows if r["earliest"] is not None]
@@ -274,8 +273,6 @@ def read_outputs(spark, connection, starts: dict[str, dict[int, int]]):
 def earliest_uncommitted_ms(spark, connection, window: Window) -> int | None:
     """Earliest record time in the window read_uncommitted: the bound when no input is committed
     (an output of an aborted input must still be found)."""
-    from pyspark.sql import functions as F
-
     if window.is_empty:
         return None
     df = (kafka_batch_reader(spark, connection)
@@ -289,15 +286,11 @@ def earliest_uncommitted_ms(spark, connection, window: Window) -> int | None:
 
 def _header(name: str):
     """A header's value as text: the last one of that name, as a client's dict of headers sees it."""
-    from pyspark.sql import functions as F
-
     matching = F.filter("headers", lambda h: h["key"] == F.lit(name))
     return F.try_element_at(matching, F.lit(-1))["value"].cast("string")
 
 
 def _in_window(window: Window, partition, offset):
-    from pyspark.sql import functions as F
-
     ranges = [(partition == p) & (offset >= r.start) & (offset < r.end) for p, r in window.nonempty().items()]
     return F.coalesce(reduce(lambda a, b: a | b, ranges), F.lit(False)) if ranges else F.lit(False)
 
@@ -308,8 +301,6 @@ def attributed_outputs(raw, window: Window):
     ``attributable``: the partition/offset headers parse; ``in_window``: they
     point into the window. Computed where Spark runs.
     """
-    from pyspark.sql import functions as F
-
     source_partition = _header(H_SOURCE_PARTITION).try_cast("int")
     source_offset = _header(H_SOURCE_OFFSET).try_cast("bigint")
     df = raw.where(_header(H_SOURCE_TOPIC) == F.lit(window.topic)).select(
@@ -330,8 +321,6 @@ def attributed_outputs(raw, window: Window):
 def parse_value(value, fields):
     """``value`` (JSON bytes) parsed with ``fields`` plus :data:`CORRUPT`, which holds the whole text
     when the value is no JSON object or a field does not parse as its type."""
-    from pyspark.sql import functions as F
-
     return F.from_json(value.cast("string"), f"{ddl(fields)}, {CORRUPT} STRING",
                        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT})
 
@@ -339,15 +328,11 @@ def parse_value(value, fields):
 def _present(j, name: str):
     """The field is in the JSON text with a non-null value although it did not parse (evaluated only
     for a value that did not match its schema)."""
-    from pyspark.sql import functions as F
-
     return F.coalesce(F.get_json_object(j[CORRUPT], f"$.{name}").isNotNull(), F.lit(False))
 
 
 def _names(flags):
     """``(condition, name)`` pairs -> the names whose condition holds, comma-separated; null for none."""
-    from pyspark.sql import functions as F
-
     return F.nullif(F.concat_ws(",", *[F.when(cond, F.lit(name)) for cond, name in flags]), F.lit(""))
 
 
@@ -361,8 +346,6 @@ def schema_mismatch(j, fields, decimals=()):
     """Fields of a parsed value (:func:`parse_value`) present in the JSON but not of their type, and
     ``decimals`` whose text is no decimal, comma-separated; ``value`` when the value is no JSON object
     of the schema at all; null when it matches."""
-    from pyspark.sql import functions as F
-
     wrong_type = _names([(j[name].isNull() & _present(j, name), name) for name, _ in fields])
     corrupt = F.when(j[CORRUPT].isNotNull(), F.coalesce(wrong_type, F.lit("value")))
     not_decimal = [F.when(j[d].isNotNull() & j[d].try_cast(_EXACT_TOTAL).isNull(), F.lit(d)) for d in decimals]
@@ -370,8 +353,6 @@ def schema_mismatch(j, fields, decimals=()):
 
 
 def _invoice_columns(j) -> dict:
-    from pyspark.sql import functions as F
-
     quantity = j["quantity"]
     price = j["unit_price"].try_cast(_EXACT_PRICE)
     total = j["total"].try_cast(_EXACT_TOTAL)
@@ -405,8 +386,6 @@ def window_outputs(spark, connection, starts: dict[str, dict[int, int]], window:
     and, for invoices and shipments, their checked fields parsed once (the union of
     :func:`_invoice_columns` and :func:`_shipment_columns`, null on other topics' rows). Unattributable
     rows are kept too (wherever their source is, so that they are counted); other windows' are not."""
-    from pyspark.sql import functions as F
-
     rows = attributed_outputs(read_outputs(spark, connection, starts), window).where("in_window OR NOT attributable")
     is_invoice = F.col("topic") == F.lit(invoices_topic)
     is_shipment = F.col("topic") == F.lit(shipments_topic)
@@ -432,9 +411,6 @@ def with_repeats(outputs, invoices_topic: str, shipments_topic: str):
     record of its topic claims the same one); null where the record is the only one. Computed here,
     in the one pass that materialises the outputs, so that the uniqueness checks scan the result
     instead of shuffling it again for each of their metrics."""
-    from pyspark.sql import Window as W
-    from pyspark.sql import functions as F
-
     record_id = (F.when(F.col("topic") == F.lit(invoices_topic), F.col("invoice_id"))
                  .when(F.col("topic") == F.lit(shipments_topic), F.col("shipment_id")))
     with_id = outputs.withColumn("_record_id", record_id)
@@ -449,8 +425,6 @@ def with_repeats(outputs, invoices_topic: str, shipments_topic: str):
 
 def topic_rows(outputs, topic: str):
     """The attributed rows of one output topic in :func:`window_outputs`."""
-    from pyspark.sql import functions as F
-
     return outputs.where((F.col("topic") == topic) & F.col("attributable"))
 
 
@@ -469,8 +443,6 @@ def shipments_frame(outputs, topic: str):
 
 
 def _input_keys(inputs):
-    from pyspark.sql import functions as F
-
     return inputs.select(F.col("partition").alias("source_partition"), F.col("offset").alias("source_offset"))
 
 
@@ -480,8 +452,6 @@ def _input_keys(inputs):
 def output_counts(outputs, topics: dict[str, str]) -> dict[str, OutputCounts]:
     """Per output topic: count, unattributable, surplus, per source partition (from
     :func:`window_outputs`). ``topics`` maps a short name (invoices, ...) to the topic."""
-    from pyspark.sql import functions as F
-
     per_source = (outputs.groupBy("topic", "attributable", "source_partition", "source_offset")
                   .agg(F.count(F.lit(1)).alias("n")))
     rows = (per_source.groupBy("topic", "attributable", "source_partition")
@@ -501,8 +471,6 @@ def output_counts(outputs, topics: dict[str, str]) -> dict[str, OutputCounts]:
 
 def lineage_gaps(inputs, outputs) -> tuple[int, int]:
     """(visible outputs whose source is no committed input, committed inputs without any output)."""
-    from pyspark.sql import functions as F
-
     per_source = (outputs.where("attributable").groupBy("source_partition", "source_offset")
                   .agg(F.count(F.lit(1)).alias("outputs")))
     keys = _input_keys(inputs).withColumn("is_input", F.lit(True))
@@ -531,8 +499,6 @@ def pairing_frame(invoices_df, shipments_df):
     expectations "to be null" report the unpaired ids themselves. The lineage
     columns are the invoice's, or the shipment's where there is no invoice.
     """
-    from pyspark.sql import functions as F
-
     i = invoices_df.select(
         F.col("invoice_id").alias("i_invoice_id"), F.col("purchase_id").alias("i_purchase_id"),
         F.col("quantity").alias("i_quantity"), *(F.col(c).alias(f"i_{c}") for c in LINEAGE_COLUMNS),
@@ -573,8 +539,6 @@ def pairing_frame(invoices_df, shipments_df):
 
 
 def examples_of_wrong_totals(invoices_df, limit: int = 3) -> list[dict]:
-    from pyspark.sql import functions as F
-
     rows = (invoices_df.where(~F.col("total_matches"))
             .select("invoice_id", "quantity", "unit_price", "total_text", "expected_total_text",
                     "source_partition", "source_offset")

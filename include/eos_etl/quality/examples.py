@@ -14,14 +14,14 @@ type (table-level ones such as column types) there are no rows to show and
 
 from __future__ import annotations
 
+from pyspark.sql import Window as W
+from pyspark.sql import functions as F
+
 from .collect import EXAMPLE_LIMIT, LINEAGE_COLUMNS
 
 
 def _unexpected(expectation_type: str, kwargs: dict):
     """The Spark condition that selects the rows ``expectation_type`` counts as unexpected (None: no rows)."""
-    from pyspark.sql import Window as W
-    from pyspark.sql import functions as F
-
     column = kwargs.get("column")
     col = F.col(column) if column else None
     if expectation_type == "expect_column_values_to_not_be_null":

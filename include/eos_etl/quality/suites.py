@@ -15,6 +15,9 @@ Four suites, each run by its own Checkpoint on its own DataFrame:
   ends, no output from an aborted input, every input has an output.
 
 Every expectation carries ``meta.check`` (a stable name) and is critical.
+
+Great Expectations is imported inside the functions that build suites: importing
+:mod:`eos_etl.quality` must not load it (see the package docstring).
 """
 
 from __future__ import annotations
@@ -159,7 +162,7 @@ def _schema(noun: str, fields, decimals=()) -> Check:
     """Every value matches the output's schema: one expectation on the frame's ``schema_mismatch``
     column (see :func:`eos_etl.quality.collect.schema_mismatch`); its unexpected values name the
     fields that do not."""
-    import great_expectations.expectations as gxe
+    import great_expectations.expectations as gxe  # deferred: see the module docstring
 
     shape = ", ".join(f"{name} {'decimal text' if name in decimals else type_}" for name, type_ in fields)
     return Check("value_matches_schema",
@@ -174,7 +177,7 @@ def _required(noun: str, columns) -> Check:
     """Every one of ``columns`` is set: one expectation on the frame's ``missing_required``
     column (see :func:`eos_etl.quality.collect.missing_required`); its unexpected values
     name the missing fields."""
-    import great_expectations.expectations as gxe
+    import great_expectations.expectations as gxe  # deferred: see the module docstring
 
     return Check("required_fields_present",
                  gxe.ExpectColumnValuesToBeNull(
@@ -186,7 +189,7 @@ def _required(noun: str, columns) -> Check:
 def _unique_id(noun: str, column: str) -> Check:
     """``column`` is unique: one expectation on the frame's ``repeated_id`` (see
     :func:`eos_etl.quality.collect.with_repeats`), whose unexpected values are the repeated ids."""
-    import great_expectations.expectations as gxe
+    import great_expectations.expectations as gxe  # deferred: see the module docstring
 
     return Check(f"{column}_unique",
                  gxe.ExpectColumnValuesToBeNull(
@@ -197,7 +200,7 @@ def _unique_id(noun: str, column: str) -> Check:
 
 
 def _one_per_source(noun: str, surplus: str) -> Check:
-    import great_expectations.expectations as gxe
+    import great_expectations.expectations as gxe  # deferred: see the module docstring
 
     return Check("source_offset_unique",
                  gxe.ExpectColumnValuesToBeNull(
@@ -208,7 +211,7 @@ def _one_per_source(noun: str, surplus: str) -> Check:
 
 
 def invoices_suite() -> SuiteSpec:
-    import great_expectations.expectations as gxe
+    import great_expectations.expectations as gxe  # deferred: see the module docstring
 
     checks = [_schema("invoice", INVOICE_FIELDS, INVOICE_DECIMALS), _required("invoice", INVOICE_REQUIRED)]
     checks += [
@@ -230,7 +233,7 @@ def invoices_suite() -> SuiteSpec:
 
 
 def shipments_suite() -> SuiteSpec:
-    import great_expectations.expectations as gxe
+    import great_expectations.expectations as gxe  # deferred: see the module docstring
 
     checks = [_schema("shipment", SHIPMENT_FIELDS), _required("shipment", SHIPMENT_REQUIRED)]
     checks += [
@@ -245,7 +248,7 @@ def shipments_suite() -> SuiteSpec:
 
 
 def pairing_suite() -> SuiteSpec:
-    import great_expectations.expectations as gxe
+    import great_expectations.expectations as gxe  # deferred: see the module docstring
 
     checks = [
         Check("invoice_has_shipment",
@@ -271,7 +274,7 @@ def pairing_suite() -> SuiteSpec:
 
 
 def reconciliation_suite() -> SuiteSpec:
-    import great_expectations.expectations as gxe
+    import great_expectations.expectations as gxe  # deferred: see the module docstring
 
     def eq(a: str, b: str, text: str) -> Check:
         return Check(f"{a}_equal_{b}", gxe.ExpectColumnPairValuesToBeEqual(column_A=a, column_B=b, description=text),
@@ -302,7 +305,7 @@ def reconciliation_suite() -> SuiteSpec:
 
 
 def all_suites() -> list[SuiteSpec]:
-    from great_expectations.expectations.metadata_types import FailureSeverity
+    from great_expectations.expectations.metadata_types import FailureSeverity  # deferred: see the module docstring
 
     specs = [invoices_suite(), shipments_suite(), pairing_suite(), reconciliation_suite()]
     for spec in specs:

@@ -32,6 +32,7 @@ import json
 import logging
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -97,12 +98,7 @@ def validate_run(
     Use :func:`raise_for_failures` to turn critical failures into a :class:`QualityError`.
     """
     t0 = time.monotonic()
-    if window.topic != settings.topics.purchases:
-        raise ConfigurationError(f"window is over topic {window.topic!r} but the pipeline reads "
-                                 f"{settings.topics.purchases!r}")
-    if window.group != settings.group:
-        raise ConfigurationError(f"window was planned for group {window.group!r} but the pipeline's group is "
-                                 f"{settings.group!r}")
+    _check_window(settings, window)
     context_root = Path(context_root)
     timings: dict[str, float] = {}
     _quiet_great_expectations()
@@ -110,39 +106,10 @@ def validate_run(
     evidence, (invoices_df, shipments_df, pairing_df) = _gather(
         spark, settings, window, committed_input_offsets, timings, clock_skew_margin_ms)
     offsets, mismatches = _offsets(window, evidence.committed_offsets, exact_offsets)
-    summary = evidence.inputs_summary
-    counts = QualityCounts(
-        committed_inputs=evidence.committed_inputs,
-        valid_inputs=summary.valid,
-        invalid_inputs=summary.invalid,
-        invoices=evidence.invoices.count,
-        shipments=evidence.shipments.count,
-        dead_letters=evidence.dead_letters.count,
-        aborted_visible=evidence.aborted_visible,
-        inputs_without_output=evidence.inputs_without_output,
-        unattributable_outputs=sum(s.unattributable for s in evidence.by_topic),
-    )
-    recon = {
-        "committed_inputs": counts.committed_inputs,
-        "valid_inputs": counts.valid_inputs,
-        "invalid_inputs": counts.invalid_inputs,
-        "invoices": counts.invoices,
-        "shipments": counts.shipments,
-        "dead_letters": counts.dead_letters,
-        "invoices_plus_dead_letters": counts.invoices + counts.dead_letters,
-        "aborted_visible": counts.aborted_visible,
-        "inputs_without_output": counts.inputs_without_output,
-        "offsets_match": not mismatches,
-        "offset_mismatches": len(mismatches),
-    }
+    counts = _counts(evidence)
+    recon = _reconciliation(counts, mismatches)
     reconciliation_df = _reconciliation_frame(recon)
-    facts = Facts(
-        reconciliation=recon,
-        invoice_surplus=evidence.invoices.surplus,
-        shipment_surplus=evidence.shipments.surplus,
-        offset_mismatches=[(o.partition, o.committed, o.window_end) for o in mismatches],
-        exact_offsets=exact_offsets,
-    )
+    facts = _facts(recon, evidence, mismatches, exact_offsets)
     frames = {"invoices": invoices_df, "shipments": shipments_df, "pairing": pairing_df,
               "reconciliation": reconciliation_df}
     rows = {"invoices": counts.invoices, "shipments": counts.shipments, "reconciliation": 1}
@@ -153,27 +120,7 @@ def validate_run(
     timings["great_expectations"] = round(time.monotonic() - t, 3)
 
     t = time.monotonic()
-    suites: dict[str, SuiteResult] = {}
-    failures: list[FailedExpectation] = []
-    outcomes: list[ExpectationOutcome] = []
-    for spec in specs:
-        result, vr_id, docs_page = run_results[spec.name]
-        failed = [r for r in result.results if not r.success]
-        if any(_check_name(r) == "total_matches" for r in failed) and spec.name == "invoices":
-            facts.wrong_totals = c.examples_of_wrong_totals(invoices_df)
-        failures += [_failure(spec, r, facts) for r in failed]
-        outcomes += [_outcome(spec, r, frames[spec.name], evidence, mismatches) for r in result.results]
-        stats = result.statistics or {}
-        suites[spec.name] = SuiteResult(
-            name=spec.name,
-            suite_name=result.suite_name,
-            success=not failed,
-            evaluated=int(stats.get("evaluated_expectations", len(result.results))),
-            successful=int(stats.get("successful_expectations", len(result.results) - len(failed))),
-            rows=rows.get(spec.name, _element_count(result)),
-            validation_result_id=vr_id,
-            docs_page=docs_page,
-        )
+    suites, failures, outcomes = _suite_results(specs, run_results, frames, rows, facts, evidence, mismatches)
     timings["examples"] = round(time.monotonic() - t, 3)
     result = QualityResult(
         run_id=run_id,
@@ -193,10 +140,99 @@ def validate_run(
         output_read=evidence.output_read.to_dict(),
         spark=where_spark_ran(spark),
     )
-    log.info("data quality of run %s (%s): %s in %.1fs (%s); counts %s%s", run_id, window,
-             "passed" if result.success else f"FAILED {len(result.critical_failures)} critical check(s)",
-             result.seconds, timings, counts.to_dict(), "".join(f"\n  - {m}" for m in result.messages))
+    _log_result(result)
     return result
+
+
+def _check_window(settings, window: Window) -> None:
+    """Refuse a window planned for another input topic or consumer group than ``settings``."""
+    if window.topic != settings.topics.purchases:
+        raise ConfigurationError(f"window is over topic {window.topic!r} but the pipeline reads "
+                                 f"{settings.topics.purchases!r}")
+    if window.group != settings.group:
+        raise ConfigurationError(f"window was planned for group {window.group!r} but the pipeline's group is "
+                                 f"{settings.group!r}")
+
+
+def _counts(evidence: c.WindowEvidence) -> QualityCounts:
+    """The window's counts, as gathered."""
+    summary = evidence.inputs_summary
+    return QualityCounts(
+        committed_inputs=evidence.committed_inputs,
+        valid_inputs=summary.valid,
+        invalid_inputs=summary.invalid,
+        invoices=evidence.invoices.count,
+        shipments=evidence.shipments.count,
+        dead_letters=evidence.dead_letters.count,
+        aborted_visible=evidence.aborted_visible,
+        inputs_without_output=evidence.inputs_without_output,
+        unattributable_outputs=sum(s.unattributable for s in evidence.by_topic),
+    )
+
+
+def _reconciliation(counts: QualityCounts, mismatches: list[PartitionOffsets]) -> dict:
+    """The one row the reconciliation suite checks (its columns: :data:`RECONCILIATION_COLUMNS`)."""
+    return {
+        "committed_inputs": counts.committed_inputs,
+        "valid_inputs": counts.valid_inputs,
+        "invalid_inputs": counts.invalid_inputs,
+        "invoices": counts.invoices,
+        "shipments": counts.shipments,
+        "dead_letters": counts.dead_letters,
+        "invoices_plus_dead_letters": counts.invoices + counts.dead_letters,
+        "aborted_visible": counts.aborted_visible,
+        "inputs_without_output": counts.inputs_without_output,
+        "offsets_match": not mismatches,
+        "offset_mismatches": len(mismatches),
+    }
+
+
+def _facts(recon: dict, evidence: c.WindowEvidence, mismatches: list[PartitionOffsets],
+           exact_offsets: bool) -> Facts:
+    """What the suites' failure messages tell besides an expectation's own result."""
+    return Facts(
+        reconciliation=recon,
+        invoice_surplus=evidence.invoices.surplus,
+        shipment_surplus=evidence.shipments.surplus,
+        offset_mismatches=[(o.partition, o.committed, o.window_end) for o in mismatches],
+        exact_offsets=exact_offsets,
+    )
+
+
+def _suite_results(specs: list[SuiteSpec], run_results: dict, frames: dict, rows: dict, facts: Facts,
+                   evidence: c.WindowEvidence, mismatches: list[PartitionOffsets]
+                   ) -> tuple[dict[str, SuiteResult], list[FailedExpectation], list[ExpectationOutcome]]:
+    """Each suite's result, every failure told to a human and every expectation's outcome (failed ones
+    with failing rows queried in Spark); a wrong invoice total first gets its example rows."""
+    suites: dict[str, SuiteResult] = {}
+    failures: list[FailedExpectation] = []
+    outcomes: list[ExpectationOutcome] = []
+    for spec in specs:
+        result, vr_id, docs_page = run_results[spec.name]
+        failed = [r for r in result.results if not r.success]
+        if any(_check_name(r) == "total_matches" for r in failed) and spec.name == "invoices":
+            facts.wrong_totals = c.examples_of_wrong_totals(frames["invoices"])
+        failures += [_failure(spec, r, facts) for r in failed]
+        outcomes += [_outcome(spec, r, frames[spec.name], evidence, mismatches) for r in result.results]
+        stats = result.statistics or {}
+        suites[spec.name] = SuiteResult(
+            name=spec.name,
+            suite_name=result.suite_name,
+            success=not failed,
+            evaluated=int(stats.get("evaluated_expectations", len(result.results))),
+            successful=int(stats.get("successful_expectations", len(result.results) - len(failed))),
+            rows=rows.get(spec.name, _element_count(result)),
+            validation_result_id=vr_id,
+            docs_page=docs_page,
+        )
+    return suites, failures, outcomes
+
+
+def _log_result(result: QualityResult) -> None:
+    log.info("data quality of run %s (%s): %s in %.1fs (%s); counts %s%s", result.run_id, result.window,
+             "passed" if result.success else f"FAILED {len(result.critical_failures)} critical check(s)",
+             result.seconds, result.timings, result.counts.to_dict(),
+             "".join(f"\n  - {m}" for m in result.messages))
 
 
 def where_spark_ran(spark) -> dict:
@@ -211,8 +247,6 @@ def _gather(spark, settings, window: Window, committed_input_offsets, timings: d
             margin_ms: int):
     """Read the window's inputs and the bounded part of the output topics in Spark, once each, and
     build the typed DataFrames and the aggregates the suites need."""
-    from concurrent.futures import ThreadPoolExecutor
-
     t0 = time.monotonic()
 
     def timed(key: str, fn, *args, **kwargs):
@@ -290,7 +324,7 @@ def _quiet_great_expectations() -> None:
 
 
 def _reconciliation_frame(recon: dict):
-    import pandas as pd
+    import pandas as pd  # deferred: only this one-row frame needs pandas (Great Expectations loads it anyway)
 
     return pd.DataFrame({k: pd.Series([recon[k]], dtype=dtype) for k, dtype in RECONCILIATION_COLUMNS.items()})
 
@@ -319,6 +353,7 @@ def _offsets(window: Window, committed: dict[int, int | None], exact: bool):
 def open_context(context_root: Path):
     """The file-mode Great Expectations project under ``context_root`` (created on first use),
     with progress bars off and its Data Docs index bounded."""
+    # Deferred: Great Expectations loads on first use (see the module docstring).
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
@@ -434,7 +469,7 @@ def _checkpoint(project: _Project, name: str, spec: SuiteSpec, meta: dict):
     """The suite's checkpoint: the one this process ran last, or the stored one when it was made from
     the same definition (its suite's fingerprint, its own actions and result format), else written
     anew (suite, validation definition, checkpoint)."""
-    import great_expectations as gx
+    import great_expectations as gx  # deferred, as in open_context
 
     actions = _actions()
     fingerprint = _fingerprint(spec, meta, actions)
@@ -460,7 +495,7 @@ def _checkpoint(project: _Project, name: str, spec: SuiteSpec, meta: dict):
 def _stored_checkpoint(context, name: str, fingerprint: str, actions: list):
     """The stored checkpoint ``name`` if it validates a suite made from ``fingerprint`` with these
     actions and the result format; None otherwise (missing, or a write was cut short)."""
-    from great_expectations.exceptions import DataContextError
+    from great_expectations.exceptions import DataContextError  # deferred, as in open_context
 
     try:
         checkpoint = context.checkpoints.get(name)
@@ -480,7 +515,7 @@ def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frame
 
     Returns ({suite: (validation result, result id, Data Docs page)}, Data Docs index.html).
     """
-    from great_expectations.core.run_identifier import RunIdentifier
+    from great_expectations.core.run_identifier import RunIdentifier  # deferred, as in open_context
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*force_reuse_spark_context.*")

@@ -150,7 +150,7 @@ def generate(
 
     bar = None
     if progress:
-        from tqdm import tqdm
+        from tqdm import tqdm  # deferred: only the command line's progress bar needs it
 
         bar = tqdm(total=count, unit="purchase", desc=f"-> {topic}")
     if transactional:

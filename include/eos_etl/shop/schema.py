@@ -93,6 +93,7 @@ class ShopTopics:
         """The shop's topic layout: input, invoices and shipments with the same partition count (a
         purchase's invoice and shipment land in the same-numbered partition), one partition of dead
         letters, which keep the original bytes and so accept larger records."""
+        # Deferred: kafka.topics loads confluent_kafka's admin client; the schema module stays light.
         from ..kafka.topics import TopicSpec
 
         specs = [] if outputs_only else [TopicSpec(self.purchases, partitions)]

@@ -98,7 +98,8 @@ def connect_session(remote: str, app_name: str = "eos-etl", conf: dict[str, str]
     ``$SPARK_CONNECT_AUTHENTICATE_TOKEN``), watched from before its first request on (see the
     module). Only session settings apply here: the application's (master, jars, JVM options)
     are the server's. Never logs ``remote``: a URL may carry the token."""
-    from grpc import StatusCode  # deferred, as in bounded_retries
+    # Deferred, as in bounded_retries: grpc and pyspark's Connect client load on first use.
+    from grpc import StatusCode
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
     from pyspark.sql import SparkSession
 
@@ -224,7 +225,8 @@ def end_on_sigterm(spark, name: str, tag: str) -> None:
 def server_lost(exc: BaseException, remote: str) -> SparkServerLostError | None:
     """The one error for a Connect call that failed because the server went away (unavailable after
     the bounded retries, or gone mid-stream); None for any other failure."""
-    from grpc import StatusCode  # deferred, as in bounded_retries
+    # Deferred, as in bounded_retries: grpc and pyspark's Connect client load on first use.
+    from grpc import StatusCode
     from pyspark.errors.exceptions.connect import SparkConnectGrpcException
 
     if isinstance(exc, SparkConnectGrpcException) and exc.getGrpcStatusCode() in (
