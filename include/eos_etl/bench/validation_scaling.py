@@ -56,6 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import paths
+from ..engine.kafka_source import read_window
 from ..kafka.connection import KafkaConnection
 from ..kafka.topics import ensure_topics
 from ..quality import validate_run
@@ -300,8 +301,6 @@ def read_floor(spark, settings, window, output_read: dict) -> dict:
     """Seconds to only count what the checks must read, one Spark job each and no parsing: the
     window's inputs and the output span validation read (``output_read``, from its result), both
     read_committed. No validation can cost less than reading these."""
-    from ..engine.kafka_source import read_window  # deferred: pyspark, only when the read floor is measured
-
     starts = {t: {int(p): o for p, o in parts.items()} for t, parts in output_read["from_offsets"].items()}
     reads = {"inputs": lambda: read_window(spark, settings.pipeline(), window),
              "outputs": lambda: read_outputs(spark, settings.connection, starts)}

@@ -29,6 +29,7 @@ import os
 import time
 from datetime import timedelta
 
+from airflow.configuration import conf
 from airflow.sdk import AsyncCallback, BaseNotifier, DeadlineAlert, DeadlineReference
 
 from .. import paths
@@ -43,8 +44,6 @@ def alerts_file():
 
 def report_link(dag_id: str, run_id: str) -> str:
     """The run's page in the reports plugin (``/eos-etl/runs/<dag>/<run>``), behind Airflow's login."""
-    from airflow.configuration import conf
-
     base = (conf.get("api", "base_url", fallback="") or "http://localhost:8080").rstrip("/")
     return f"{base}/eos-etl/runs/{seg(dag_id)}/{seg(run_id)}"
 

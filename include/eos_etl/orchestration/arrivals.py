@@ -69,6 +69,8 @@ def first_of_burst(message, *, quiet_s: float = QUIET_S, max_batch_s: float = MA
 def arrivals_asset(topic: str, *, quiet_s: float = QUIET_S, max_batch_s: float = MAX_BATCH_S):
     """The watched purchases Asset (``kafka://<first bootstrap server>/<topic>``), or None when the
     watcher's connection is not configured (the on-arrival DAG is then not defined)."""
+    # Deferred: Airflow and its messaging provider load only where the watched Asset is built (the
+    # on-arrival DAG); the batching helpers above run in the triggerer and tests without them.
     from airflow.providers.common.messaging.triggers.msg_queue import MessageQueueTrigger
     from airflow.sdk import Asset, AssetWatcher, BaseHook
     from airflow.sdk.exceptions import AirflowNotFoundException

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from airflow.sdk import Asset, AssetAlias
 
+from ..engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
+
 #: The shop outputs published as assets, by their ShopTopics field name.
 OUTPUTS = ("invoices", "shipments", "dead_letters")
 
@@ -68,8 +70,6 @@ def window_event_extras(admin, plan: dict, summary: dict, bootstrap_servers: str
 def in_window(extra: dict):
     """A predicate for records read from ``extra["ranges"]``: True for the records the event's input
     window produced (their ``source_partition``/``source_offset`` headers fall inside its ranges)."""
-    from ..engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
-
     window = extra["window"]
     topic = window["topic"].encode()
     ranges = {int(p): (start, end) for p, (start, end) in window["partitions"].items()}

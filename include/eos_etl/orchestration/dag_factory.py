@@ -16,18 +16,24 @@ import time
 from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import Param, dag, task
+from airflow.sdk.exceptions import AirflowFailException
 from croniter import CroniterBadCronError, croniter
 from airflow.utils.types import DagRunType
 
 from .. import paths
+from ..arguments import attempt_run_id, positive_int, timestamp_ms
+from ..engine.window import Window
+from ..errors import ConfigurationError
 from ..reports.store import build_report, write_run_report
 from ..reports.verdict import judge_run
 from ..run_files import ANNOUNCED, QUALITY, SUMMARY, run_dir
 from . import task_failures
 from .alerts import RunFailureNotifier, record_error, run_deadline
-from .assets import output_aliases
-from .operators import WindowSparkConnectOperator, WindowSparkSubmitOperator
-from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_ROUTE_ENV
+from .arrivals import wait_for_quiet
+from .assets import output_aliases, output_starts
+from .operators import WindowSparkConnectOperator, WindowSparkSubmitOperator, connect_route_session
+from .settings import (KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_ROUTE_ENV, ShopDagConfig, get_kafka_connection,
+                       validation_spark_master)
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +68,6 @@ def _common_params(default_chunk: int | None) -> dict:
 
 def _count_param(params, name: str) -> int | None:
     """A count Param as an int: JSON schema's "integer" also admits 5.0 (the form checked >= 1)."""
-    from ..arguments import positive_int
-    from ..errors import ConfigurationError
-
     value = params.get(name)
     if value is None:
         return None
@@ -78,8 +81,6 @@ def _wait_for_arrivals(ctx, admin, topic: str) -> dict | None:
     """An arrival-triggered run first lets the burst finish (see ``arrivals``); others plan at once."""
     if ctx["dag_run"].run_type != DagRunType.ASSET_TRIGGERED:
         return None
-    from .arrivals import wait_for_quiet
-
     events = sum(len(v) for v in (ctx.get("triggering_asset_events") or {}).values())
     return {"events": events, "waited_s": round(wait_for_quiet(admin, topic), 1)}
 
@@ -98,13 +99,11 @@ def schedule_interval_s(schedule) -> float | None:
 
 
 def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
-    from ..arguments import attempt_run_id
+    # Deferred: task-time only; the DAG file's parse stays light (see the module docstring).
     from ..engine.publisher import publish_without_spark
     from ..engine.preflight import preflight
     from ..kafka.admin import ClusterAdmin
     from ..kafka.topics import ensure_topics
-    from .assets import output_starts
-    from .settings import ShopDagConfig, get_kafka_connection
 
     started = time.monotonic()
     # A new execution of the run (cleared, or reprocessed by a backfill) starts here: what an earlier
@@ -128,9 +127,6 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
 
     until_ms = None
     if params.get("until"):
-        from ..arguments import timestamp_ms
-        from ..errors import ConfigurationError
-
         try:
             until_ms = timestamp_ms(params["until"], "the until Param")
         except ValueError as exc:
@@ -175,15 +171,12 @@ def _validation_spark(settings):
     spark-submit route: a Spark application of this task's own, on the Spark connection's cluster
     when there is one, else on two local cores."""
     if conn_id := os.environ.get(SPARK_CONNECT_ROUTE_ENV):
-        from .operators import connect_route_session
-
         log.info("validating on the Spark Connect server of connection %r, where the window ran", conn_id)
         # The run's application name: its session on the server is the one the window used.
         with connect_route_session(conn_id, f"eos-etl-{settings.topics.purchases}") as spark:
             yield spark
         return
-    from ..stack.session import spark_session
-    from .settings import validation_spark_master
+    from ..stack.session import spark_session  # deferred: task-time only, as in _plan
 
     master = validation_spark_master()
     log.info("validating on a Spark application of this task's own (master %s)", master)
@@ -195,9 +188,8 @@ def _validation_spark(settings):
 
 
 def _validate(ctx, plan: dict) -> dict:
-    from ..engine.window import Window
-    from ..quality.validation import validate_run
-    from .settings import ShopDagConfig, get_kafka_connection
+    # Deferred: Great Expectations and Spark at task time only (see the module docstring).
+    from ..quality.validation import raise_for_failures, validate_run
 
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
     (out / QUALITY).unlink(missing_ok=True)  # never let a previous attempt's verdict stand
@@ -209,16 +201,12 @@ def _validate(ctx, plan: dict) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     (out / QUALITY).write_text(json.dumps(data, indent=2, default=str) + "\n")
     if not result.success:
-        from ..quality.validation import raise_for_failures
-
         raise_for_failures(result)
     log.info("data quality: all critical expectations met; Data Docs at %s", data.get("data_docs_path"))
     return {"success": True, "data_docs_path": data.get("data_docs_path")}
 
 
 def _report(ctx, plan: dict | None) -> str:
-    from airflow.sdk.exceptions import AirflowFailException
-
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
     summary = json.loads((out / SUMMARY).read_text()) if (out / SUMMARY).is_file() else None
     quality = json.loads((out / QUALITY).read_text()) if (out / QUALITY).is_file() else None

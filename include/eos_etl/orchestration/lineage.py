@@ -25,7 +25,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 import attr
+from airflow.providers.openlineage.extractors import OperatorLineage
+from openlineage.client.event_v2 import InputDataset, OutputDataset
 from openlineage.client.generated.base import RunFacet
+from openlineage.client.generated.input_statistics_input_dataset import InputStatisticsInputDatasetFacet
+from openlineage.client.generated.output_statistics_output_dataset import OutputStatisticsOutputDatasetFacet
 
 #: The facet's key in an event's ``run.facets``.
 WINDOW_FACET = "eosEtlWindow"
@@ -54,13 +58,6 @@ def kafka_namespace(bootstrap_servers: str) -> str:
 
 def window_lineage(plan: dict, summary: dict, extras: dict[str, dict], bootstrap_servers: str):
     """The ``OperatorLineage`` of a published window (``extras``: the asset events' extras per output)."""
-    from airflow.providers.openlineage.extractors import OperatorLineage
-    from openlineage.client.event_v2 import InputDataset, OutputDataset
-    from openlineage.client.generated.input_statistics_input_dataset import InputStatisticsInputDatasetFacet
-    from openlineage.client.generated.output_statistics_output_dataset import (
-        OutputStatisticsOutputDatasetFacet,
-    )
-
     namespace = kafka_namespace(bootstrap_servers)
     counts = {k: summary[k] for k in ("records_read", "invoices", "shipments", "dead_letters", "transactions")}
     inputs = [InputDataset(namespace=namespace, name=plan["window"]["topic"], inputFacets={

@@ -10,21 +10,25 @@ import sys
 import tempfile
 from pathlib import Path
 
+from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from ..arguments import attempt_run_id
 from ..errors import ConfigurationError
 from ..engine.task_attempts import EVENT_LOG_ENV
 from ..run_files import ANNOUNCED, SUMMARY, run_dir
-from ..stack.connect_client import TERM_GRACE_S, where
+from ..stack.connect_client import TERM_GRACE_S, close_session, connect_session, where
 from ..stack.connect_probe import wait_answering
-from ..stack.spark import REMOTE_ENV
+from ..stack.package_zip import package_dir, package_zip
+from ..stack.spark import REMOTE_ENV, connector_jars, spark_submit_conf
 from ..stack.spark_connect import HOME_ENV, STALL_BOUND_S, SparkConnectServer
 from . import task_failures
 from .alerts import record_error
-from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_CONN_ID
+from .assets import kafka_asset, output_alias, window_event_extras
+from .lineage import window_lineage
+from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_CONN_ID, get_kafka_connection
 
 
 class _WindowRun:
@@ -51,8 +55,6 @@ class _WindowRun:
         raise NotImplementedError
 
     def _run_window(self, context):
-        from .settings import get_kafka_connection
-
         self._before_connection()
         connection = get_kafka_connection(self.kafka_conn_id)
         out = run_dir(context["dag"].dag_id, context["run_id"])
@@ -95,15 +97,12 @@ class _WindowRun:
     def get_openlineage_facets_on_complete(self, task_instance):
         """The window's lineage: purchases in, the three output topics out, window and counts as facets
         (the writes bypass Spark's writers, so Spark's own listener cannot report them)."""
-        from .lineage import window_lineage
-
         published = getattr(self, "_published", None)
         return window_lineage(*published) if published else None
 
     def _emit_asset_events(self, context, connection, plan: dict, summary: dict) -> dict[str, dict]:
         """One event per output alias, resolved to its Kafka topic, with the window's exact offset ranges."""
-        from ..kafka.admin import ClusterAdmin
-        from .assets import kafka_asset, output_alias, window_event_extras
+        from ..kafka.admin import ClusterAdmin  # deferred: task-time only, as in dag_factory
 
         dag_id = context["dag"].dag_id
         extras = window_event_extras(ClusterAdmin(connection), plan, summary, connection.bootstrap_servers)
@@ -151,9 +150,6 @@ class WindowSparkSubmitOperator(_WindowRun, SparkSubmitOperator):
         check_deploy_mode(self.spark_conn_id, self.deploy_mode_override)
 
     def _run_job(self, context, application_args: list[str]) -> None:
-        from ..stack.package_zip import package_zip
-        from ..stack.spark import connector_jars, spark_submit_conf
-
         self.jars = ",".join(connector_jars())
         code_zip = str(package_zip())
         self.py_files = ",".join([code_zip, *(f for f in (self.py_files or "").split(",") if f and f != code_zip)])
@@ -210,9 +206,6 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
         self._proc: subprocess.Popen | None = None
 
     def _run_job(self, context, application_args: list[str]) -> None:
-
-        from ..stack.package_zip import package_dir
-
         remote, server = ready_connect_server(self.conn_id)
         env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
         env.update({REMOTE_ENV: remote, "PYTHONPATH": os.pathsep.join(
@@ -249,9 +242,6 @@ def ready_connect_server(conn_id: str) -> tuple[str, SparkConnectServer | None]:
     restarted if stuck). Any other server (compose's, a cluster's) is only probed: one that answers
     nothing within the stall bound fails the try with one error, and Airflow's retry finds it
     restarted by its own supervisor (Docker's restart policy)."""
-    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-    from airflow.sdk.exceptions import AirflowException
-
     remote = SparkConnectHook(conn_id).get_connection_url()  # carries the token: never logged
     home = os.environ.get(HOME_ENV)
     server = SparkConnectServer.at(Path(home)) if home else None
@@ -269,8 +259,6 @@ def connect_route_session(conn_id: str, app_name: str):
     belongs to a window (its validation): no Spark application and no JVM in this process. The window
     lock of the project's own server is held meanwhile, so a housekeeping restart waits for it; the
     session is the pipeline's shared one (``eos_etl.stack.connect_client``), so it adds none."""
-    from ..stack.connect_client import close_session, connect_session
-
     remote, server = ready_connect_server(conn_id)
     with server.window() if server is not None else contextlib.nullcontext():
         spark = connect_session(remote, app_name)
@@ -285,8 +273,6 @@ def check_deploy_mode(spark_conn_id: str, override: str | None = None) -> None:
     through spark-submit's command line, its conf or environment, which end up in the YARN
     container's launch context or the driver's pod spec. The mode is the operator's
     ``deploy_mode`` or the Spark connection's ``deploy-mode`` extra, as the provider resolves it."""
-    from airflow.sdk import BaseHook
-
     conn = BaseHook.get_connection(spark_conn_id)
     mode = override or (conn.extra_dejson or {}).get("deploy-mode")
     if mode == "cluster":

@@ -16,16 +16,16 @@ from datetime import datetime, timezone
 from decimal import Decimal
 
 from airflow.sdk import dag, task
+from airflow.sdk.exceptions import AirflowSkipException
 
-from .assets import output_alias
+from .assets import in_window, output_alias
 
 log = logging.getLogger(__name__)
 
 
 def revenue_of_events(connection, events) -> dict:
     """Sum the invoices' ``total`` per ``currency`` over the windows the asset events describe."""
-    from ..kafka.reader import iter_ranges
-    from .assets import in_window
+    from ..kafka.reader import iter_ranges  # deferred: confluent_kafka at task time, not when the DAG is parsed
 
     totals: dict[str, Decimal] = {}
     windows = []
@@ -74,9 +74,7 @@ def build_revenue_dag(*, dag_id: str, upstream_dag_id: str, doc_md: str, tags: l
     def revenue_dag():
         @task
         def revenue_per_currency(**context) -> dict:
-            from airflow.sdk.exceptions import AirflowSkipException
-
-            from .settings import get_kafka_connection
+            from .settings import get_kafka_connection  # deferred: task-time only, it loads the Kafka client
 
             events = unique_events(context["triggering_asset_events"])
             if not events:

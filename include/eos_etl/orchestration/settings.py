@@ -62,6 +62,8 @@ def kafka_connection_from_airflow(conn) -> KafkaConnection:
 
 
 def get_kafka_connection(conn_id: str = KAFKA_CONN_ID) -> KafkaConnection:
+    # Deferred: Airflow loads only where a connection is read; the names and
+    # kafka_connection_from_airflow serve code that runs without it (tests/test_acls.py, the compose checks).
     from airflow.sdk import BaseHook
 
     # Fetching through Airflow registers the password with its secrets masker,
@@ -72,7 +74,7 @@ def get_kafka_connection(conn_id: str = KAFKA_CONN_ID) -> KafkaConnection:
 def validation_spark_master(conn_id: str = SPARK_CONN_ID) -> str:
     """Where the validate task runs Spark: the Spark connection's cluster (host[:port], as
     SparkSubmitHook resolves it), or two local cores when that connection is a local master."""
-    from airflow.sdk import BaseHook
+    from airflow.sdk import BaseHook  # deferred, as in get_kafka_connection
 
     conn = BaseHook.get_connection(conn_id)
     master = conn.host or "local"
@@ -91,7 +93,7 @@ class ShopDagConfig:
 
     @classmethod
     def load(cls) -> "ShopDagConfig":
-        from airflow.sdk import Variable
+        from airflow.sdk import Variable  # deferred, as in get_kafka_connection
 
         raw = Variable.get(SHOP_VARIABLE, default=None)
         data = json.loads(raw) if raw else {}

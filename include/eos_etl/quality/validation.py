@@ -21,7 +21,8 @@ The project is opened once per process and per ``context_root``; a suite whose
 definition is unchanged is not written again, its stored checkpoint is run
 (:class:`_Project`).
 
-Great Expectations is imported lazily: importing this module is cheap.
+Great Expectations (seconds to import) is imported on first use, not with this module, which
+loads only pyspark's SQL functions and the Kafka client.
 """
 
 from __future__ import annotations
