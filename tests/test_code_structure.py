@@ -67,3 +67,14 @@ def test_layers_import_downwards_only():
         banned = FORBIDDEN.get(_package(module), ())
         wrong += [f"{module} -> {t}" for t in sorted(targets) if _package(t) in banned]
     assert wrong == []
+
+
+def test_every_deferred_import_says_why():
+    """An import inside a function is a choice (a heavy optional dependency, or one the DAG parse or a
+    Spark worker must not pay); a comment on it, or heading its block, says which."""
+    assert code_structure.figures()["deferred_imports_without_reason"] == []
+
+
+def test_no_function_is_longer_than_80_lines():
+    mods = code_structure.modules()
+    assert [f"{name} ({n} lines)" for n, name in code_structure.functions(mods) if n > 80] == []
