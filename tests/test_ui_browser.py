@@ -130,6 +130,11 @@ def _unfinished_backfills(af, token: str) -> list[dict]:
             if not b.get("completed_at")]
 
 
+#: Clicks on "Run Backfill" before giving up: under the whole suite's load on 2 cores, three clicks
+#: once all met SQLite's one-writer lock (standalone Airflow; the compose stack runs Postgres).
+CLICKS = 5
+
+
 def _refused_by_sqlite_lock(failures: list[tuple[int, str]]) -> bool:
     """Whether every failed try of one click was SQLite's one-writer lock, or the 409 "already a running
     backfill" a retry meets once an earlier try left a half-made backfill (its row committed, its runs not)."""
@@ -154,7 +159,7 @@ def _submit_backfill_dialog(page, dialog, af, token: str) -> dict:
     page.on("response", lambda r: posts.append(r) if r.request.method == "POST"
             and r.url.rstrip("/").endswith("/backfills") else None)
     button = dialog.get_by_role("button", name="Run Backfill")
-    for attempt in range(3):
+    for attempt in range(CLICKS):
         posts.clear()
         button.click()
         deadline = time.monotonic() + 120
@@ -173,7 +178,7 @@ def _submit_backfill_dialog(page, dialog, af, token: str) -> dict:
         for orphan in _unfinished_backfills(af, token):
             _api(af, "PUT", f"/api/v2/backfills/{orphan['id']}/cancel", None, token)
         time.sleep(3 * (attempt + 1))
-    raise AssertionError("the backfill was never created: SQLite stayed busy through three clicks")
+    raise AssertionError(f"the backfill was never created: SQLite stayed busy through {CLICKS} clicks")
 
 
 def _backfill_cli(af, token: str, start: float, end: float, behavior: str) -> dict:
