@@ -35,6 +35,8 @@ def test_clean_run_validates_and_writes_data_docs(spark, shop_factory, tmp_path,
     report = validate_run(spark, shop, window, run_id=summary.run_id, context_root=tmp_path / "gx")
 
     assert report.success, report.messages
+    # A clean window is passed by its profile: two aggregates, its records are not read again.
+    assert {"profile_inputs", "profile_outputs"} <= set(report.timings) and "records" not in report.timings
     assert report.failures == []
     raise_for_failures(report)  # does not raise
     outputs = summary.outputs()
@@ -98,6 +100,7 @@ def test_orphan_invoice_fails_uniqueness_pairing_and_reconciliation(spark, shop_
     assert p.flush(10) == 0
 
     report = validate_run(spark, shop, window, run_id="after-forgery", context_root=tmp_path / "gx")
+    assert "records" in report.timings  # the profile could not pass it: read row by row for the counts
 
     assert not report.success
     assert {(f.suite, f.check) for f in report.failures} == {
@@ -325,31 +328,35 @@ def test_schema_mismatch_and_missing_required_name_each_field_apart(spark):
     ]
 
 
-def test_failing_rows_are_the_rows_each_expectation_counts_with_their_lineage(spark):
-    from eos_etl.quality.examples import failing_rows
+def test_failing_rows_are_the_rows_each_check_counts_with_their_lineage(spark):
+    from eos_etl.quality.collect import failing_per_partition, failing_rows
+    from eos_etl.quality.profile import ROW_CHECKS
 
     df = spark.createDataFrame(
-        [("a", 5, "EUR", 0, 10), ("a", -1, "eur", 0, 10), (None, 0, "USD", 1, 12), ("b", 2, None, 1, 13)],
-        "invoice_id string, quantity int, currency string, source_partition int, source_offset bigint",
+        [("a", 5, "EUR", None, 0, 10), ("b", -1, "eur", "a", 0, 11), ("c", 0, "USD", None, 1, 12),
+         ("d", 2, None, "d", 1, 13)],
+        "invoice_id string, quantity int, currency string, repeated_id string, source_partition int, "
+        "source_offset bigint",
     ).withColumns({"run_id": F.lit("r-1"), "kafka_partition": F.col("source_partition"),
                    "kafka_offset": F.col("source_offset") + 100})
+    checks = {name: ROW_CHECKS["invoices"][name] for name in ("quantity_positive", "currency_iso", "invoice_id_unique")}
 
-    def offsets(expectation_type: str, **kwargs) -> list[int]:
-        rows = failing_rows(df, expectation_type, kwargs)
+    def offsets(check: str) -> list[int]:
+        column, condition = checks[check]
+        rows = failing_rows(df, column, condition)
         assert all(r["run_id"] == "r-1" and r["kafka_offset"] == r["source_offset"] + 100 for r in rows)
         return sorted(r["source_offset"] for r in rows)
 
-    assert offsets("expect_column_values_to_be_unique", column="invoice_id") == [10, 10]
-    assert offsets("expect_column_values_to_not_be_null", column="invoice_id") == [12]
-    assert offsets("expect_column_values_to_be_null", column="currency") == [10, 10, 12]
-    assert offsets("expect_column_values_to_be_between", column="quantity", min_value=0, strict_min=True) == [10, 12]
-    assert offsets("expect_column_values_to_be_between", column="quantity", min_value=0, max_value=2) == [10, 10]
-    assert offsets("expect_column_values_to_match_regex", column="currency", regex="^[A-Z]{3}$") == [10]
-    assert offsets("expect_column_values_to_be_in_set", column="currency", value_set=["EUR"]) == [10, 12]
-    assert offsets("expect_compound_columns_to_be_unique", column_list=["source_partition", "source_offset"]) == [
-        10, 10]
-    assert failing_rows(df, "expect_column_to_exist", {"column": "x"}) == []
-    assert len(failing_rows(df, "expect_column_values_to_be_null", {"column": "currency"}, limit=2)) == 2
+    assert offsets("quantity_positive") == [11, 12]
+    assert offsets("currency_iso") == [11]  # a missing currency is the required-fields check's finding
+    assert offsets("invoice_id_unique") == [11, 13]
+    column, condition = checks["quantity_positive"]
+    assert len(failing_rows(df, column, condition, limit=1)) == 1
+    # The counts per input partition come from the same conditions.
+    failing, records = failing_per_partition(df, checks)
+    assert records == {0: 2, 1: 2}
+    assert failing == {"quantity_positive": {0: 1, 1: 1}, "currency_iso": {0: 1, 1: 0},
+                       "invoice_id_unique": {0: 1, 1: 1}}
 
 
 _VALIDATE_ON_A_CLUSTER = textwrap.dedent("""

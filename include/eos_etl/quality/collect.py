@@ -155,32 +155,18 @@ class OutputRead:
 
 
 @dataclass
-class WindowEvidence:
-    window: Window
-    inputs: object  # DataFrame: the window's inputs as positions (INPUT_DDL), materialised
-    outputs: object  # DataFrame: attributed output rows, typed (see window_outputs), materialised
-    inputs_summary: InputSummary
-    invoices: OutputCounts
-    shipments: OutputCounts
-    dead_letters: OutputCounts
-    committed_offsets: dict[int, int | None]
-    output_read: OutputRead
-    aborted_visible: int = 0  # read_committed outputs whose source offset is no read_committed input
-    inputs_without_output: int = 0
-    dead_letters_by_reason: dict[str, int] = field(default_factory=dict)
-    seconds: float = 0.0
+class RecordFrames:
+    """A failing window read again row by row, materialised: what its exact counts and failing rows
+    come from (see :mod:`eos_etl.quality.profile` for when)."""
 
-    @property
-    def inputs_per_partition(self) -> dict[int, int]:
-        return self.inputs_summary.per_partition
+    inputs: object  # DataFrame: the window's inputs as positions (INPUT_DDL)
+    outputs: object  # DataFrame: attributed output rows, typed (see window_outputs)
+    invoices: object
+    shipments: object
+    pairing: object
 
-    @property
-    def committed_inputs(self) -> int:
-        return sum(self.inputs_per_partition.values())
-
-    @property
-    def by_topic(self) -> tuple[OutputCounts, OutputCounts, OutputCounts]:
-        return (self.invoices, self.shipments, self.dead_letters)
+    def suite(self, name: str):
+        return {"invoices": self.invoices, "shipments": self.shipments, "pairing": self.pairing}[name]
 
     def examples_of_aborted_visible(self, limit: int = EXAMPLE_LIMIT) -> list[dict]:
         """Visible outputs whose source record is no read_committed input of the window."""
@@ -194,6 +180,38 @@ class WindowEvidence:
         rows = (_input_keys(self.inputs).join(keys, ["source_partition", "source_offset"], "left_anti")
                 .limit(limit).collect())
         return [r.asDict() for r in rows]
+
+
+@dataclass
+class WindowEvidence:
+    """Everything the suites check, per input partition, however it was found."""
+
+    window: Window
+    inputs_summary: InputSummary
+    invoices: OutputCounts
+    shipments: OutputCounts
+    dead_letters: OutputCounts
+    committed_offsets: dict[int, int | None]
+    output_read: OutputRead
+    #: suite -> check -> input partition -> records failing the check (see profile.ROW_CHECKS)
+    failing: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)
+    aborted_visible: int = 0  # read_committed outputs whose source offset is no read_committed input
+    inputs_without_output: int = 0
+    dead_letters_by_reason: dict[str, int] = field(default_factory=dict)
+    records: RecordFrames | None = None  # only for a window the profile could not pass
+    seconds: float = 0.0
+
+    @property
+    def inputs_per_partition(self) -> dict[int, int]:
+        return self.inputs_summary.per_partition
+
+    @property
+    def committed_inputs(self) -> int:
+        return sum(self.inputs_per_partition.values())
+
+    @property
+    def by_topic(self) -> tuple[OutputCounts, OutputCounts, OutputCounts]:
+        return (self.invoices, self.shipments, self.dead_letters)
 
 
 def committed_offsets(settings, window: Window) -> dict[int, int | None]:
@@ -352,7 +370,7 @@ def schema_mismatch(j, fields, decimals=()):
     return F.nullif(F.concat_ws(",", corrupt, *not_decimal), F.lit(""))
 
 
-def _invoice_columns(j) -> dict:
+def invoice_columns(j) -> dict:
     quantity = j["quantity"]
     price = j["unit_price"].try_cast(_EXACT_PRICE)
     total = j["total"].try_cast(_EXACT_TOTAL)
@@ -371,7 +389,7 @@ def _invoice_columns(j) -> dict:
     }
 
 
-def _shipment_columns(j) -> dict:
+def shipment_columns(j) -> dict:
     return {
         "shipment_id": j["shipment_id"], "invoice_id": j["invoice_id"], "purchase_id": j["purchase_id"],
         "quantity": j["quantity"],
@@ -384,7 +402,7 @@ def window_outputs(spark, connection, starts: dict[str, dict[int, int]], window:
                    invoices_topic: str, shipments_topic: str):
     """The read_committed output rows of the window in one read, materialised: lineage, ``dlq_reason``
     and, for invoices and shipments, their checked fields parsed once (the union of
-    :func:`_invoice_columns` and :func:`_shipment_columns`, null on other topics' rows). Unattributable
+    :func:`invoice_columns` and :func:`shipment_columns`, null on other topics' rows). Unattributable
     rows are kept too (wherever their source is, so that they are counted); other windows' are not."""
     rows = attributed_outputs(read_outputs(spark, connection, starts), window).where("in_window OR NOT attributable")
     is_invoice = F.col("topic") == F.lit(invoices_topic)
@@ -394,7 +412,7 @@ def window_outputs(spark, connection, starts: dict[str, dict[int, int]], window:
     # to it many times) instead of parsing again per reference.
     parsed = rows.select(*kept, F.when(is_invoice, parse_value(F.col("value"), INVOICE_FIELDS)).alias("inv"),
                          F.when(is_shipment, parse_value(F.col("value"), SHIPMENT_FIELDS)).alias("shp"))
-    invoice, shipment = _invoice_columns(F.col("inv")), _shipment_columns(F.col("shp"))
+    invoice, shipment = invoice_columns(F.col("inv")), shipment_columns(F.col("shp"))
     typed = []
     for name in dict.fromkeys([*invoice, *shipment]):
         column = F.when(is_invoice, invoice[name]) if name in invoice else None
@@ -544,3 +562,22 @@ def examples_of_wrong_totals(invoices_df, limit: int = 3) -> list[dict]:
                     "source_partition", "source_offset")
             .limit(limit).collect())
     return [r.asDict() for r in rows]
+
+
+def failing_per_partition(frame, checks: dict) -> tuple[dict[str, dict[int, int]], dict[int, int]]:
+    """(check -> source partition -> failing records, source partition -> records) of a suite's record
+    frame, in one aggregate; ``checks``: check -> (column, condition), as in profile.ROW_CHECKS."""
+    rows = frame.groupBy("source_partition").agg(
+        F.count(F.lit(1)).alias("records"),
+        *(F.count_if(F.coalesce(cond(F.col(column)), F.lit(False))).alias(name)
+          for name, (column, cond) in checks.items())).collect()
+    failing = {name: {int(r["source_partition"]): int(r[name]) for r in rows if r["source_partition"] is not None}
+               for name in checks}
+    return failing, {int(r["source_partition"]): int(r["records"]) for r in rows if r["source_partition"] is not None}
+
+
+def failing_rows(frame, column: str, condition, limit: int = EXAMPLE_LIMIT) -> list[dict]:
+    """Up to ``limit`` rows of a record frame that fail a check: its column plus lineage."""
+    shown = list(dict.fromkeys([column, *(c for c in LINEAGE_COLUMNS if c in frame.columns)]))
+    rows = frame.where(F.coalesce(condition(F.col(column)), F.lit(False))).select(*shown).limit(limit).collect()
+    return [r.asDict(recursive=True) for r in rows]

@@ -1,6 +1,10 @@
 """The expectation suites, and how each failed expectation is told to a human.
 
-Four suites, each run by its own Checkpoint on its own DataFrame:
+Four suites, each run by its own Checkpoint. The three record suites check the
+window's profile (:mod:`eos_etl.quality.profile`): one row per input partition,
+a column per check holding how many of the partition's records fail it, each
+expected to sum to zero. The reconciliation suite checks the window's one row of
+counts.
 
 * ``invoices``: the contract of an invoice (every value matches the invoice
   schema: one check over all fields and types; required fields: one check over
@@ -10,7 +14,7 @@ Four suites, each run by its own Checkpoint on its own DataFrame:
   shipment per source record, quantity > 0;
 * ``pairing``: every invoice has its shipment and the reverse, with the same
   lineage, purchase and quantity;
-* ``reconciliation`` (pandas, it is one row): counts: valid inputs = invoices = shipments,
+* ``reconciliation`` (one row): counts: valid inputs = invoices = shipments,
   invoices + dead letters = committed inputs, committed offsets = window
   ends, no output from an aborted input, every input has an output.
 
@@ -27,9 +31,9 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from .collect import INVOICE_DECIMALS, INVOICE_FIELDS, INVOICE_REQUIRED, SHIPMENT_FIELDS, SHIPMENT_REQUIRED
+from .profile import CURRENCY_REGEX
 
 CRITICAL = "critical"
-CURRENCY_REGEX = r"^[A-Z]{3}$"
 
 # The one-row reconciliation table: column -> dtype.
 RECONCILIATION_COLUMNS = {
@@ -67,7 +71,7 @@ class SuiteSpec:
     name: str  # invoices | shipments | pairing | reconciliation
     noun: str  # what one row is, for messages
     checks: tuple[Check, ...]
-    engine: str = "spark"  # spark | pandas (the one-row reconciliation table)
+    engine: str = "pandas"  # every suite checks a table of counts
 
     def by_name(self) -> dict[str, Check]:
         return {c.name: c for c in self.checks}
@@ -158,18 +162,23 @@ def _count_col(column: str, what: str) -> Describe:
 # -- suites ------------------------------------------------------------------------------
 
 
+def _none_fail(check: str, noun: str, description: str):
+    """The profile's column ``check`` (records of each input partition that fail it) sums to zero."""
+    import great_expectations.expectations as gxe  # deferred: see the module docstring
+
+    return gxe.ExpectColumnSumToBeBetween(column=check, min_value=0, max_value=0,
+                                          description=f"no {noun} fails: {description}")
+
+
 def _schema(noun: str, fields, decimals=()) -> Check:
     """Every value matches the output's schema: one expectation on the frame's ``schema_mismatch``
     column (see :func:`eos_etl.quality.collect.schema_mismatch`); its unexpected values name the
     fields that do not."""
-    import great_expectations.expectations as gxe  # deferred: see the module docstring
-
     shape = ", ".join(f"{name} {'decimal text' if name in decimals else type_}" for name, type_ in fields)
     return Check("value_matches_schema",
-                 gxe.ExpectColumnValuesToBeNull(
-                     column="schema_mismatch",
-                     description=f"every {noun} is a JSON object of the {noun} schema ({shape}): each field "
-                                 "present has its type; unexpected values name the fields that do not"),
+                 _none_fail("value_matches_schema", noun,
+                            f"every {noun} is a JSON object of the {noun} schema ({shape}): each field "
+                            "present has its type"),
                  _schema_mismatch(noun))
 
 
@@ -177,97 +186,65 @@ def _required(noun: str, columns) -> Check:
     """Every one of ``columns`` is set: one expectation on the frame's ``missing_required``
     column (see :func:`eos_etl.quality.collect.missing_required`); its unexpected values
     name the missing fields."""
-    import great_expectations.expectations as gxe  # deferred: see the module docstring
-
     return Check("required_fields_present",
-                 gxe.ExpectColumnValuesToBeNull(
-                     column="missing_required",
-                     description=f"{', '.join(columns)} are set; unexpected values name the missing fields"),
+                 _none_fail("required_fields_present", noun, f"{', '.join(columns)} are set"),
                  rows(noun, "missing required field(s)"))
 
 
 def _unique_id(noun: str, column: str) -> Check:
     """``column`` is unique: one expectation on the frame's ``repeated_id`` (see
     :func:`eos_etl.quality.collect.with_repeats`), whose unexpected values are the repeated ids."""
-    import great_expectations.expectations as gxe  # deferred: see the module docstring
-
     return Check(f"{column}_unique",
-                 gxe.ExpectColumnValuesToBeNull(
-                     column="repeated_id",
-                     description=f"{column} is unique among the window's {noun}s; unexpected values are the "
-                                 f"repeated {column}s"),
+                 _none_fail(f"{column}_unique", noun, f"{column} is unique among the window's {noun}s"),
                  rows(noun, f"share a {column} with another {noun}"))
 
 
 def _one_per_source(noun: str, surplus: str) -> Check:
-    import great_expectations.expectations as gxe  # deferred: see the module docstring
-
     return Check("source_offset_unique",
-                 gxe.ExpectColumnValuesToBeNull(
-                     column="repeated_source",
-                     description=f"at most one {noun} per input record (lineage source_partition, source_offset); "
-                                 "unexpected values are the input records claimed twice"),
+                 _none_fail("source_offset_unique", noun,
+                            "at most one per input record (lineage source_partition, source_offset)"),
                  _surplus(noun, surplus))
 
 
 def invoices_suite() -> SuiteSpec:
-    import great_expectations.expectations as gxe  # deferred: see the module docstring
-
     checks = [_schema("invoice", INVOICE_FIELDS, INVOICE_DECIMALS), _required("invoice", INVOICE_REQUIRED)]
     checks += [
-        Check("quantity_positive",
-              gxe.ExpectColumnValuesToBeBetween(column="quantity", min_value=0, strict_min=True,
-                                                description="quantity > 0"),
+        Check("quantity_positive", _none_fail("quantity_positive", "invoice", "quantity > 0"),
               rows("invoice", "with quantity <= 0")),
         Check("total_matches",
-              gxe.ExpectColumnValuesToBeInSet(
-                  column="total_matches", value_set=[True],
-                  description="total = quantity x unit_price exactly (decimal arithmetic, computed in Spark)"),
+              _none_fail("total_matches", "invoice",
+                         "total = quantity x unit_price exactly (decimal arithmetic, computed in Spark)"),
               _wrong_totals),
         _unique_id("invoice", "invoice_id"),
         _one_per_source("invoice", "invoice_surplus"),
-        Check("currency_iso", gxe.ExpectColumnValuesToMatchRegex(column="currency", regex=CURRENCY_REGEX),
+        Check("currency_iso", _none_fail("currency_iso", "invoice", f"the currency matches {CURRENCY_REGEX}"),
               rows("invoice", f"with a currency not matching {CURRENCY_REGEX}")),
     ]
     return SuiteSpec("invoices", "invoice", tuple(checks))
 
 
 def shipments_suite() -> SuiteSpec:
-    import great_expectations.expectations as gxe  # deferred: see the module docstring
-
     checks = [_schema("shipment", SHIPMENT_FIELDS), _required("shipment", SHIPMENT_REQUIRED)]
     checks += [
         _unique_id("shipment", "shipment_id"),
         _one_per_source("shipment", "shipment_surplus"),
-        Check("quantity_positive",
-              gxe.ExpectColumnValuesToBeBetween(column="quantity", min_value=0, strict_min=True,
-                                                description="quantity > 0"),
+        Check("quantity_positive", _none_fail("quantity_positive", "shipment", "quantity > 0"),
               rows("shipment", "with quantity <= 0")),
     ]
     return SuiteSpec("shipments", "shipment", tuple(checks))
 
 
 def pairing_suite() -> SuiteSpec:
-    import great_expectations.expectations as gxe  # deferred: see the module docstring
-
     checks = [
         Check("invoice_has_shipment",
-              gxe.ExpectColumnValuesToBeNull(
-                  column="invoice_without_shipment",
-                  description="every invoice has its shipment (joined on invoice_id); "
-                              "unexpected values are the unpaired invoice ids"),
+              _none_fail("invoice_has_shipment", "invoice", "every invoice has its shipment (on invoice_id)"),
               rows("invoice", "without shipment")),
         Check("shipment_has_invoice",
-              gxe.ExpectColumnValuesToBeNull(
-                  column="shipment_without_invoice",
-                  description="every shipment has its invoice (joined on invoice_id); "
-                              "unexpected values are the unpaired shipment ids"),
+              _none_fail("shipment_has_invoice", "shipment", "every shipment has its invoice (on invoice_id)"),
               rows("shipment", "without invoice")),
         Check("pair_consistent",
-              gxe.ExpectColumnValuesToBeNull(
-                  column="pair_mismatch",
-                  description="an invoice and its shipment share source partition/offset, purchase_id "
-                              "and quantity; unexpected values are the invoice ids"),
+              _none_fail("pair_consistent", "invoice/shipment pair",
+                         "an invoice and its shipment share source partition/offset, purchase_id and quantity"),
               rows("invoice/shipment pair", "whose lineage, purchase_id or quantity differ")),
     ]
     return SuiteSpec("pairing", "pair", tuple(checks))
@@ -300,8 +277,7 @@ def reconciliation_suite() -> SuiteSpec:
         zero("inputs_without_output", "every committed input record in the window has an output",
              "committed input record(s) in the window without any output"),
     ]
-    # One row: Spark would spend a job per metric on it; pandas answers at once.
-    return SuiteSpec("reconciliation", "row", tuple(checks), engine="pandas")
+    return SuiteSpec("reconciliation", "row", tuple(checks))
 
 
 def all_suites() -> list[SuiteSpec]:

@@ -31,6 +31,7 @@ import copy
 import hashlib
 import json
 import logging
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
@@ -44,8 +45,7 @@ from ..kafka.admin import ClusterAdmin
 from ..paths import safe_name
 from ..errors import ConfigurationError
 from . import collect as c
-from . import data_docs_site
-from .examples import failing_rows
+from . import data_docs_site, profile
 from .results import (
     ExpectationOutcome,
     FailedExpectation,
@@ -103,25 +103,27 @@ def validate_run(
     context_root = Path(context_root)
     timings: dict[str, float] = {}
     _quiet_great_expectations()
+    opening = _open_project_meanwhile(context_root)
 
-    evidence, (invoices_df, shipments_df, pairing_df) = _gather(
-        spark, settings, window, committed_input_offsets, timings, clock_skew_margin_ms)
+    evidence = _gather(spark, settings, window, committed_input_offsets, timings, clock_skew_margin_ms)
     offsets, mismatches = _offsets(window, evidence.committed_offsets, exact_offsets)
     counts = _counts(evidence)
     recon = _reconciliation(counts, mismatches)
-    reconciliation_df = _reconciliation_frame(recon)
     facts = _facts(recon, evidence, mismatches, exact_offsets)
-    frames = {"invoices": invoices_df, "shipments": shipments_df, "pairing": pairing_df,
-              "reconciliation": reconciliation_df}
-    rows = {"invoices": counts.invoices, "shipments": counts.shipments, "reconciliation": 1}
+    frames = {name: _profile_frame(evidence, name) for name in profile.ROW_CHECKS}
+    frames["reconciliation"] = _reconciliation_frame(recon)
+    rows = {"invoices": counts.invoices, "shipments": counts.shipments, "pairing": counts.invoices,
+            "reconciliation": 1}
 
     t = time.monotonic()
+    opening.join()
+    timings["ge_open_waited"] = round(time.monotonic() - t, 3)
     specs = all_suites()
     run_results, data_docs = _run_checkpoints(context_root, settings, specs, frames, run_id, timings)
     timings["great_expectations"] = round(time.monotonic() - t, 3)
 
     t = time.monotonic()
-    suites, failures, outcomes = _suite_results(specs, run_results, frames, rows, facts, evidence, mismatches)
+    suites, failures, outcomes = _suite_results(specs, run_results, rows, facts, evidence, mismatches)
     timings["examples"] = round(time.monotonic() - t, 3)
     result = QualityResult(
         run_id=run_id,
@@ -143,6 +145,22 @@ def validate_run(
     )
     _log_result(result)
     return result
+
+
+def _open_project_meanwhile(context_root: Path) -> threading.Thread:
+    """Import Great Expectations and open the project in a thread while Spark works: the import alone
+    takes seconds, and the Spark jobs leave this process waiting on the server or the executors. A
+    failure here is left for the main thread to meet again and report."""
+
+    def open_project() -> None:
+        try:
+            _project(context_root)
+        except Exception:  # noqa: BLE001 - raised again, and reported, where the project is used
+            log.debug("opening the Great Expectations project ahead failed", exc_info=True)
+
+    thread = threading.Thread(target=open_project, name="eos-etl-gx-open", daemon=True)
+    thread.start()
+    return thread
 
 
 def _check_window(settings, window: Window) -> None:
@@ -200,7 +218,7 @@ def _facts(recon: dict, evidence: c.WindowEvidence, mismatches: list[PartitionOf
     )
 
 
-def _suite_results(specs: list[SuiteSpec], run_results: dict, frames: dict, rows: dict, facts: Facts,
+def _suite_results(specs: list[SuiteSpec], run_results: dict, rows: dict, facts: Facts,
                    evidence: c.WindowEvidence, mismatches: list[PartitionOffsets]
                    ) -> tuple[dict[str, SuiteResult], list[FailedExpectation], list[ExpectationOutcome]]:
     """Each suite's result, every failure told to a human and every expectation's outcome (failed ones
@@ -211,10 +229,16 @@ def _suite_results(specs: list[SuiteSpec], run_results: dict, frames: dict, rows
     for spec in specs:
         result, vr_id, docs_page = run_results[spec.name]
         failed = [r for r in result.results if not r.success]
-        if any(_check_name(r) == "total_matches" for r in failed) and spec.name == "invoices":
-            facts.wrong_totals = c.examples_of_wrong_totals(frames["invoices"])
-        failures += [_failure(spec, r, facts) for r in failed]
-        outcomes += [_outcome(spec, r, frames[spec.name], evidence, mismatches) for r in result.results]
+        if (spec.name == "invoices" and evidence.records is not None
+                and any(_check_name(r) == "total_matches" for r in failed)):
+            facts.wrong_totals = c.examples_of_wrong_totals(evidence.records.invoices)
+        for r in result.results:
+            examples = [] if r.success or _exception_message(r.exception_info) else _failing_examples(
+                spec, _check_name(r), evidence, mismatches)
+            outcome = _outcome(spec, r, rows.get(spec.name), examples)
+            outcomes.append(outcome)
+            if not r.success:
+                failures.append(_failure(spec, r, facts, outcome))
         stats = result.statistics or {}
         suites[spec.name] = SuiteResult(
             name=spec.name,
@@ -222,7 +246,7 @@ def _suite_results(specs: list[SuiteSpec], run_results: dict, frames: dict, rows
             success=not failed,
             evaluated=int(stats.get("evaluated_expectations", len(result.results))),
             successful=int(stats.get("successful_expectations", len(result.results) - len(failed))),
-            rows=rows.get(spec.name, _element_count(result)),
+            rows=rows.get(spec.name, 0),
             validation_result_id=vr_id,
             docs_page=docs_page,
         )
@@ -245,9 +269,9 @@ def where_spark_ran(spark) -> dict:
 
 
 def _gather(spark, settings, window: Window, committed_input_offsets, timings: dict[str, float],
-            margin_ms: int):
-    """Read the window's inputs and the bounded part of the output topics in Spark, once each, and
-    build the typed DataFrames and the aggregates the suites need."""
+            margin_ms: int) -> c.WindowEvidence:
+    """The window's profile (:mod:`eos_etl.quality.profile`): two aggregates, one per source. Where it
+    cannot pass the window, the window is read again row by row for the exact counts and failing rows."""
     t0 = time.monotonic()
 
     def timed(key: str, fn, *args, **kwargs):
@@ -263,42 +287,83 @@ def _gather(spark, settings, window: Window, committed_input_offsets, timings: d
     topics = settings.topics
     names = {"invoices": topics.invoices, "shipments": topics.shipments, "dead_letters": topics.dead_letters}
 
-    inputs = timed("read_inputs", c.read_inputs, spark, settings, window)
-    summary = timed("summarise_inputs", c.input_summary, inputs)
-    earliest = summary.earliest_ms
+    found = profile.WindowProfile(timed("profile_inputs", profile.profile_inputs, spark, settings, window))
+    earliest = found.earliest_ms
     if earliest is None and not window.is_empty:
         earliest = timed("earliest_uncommitted", c.earliest_uncommitted_ms, spark, settings.connection, window)
     since = c.output_bound_ms(earliest, margin_ms)
     starts, ends = timed("output_offsets", c.output_start_offsets, ClusterAdmin(settings.connection),
                          tuple(names.values()), since)
     output_read = c.OutputRead(earliest, since, margin_ms, starts, ends)
-    outputs = timed("read_outputs", c.window_outputs, spark, settings.connection, starts, window,
-                    invoices_topic=topics.invoices, shipments_topic=topics.shipments)
-    invoices_df = c.invoices_frame(outputs, topics.invoices)
-    shipments_df = c.shipments_frame(outputs, topics.shipments)
-    # Independent Spark jobs run side by side (Spark schedules concurrent jobs from threads), so
-    # that the executors stay busy while this process waits for one job's result. A Connect
-    # client's operation tags are per thread: the pool's threads take this one's, so that a
-    # terminated client still interrupts them.
-    tags = spark.getTags() if is_connect(spark) else set()
-    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="eos-etl-quality", initializer=_tag,
-                            initargs=(spark, tags)) as pool:
-        f_gaps = pool.submit(timed, "lineage_gaps", c.lineage_gaps, inputs, outputs)
-        f_reasons = pool.submit(timed, "dead_letter_reasons", c.dead_letters_by_reason,
-                                c.topic_rows(outputs, topics.dead_letters))
-        f_counts = pool.submit(timed, "count_outputs", c.output_counts, outputs, names)
-        pairing_df = timed("frame_pairing", c.pairing_frame, invoices_df, shipments_df)
-        per_topic = f_counts.result()
-        aborted_visible, inputs_without_output = f_gaps.result()
-        evidence = c.WindowEvidence(
-            window, inputs, outputs, summary, per_topic["invoices"], per_topic["shipments"],
-            per_topic["dead_letters"], committed_offsets=committed_input_offsets, output_read=output_read,
-            aborted_visible=aborted_visible, inputs_without_output=inputs_without_output,
-            dead_letters_by_reason=f_reasons.result())
+    timed("profile_outputs", profile.profile_outputs, found, spark, settings.connection, starts, window, names)
+    if found.clean:
+        evidence = _evidence_from_profile(found, window, committed_input_offsets, output_read)
+    else:
+        log.info("quality of %s: the profile does not pass the window (%s); reading its records",
+                 window, "; ".join(found.inconsistencies()[:3]) or "value checks failed")
+        evidence = timed("records", _evidence_from_records, spark, settings, window, committed_input_offsets,
+                         output_read, names)
     timings["kafka_and_spark"] = evidence.seconds = round(time.monotonic() - t0, 3)
     log.info("quality of %s: outputs read from %s (earliest input %s ms, margin %d ms), %d offsets",
              window, output_read.from_offsets, earliest, margin_ms, output_read.span)
-    return evidence, (invoices_df, shipments_df, pairing_df)
+    return evidence
+
+
+def _evidence_from_profile(found: profile.WindowProfile, window: Window, committed: dict, output_read
+                           ) -> c.WindowEvidence:
+    """A window whose profile passes: the lineage checks hold (their counts are zero) and the value
+    checks' counts are the profile's own."""
+    per_partition = {p: s.records for p, s in found.inputs.items()}
+    valid = sum(s.valid for s in found.inputs.values())
+    summary = c.InputSummary(per_partition, found.earliest_ms, valid, sum(per_partition.values()) - valid)
+
+    def counts(name: str) -> c.OutputCounts:
+        parts = found.outputs.get(name, {})
+        return c.OutputCounts(topic=name, count=sum(s.records for s in parts.values()),
+                              unattributable=found.unattributable.get(name, 0),
+                              per_source_partition={p: s.records for p, s in parts.items()})
+
+    failing = {suite: {check: {p: (found.output(suite, p).failing.get(check, 0) if suite != "pairing" else 0)
+                               for p in window.ranges}
+                       for check in checks}
+               for suite, checks in profile.ROW_CHECKS.items()}
+    return c.WindowEvidence(window, summary, counts("invoices"), counts("shipments"), counts("dead_letters"),
+                            committed_offsets=committed, output_read=output_read, failing=failing,
+                            dead_letters_by_reason=found.dead_letters_by_reason)
+
+
+def _evidence_from_records(spark, settings, window: Window, committed: dict, output_read: c.OutputRead,
+                           names: dict[str, str]) -> c.WindowEvidence:
+    """A window the profile did not pass, read row by row and materialised: every count exact, and
+    the frames the failing rows are sampled from."""
+    topics = settings.topics
+    inputs = c.read_inputs(spark, settings, window)
+    summary = c.input_summary(inputs)
+    outputs = c.window_outputs(spark, settings.connection, output_read.from_offsets, window,
+                               invoices_topic=topics.invoices, shipments_topic=topics.shipments)
+    invoices_df = c.invoices_frame(outputs, topics.invoices)
+    shipments_df = c.shipments_frame(outputs, topics.shipments)
+    # Independent Spark jobs run side by side (Spark schedules concurrent jobs from threads). A Connect
+    # client's operation tags are per thread: the pool's threads take this one's, so that a terminated
+    # client still interrupts them.
+    tags = spark.getTags() if is_connect(spark) else set()
+    with ThreadPoolExecutor(max_workers=4, thread_name_prefix="eos-etl-quality", initializer=_tag,
+                            initargs=(spark, tags)) as pool:
+        f_gaps = pool.submit(c.lineage_gaps, inputs, outputs)
+        f_reasons = pool.submit(c.dead_letters_by_reason, c.topic_rows(outputs, topics.dead_letters))
+        f_counts = pool.submit(c.output_counts, outputs, names)
+        pairing_df = c.pairing_frame(invoices_df, shipments_df)
+        frames = c.RecordFrames(inputs, outputs, invoices_df, shipments_df, pairing_df)
+        f_failing = {suite: pool.submit(c.failing_per_partition, frames.suite(suite), checks)
+                     for suite, checks in profile.ROW_CHECKS.items()}
+        per_topic = f_counts.result()
+        aborted_visible, inputs_without_output = f_gaps.result()
+        return c.WindowEvidence(
+            window, summary, per_topic["invoices"], per_topic["shipments"], per_topic["dead_letters"],
+            committed_offsets=committed, output_read=output_read,
+            failing={suite: f.result()[0] for suite, f in f_failing.items()},
+            aborted_visible=aborted_visible, inputs_without_output=inputs_without_output,
+            dead_letters_by_reason=f_reasons.result(), records=frames)
 
 
 def _tag(spark, tags) -> None:
@@ -315,6 +380,21 @@ def _per_partition(evidence: c.WindowEvidence, offsets: list[PartitionOffsets]) 
         shipments=evidence.shipments.per_source_partition.get(o.partition, 0),
         dead_letters=evidence.dead_letters.per_source_partition.get(o.partition, 0),
     ) for o in offsets]
+
+
+def _profile_frame(evidence: c.WindowEvidence, suite: str):
+    """The suite's table for Great Expectations: one row per input partition of the window, its
+    records and, per check, how many of them fail it."""
+    import pandas as pd  # deferred: only these small tables need pandas (Great Expectations loads it anyway)
+
+    records = {"invoices": evidence.invoices.per_source_partition, "shipments": evidence.shipments.per_source_partition,
+               "pairing": evidence.invoices.per_source_partition}[suite]
+    partitions = sorted(evidence.window.ranges)
+    data = {"source_partition": pd.Series(partitions, dtype="int64"),
+            "records": pd.Series([records.get(p, 0) for p in partitions], dtype="int64")}
+    for check, per_partition in evidence.failing[suite].items():
+        data[check] = pd.Series([per_partition.get(p, 0) for p in partitions], dtype="int64")
+    return pd.DataFrame(data)
 
 
 def _quiet_great_expectations() -> None:
@@ -552,15 +632,6 @@ def _run_checkpoints(context_root: Path, settings, specs: list[SuiteSpec], frame
 # -- results -> failures -----------------------------------------------------------------
 
 
-def _element_count(suite_result) -> int:
-    """Rows of the validated batch, as a column-map expectation counted them."""
-    for r in suite_result.results:
-        n = (r.result or {}).get("element_count")
-        if n is not None:
-            return int(n)
-    return 0
-
-
 def _check_name(result) -> str:
     cfg = result.expectation_config
     return str((cfg.meta or {}).get("check") or cfg.type)
@@ -579,10 +650,26 @@ def _exception_message(info) -> str | None:
     return None
 
 
-def _failure(spec: SuiteSpec, result, facts: Facts) -> FailedExpectation:
+def _failing_records(spec: SuiteSpec, result) -> int | None:
+    """How many records fail a record suite's check: the sum its expectation observed."""
+    if spec.name not in profile.ROW_CHECKS:
+        return None
+    observed = (result.result or {}).get("observed_value")
+    try:
+        return int(observed)  # a numpy integer, as pandas sums
+    except (TypeError, ValueError):
+        return None
+
+
+def _failure(spec: SuiteSpec, result, facts: Facts, outcome: ExpectationOutcome) -> FailedExpectation:
     cfg = result.expectation_config
     name = _check_name(result)
     details = dict(result.result or {})
+    if spec.name in profile.ROW_CHECKS:
+        # What the describers read: the failing records' count and their values of the checked column.
+        column = profile.ROW_CHECKS[spec.name][name][0]
+        details["unexpected_count"] = outcome.unexpected_count
+        details["partial_unexpected_list"] = [e.get(column) for e in outcome.examples]
     error = _exception_message(result.exception_info)
     check = spec.by_name().get(name)
     if error:
@@ -605,38 +692,45 @@ def _failure(spec: SuiteSpec, result, facts: Facts) -> FailedExpectation:
     )
 
 
-def _outcome(spec: SuiteSpec, result, frame, evidence: c.WindowEvidence,
-             mismatches: list[PartitionOffsets]) -> ExpectationOutcome:
-    """One expectation's result for the report; failed ones with up to five failing rows and their lineage."""
+def _outcome(spec: SuiteSpec, result, records: int | None, examples: list[dict]) -> ExpectationOutcome:
+    """One expectation's result for the report; failed ones with up to five failing rows and their lineage.
+    A record suite's check counts records: its failing records and the suite's records."""
     cfg = result.expectation_config
     details = dict(result.result or {})
-    name = _check_name(result)
-    examples: list = []
-    if not result.success and not _exception_message(result.exception_info):
-        examples = _failing_examples(spec, name, cfg, frame, evidence, mismatches)
+    failing = _failing_records(spec, result)
+    if failing is not None:
+        unexpected, elements = failing, records
+        percent = round(100.0 * failing / records, 4) if records else None
+    else:
+        unexpected, elements = details.get("unexpected_count"), details.get("element_count")
+        percent = details.get("unexpected_percent")
     return ExpectationOutcome(
         suite=spec.name,
-        check=name,
+        check=_check_name(result),
         expectation_type=cfg.type,
         severity=str(getattr(cfg.severity, "value", cfg.severity) or "critical"),
         success=bool(result.success),
         observed_value=details.get("observed_value"),
-        unexpected_count=details.get("unexpected_count"),
-        unexpected_percent=details.get("unexpected_percent"),
-        element_count=details.get("element_count"),
+        unexpected_count=unexpected,
+        unexpected_percent=percent,
+        element_count=elements,
         examples=tuple(examples),
     )
 
 
-def _failing_examples(spec: SuiteSpec, name: str, cfg, frame, evidence: c.WindowEvidence,
+def _failing_examples(spec: SuiteSpec, name: str, evidence: c.WindowEvidence,
                       mismatches: list[PartitionOffsets]) -> list[dict]:
-    if spec.engine == "spark":
-        return failing_rows(frame, cfg.type, dict(cfg.kwargs))
-    # The one-row reconciliation table: the rows behind its counts.
-    if name == "no_aborted_visible":
-        return evidence.examples_of_aborted_visible()
-    if name == "no_inputs_without_output":
-        return evidence.examples_of_inputs_without_output()
+    """Up to five rows behind a failed check, with their lineage."""
     if name == "committed_offsets_match_window":
         return [m.to_dict() for m in mismatches[:c.EXAMPLE_LIMIT]]
+    records = evidence.records
+    if records is None:  # the profile passed the window's records: only offsets can fail
+        return []
+    if spec.name in profile.ROW_CHECKS:
+        column, condition = profile.ROW_CHECKS[spec.name][name]
+        return c.failing_rows(records.suite(spec.name), column, condition)
+    if name == "no_aborted_visible":
+        return records.examples_of_aborted_visible()
+    if name == "no_inputs_without_output":
+        return records.examples_of_inputs_without_output()
     return []

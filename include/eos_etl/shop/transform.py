@@ -125,16 +125,19 @@ def with_reject_reason(df: DataFrame, max_payload_bytes: int = DEFAULT_MAX_PAYLO
                            "_bad_field": _by_check_number(number, [name for _, _, name in checks])})
 
 
+def output_ids(topic: Column, partition: Column, offset: Column) -> tuple[Column, Column]:
+    """(invoice id, shipment id) of the purchase at ``topic:partition:offset``: a hash of its source
+    position, so a replayed window writes the same ids, and validation can tell an id from its lineage."""
+    source = F.concat_ws(":", topic, partition.cast(_STRING), offset.cast(_STRING))
+    return (F.concat(F.lit("inv_"), F.substring(F.sha2(F.concat(F.lit("invoice:"), source), 256), 1, 32)),
+            F.concat(F.lit("shp_"), F.substring(F.sha2(F.concat(F.lit("shipment:"), source), 256), 1, 32)))
+
+
 class _Ids:
-    """The purchase's deterministic output ids: a hash of its source position (topic:partition:offset),
-    so a replayed window writes the same ids."""
+    """The purchase's deterministic output ids (:func:`output_ids` of the row's own position)."""
 
     def __init__(self) -> None:
-        source = F.concat_ws(":", F.col("topic"), F.col("partition").cast(_STRING),
-                             F.col("offset").cast(_STRING))
-        self.invoice = F.concat(F.lit("inv_"), F.substring(F.sha2(F.concat(F.lit("invoice:"), source), 256), 1, 32))
-        self.shipment = F.concat(F.lit("shp_"),
-                                 F.substring(F.sha2(F.concat(F.lit("shipment:"), source), 256), 1, 32))
+        self.invoice, self.shipment = output_ids(F.col("topic"), F.col("partition"), F.col("offset"))
 
 
 def _quantity() -> Column:
