@@ -1,21 +1,21 @@
-"""Gather what a reader sees for one window, in Spark: each source read once, only what a check needs.
+"""What a reader sees for one window, row by row: the reads, the parsing and the record frames.
 
-Two reads, both read_committed (what the pipeline's own readers see):
+The window's profile (:mod:`eos_etl.quality.profile`) reads each source once into an
+aggregate with the functions here (the output bound, the attribution by lineage, the
+parsing of a value against its topic's schema). A window the profile cannot pass is
+read again row by row, both reads read_committed (what the pipeline's own readers see):
 
-* **Inputs**: Spark's Kafka batch source over exactly the window's offset ranges.
-  The values are needed once, to classify each purchase by the shop's own
-  contract; what is kept (materialised) is each record's position, time and
-  verdict (``partition, offset, timestamp_ms, valid``). The per-partition counts,
-  the earliest time and the valid/invalid split come from it in one aggregate;
-  the lineage checks join on its positions.
+* **Inputs**: Spark's Kafka batch source over exactly the window's offset ranges,
+  materialised as each record's position, time and the shop contract's verdict
+  (``partition, offset, timestamp_ms, valid``).
 * **Outputs**: one Kafka source over every output topic, per partition from the
   first offset whose timestamp is at or after :func:`output_bound_ms` up to the
   current end. Each record is attributed to the window by its lineage headers,
   its value parsed once with its topic's schema, and only the columns the checks
   use are materialised: lineage, the dead-letter reason, and for invoices and
-  shipments the checked fields plus ``missing_required`` and ``schema_mismatch``.
-  Every check on an output topic (counts, lineage gaps, dead-letter reasons, the
-  invoice, shipment and pairing suites) reads this one materialised frame.
+  shipments the checked fields plus ``missing_required``, ``schema_mismatch`` and
+  the uniqueness columns. The suites' record frames, their exact counts per check
+  and their failing rows come from it.
 
 There is no read_uncommitted read: what it could show (aborted attempts in the
 log) no check needs, see docs/data-quality.md.
@@ -44,7 +44,7 @@ Records are tied to the window by their lineage headers (``source_topic``,
 backfill over the same window validates whatever is visible for that window.
 Everything is a Spark column expression evaluated where Spark runs (a local
 application, a cluster's executors, or a Spark Connect server); the caller
-receives only aggregates and, on failure, a few example rows. Nothing here needs
+receives only aggregates and a few failing rows. Nothing here needs
 ``eos_etl`` code on the executors, and nothing needs the application itself
 (``sparkContext``), so a Spark Connect client session does as well as a classic one.
 

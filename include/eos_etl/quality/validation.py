@@ -1,15 +1,16 @@
 """Validate one pipeline run with Great Expectations 1.x.
 
-:func:`validate_run` reads, in Spark, what a ``read_committed`` reader sees
-for the run's window: the window's input offset ranges, and the output topics
-from the window's earliest input time (minus a clock-skew margin) on, records
-selected by lineage headers, each source once (see :mod:`eos_etl.quality.collect`).
-It builds typed Spark DataFrames and runs four suites
-(:mod:`eos_etl.quality.suites`) through Checkpoints, then builds the HTML Data
-Docs of what changed under ``context_root`` (:mod:`eos_etl.quality.data_docs_site`). The
-Great Expectations project there is a file-mode context: suites, validation
-definitions, checkpoints and every validation result are kept, so Data Docs
-list the history of runs.
+:func:`validate_run` profiles, in Spark, what a ``read_committed`` reader sees
+for the run's window: the window's input offset ranges and the output topics
+from the window's earliest input time (minus a clock-skew margin) on, each read
+once into one aggregate (:mod:`eos_etl.quality.profile`). A window the profile
+cannot pass is read again row by row for exact counts and failing rows
+(:mod:`eos_etl.quality.collect`). Four suites (:mod:`eos_etl.quality.suites`)
+check the profile's tables through Checkpoints, then the HTML Data Docs of what
+changed are built under ``context_root`` (:mod:`eos_etl.quality.data_docs_site`).
+The Great Expectations project there is a file-mode context: suites, validation
+definitions, checkpoints and every validation result are kept, so Data Docs list
+the history of runs.
 
 ``spark`` may be a classic session (a local or cluster application) or a Spark
 Connect client session: Great Expectations 1.x takes Connect DataFrames in its
@@ -22,7 +23,8 @@ definition is unchanged is not written again, its stored checkpoint is run
 (:class:`_Project`).
 
 Great Expectations (seconds to import) is imported on first use, not with this module, which
-loads only pyspark's SQL functions and the Kafka client.
+loads only pyspark's SQL functions and the Kafka client; a validation imports it in a thread while
+its Spark jobs run.
 """
 
 from __future__ import annotations

@@ -1,0 +1,20 @@
+"""The demo's account of where a DAG run's time went, from Airflow's own task records (broker-free)."""
+
+from eos_etl.demo import task_durations
+
+
+def test_tasks_in_start_order_with_the_whole_run_from_its_trigger():
+    run = {"queued_at": "2026-11-26T10:00:00.000000Z", "start_date": "2026-11-26T10:00:01Z"}
+    tasks = [
+        {"task_id": "validate", "state": "success", "start_date": "2026-11-26T10:00:20Z",
+         "end_date": "2026-11-26T10:00:29.5Z"},
+        {"task_id": "plan_window", "state": "success", "start_date": "2026-11-26T10:00:02.5Z",
+         "end_date": "2026-11-26T10:00:04Z"},
+        {"task_id": "report", "state": "failed", "start_date": "2026-11-26T10:00:30Z",
+         "end_date": "2026-11-26T10:00:33.25Z"},
+        {"task_id": "never_ran", "state": "upstream_failed", "start_date": None, "end_date": None},
+    ]
+    lines = task_durations(run, tasks).splitlines()
+    assert [line.split()[0] for line in lines[1:-1]] == ["plan_window", "validate", "report"]
+    assert lines[1].split()[1:] == ["success", "1.5", "s"] and lines[3].split()[1:] == ["failed", "3.2", "s"]
+    assert lines[-1].split()[-2:] == ["33.2", "s"]  # queued -> the last task's end
