@@ -324,6 +324,24 @@ def read_floor(spark, settings, window, output_read: dict) -> dict:
     return out
 
 
+def _before_column(shop: _Shop, window, run_id: str, run_s: float, opts: ScalingOptions, work: Path,
+                   records: int) -> dict:
+    """The validate task as it was (the before code, a fresh ``local[2]`` application); a failure is a
+    result too (the code before ran out of memory at 1,000,000 purchases): recorded, not raised."""
+    code = str(opts.before_code or "this checkout")
+    try:
+        before = _task(_VALIDATE_TASK, shop.spec(window, run_id=f"{run_id}-before", margin_ms=opts.margin_ms,
+                                                 master="local[2]", gx=str(work / f"gx-before-{records}")),
+                       _before_env(opts))
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:
+        reasons = [line.strip() for line in str(exc).splitlines() if "Error" in line or "Exception" in line]
+        log.warning("the before column failed at %d purchases: %s", records, reasons[:3])
+        return {"failed": (reasons or [str(exc).splitlines()[0]])[-1][:300], "code": code}
+    return {"task_s": before["task_s"], "validate_s": before["validate_s"],
+            "ge_s": before["timings"].get("great_expectations"), "timings": before["timings"],
+            "vs_run": round(before["task_s"] / run_s, 3), "code": code}
+
+
 def _before_env(opts: ScalingOptions) -> dict:
     """The environment of the before column's process: no Connect server, the chosen code."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SPARK_", "PYSPARK_"))}
@@ -374,14 +392,7 @@ def size_phase(target: KafkaTarget, server: SparkConnectServer, spark, opts: Sca
                          "task_with_ge_import_vs_run": round((floor_task["task_s"] + floor_task["ge_import_s"])
                                                              / run_s, 3)}
     if records <= opts.before_max:
-        before = _task(_VALIDATE_TASK, shop.spec(window, run_id=f"{summary['run_id']}-before",
-                                                 margin_ms=opts.margin_ms, master="local[2]",
-                                                 gx=str(work / f"gx-before-{records}")),
-                       _before_env(opts))
-        out["before"] = {"task_s": before["task_s"], "validate_s": before["validate_s"],
-                         "ge_s": before["timings"].get("great_expectations"), "timings": before["timings"],
-                         "vs_run": round(before["task_s"] / run_s, 3),
-                         "code": str(opts.before_code or "this checkout")}
+        out["before"] = _before_column(shop, window, summary["run_id"], run_s, opts, work, records)
     log.info("validation at %d purchases: %s", records, out)
     return out
 
@@ -417,6 +428,14 @@ def run(opts: ScalingOptions) -> dict:
     return data
 
 
+def _before_cell(before: dict | None) -> str:
+    if not before:
+        return "not measured"
+    if "failed" in before:
+        return f"failed: {before['failed']}"
+    return f"{before['task_s']:.1f} s ({before['vs_run']:.2f}x)"
+
+
 def summary(data: dict) -> str:
     h = data["history"]
     first, last = h["after_1"], h["after_" + str(h["history"])]
@@ -440,6 +459,6 @@ def summary(data: dict) -> str:
             f"({floor['task_vs_run']:.2f}x; {floor['task_with_ge_import_vs_run']:.2f}x with GE's import) | "
             + (f"{floor['contract_floor_s']:.1f} s ({floor['contract_vs_run']:.2f}x) | " if "contract_floor_s" in floor
                else "- | ")
-            + (f"{before['task_s']:.1f} s ({before['vs_run']:.2f}x)" if before else "not measured")
+            + _before_cell(before)
             + f" | {s['server_jvm_peak_rss_mb']} MB | {s['validate_task_python_peak_rss_mb']} MB |")
     return "\n".join(lines)
