@@ -59,13 +59,14 @@ def run_demo(args) -> int:
     t = settings.topics
     admin = ClusterAdmin(conn)
     ensure_topics(admin, settings.specs(args.partitions), allow_existing=True)
-    stats = generate(conn, t.purchases, args.count, invalid_share=args.invalid_share,
-                     transaction_size=500, abort_share=0.05, progress=True, seed=int(time.time()))
-    print(f"generated: {json.dumps(stats.to_dict())}", flush=True)
-    if airflow is None:
-        _run_directly(settings, spark_master)
-    else:
-        _run_through_airflow(airflow)
+    for n in range(max(1, getattr(args, "windows", 1))):
+        stats = generate(conn, t.purchases, args.count, invalid_share=args.invalid_share,
+                         transaction_size=500, abort_share=0.05, progress=True, seed=int(time.time()) + n)
+        print(f"generated: {json.dumps(stats.to_dict())}", flush=True)
+        if airflow is None:
+            _run_directly(settings, spark_master)
+        else:
+            _run_through_airflow(airflow)
     print(f"broker log: {broker.log_file}")
     if airflow is not None:
         print(airflow.describe())

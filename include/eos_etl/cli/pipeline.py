@@ -283,6 +283,9 @@ def _add_demo(sub) -> None:
     p.add_argument("--count", type=int, default=20_000)
     p.add_argument("--invalid-share", type=float, default=0.05)
     p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--windows", type=int, default=1,
+                   help="windows to run one after the other, --count purchases each (default 1): the second "
+                        "and later show a window on warm servers")
     p.add_argument("--no-airflow", action="store_true", help="run the window directly, without Airflow")
     p.add_argument("--cluster", action="store_true",
                    help="run on the local clusters (3 Kafka nodes, Spark standalone) instead of the single node")
