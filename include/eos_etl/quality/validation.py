@@ -299,7 +299,7 @@ def _gather(spark, settings, window: Window, committed_input_offsets, timings: d
     output_read = c.OutputRead(earliest, since, margin_ms, starts, ends)
     timed("profile_outputs", profile.profile_outputs, found, spark, settings.connection, starts, window, names)
     if found.clean:
-        evidence = _evidence_from_profile(found, window, committed_input_offsets, output_read)
+        evidence = _evidence_from_profile(found, window, committed_input_offsets, output_read, names)
     else:
         log.info("quality of %s: the profile does not pass the window (%s); reading its records",
                  window, "; ".join(found.inconsistencies()[:3]) or "value checks failed")
@@ -311,8 +311,8 @@ def _gather(spark, settings, window: Window, committed_input_offsets, timings: d
     return evidence
 
 
-def _evidence_from_profile(found: profile.WindowProfile, window: Window, committed: dict, output_read
-                           ) -> c.WindowEvidence:
+def _evidence_from_profile(found: profile.WindowProfile, window: Window, committed: dict, output_read,
+                           names: dict[str, str]) -> c.WindowEvidence:
     """A window whose profile passes: the lineage checks hold (their counts are zero) and the value
     checks' counts are the profile's own."""
     per_partition = {p: s.records for p, s in found.inputs.items()}
@@ -321,7 +321,7 @@ def _evidence_from_profile(found: profile.WindowProfile, window: Window, committ
 
     def counts(name: str) -> c.OutputCounts:
         parts = found.outputs.get(name, {})
-        return c.OutputCounts(topic=name, count=sum(s.records for s in parts.values()),
+        return c.OutputCounts(topic=names[name], count=sum(s.records for s in parts.values()),
                               unattributable=found.unattributable.get(name, 0),
                               per_source_partition={p: s.records for p, s in parts.items()})
 
