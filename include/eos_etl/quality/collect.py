@@ -564,20 +564,26 @@ def examples_of_wrong_totals(invoices_df, limit: int = 3) -> list[dict]:
     return [r.asDict() for r in rows]
 
 
+def failing(condition):
+    """A check's condition as a count: a null comparison (a missing field) is not a failure of this check
+    (the required-fields check counts it)."""
+    return F.coalesce(condition, F.lit(False))
+
+
 def failing_per_partition(frame, checks: dict) -> tuple[dict[str, dict[int, int]], dict[int, int]]:
     """(check -> source partition -> failing records, source partition -> records) of a suite's record
     frame, in one aggregate; ``checks``: check -> (column, condition), as in profile.ROW_CHECKS."""
     rows = frame.groupBy("source_partition").agg(
         F.count(F.lit(1)).alias("records"),
-        *(F.count_if(F.coalesce(cond(F.col(column)), F.lit(False))).alias(name)
+        *(F.count_if(failing(cond(F.col(column)))).alias(name)
           for name, (column, cond) in checks.items())).collect()
-    failing = {name: {int(r["source_partition"]): int(r[name]) for r in rows if r["source_partition"] is not None}
-               for name in checks}
-    return failing, {int(r["source_partition"]): int(r["records"]) for r in rows if r["source_partition"] is not None}
+    per_check = {name: {int(r["source_partition"]): int(r[name]) for r in rows if r["source_partition"] is not None}
+                 for name in checks}
+    return per_check, {int(r["source_partition"]): int(r["records"]) for r in rows if r["source_partition"] is not None}
 
 
 def failing_rows(frame, column: str, condition, limit: int = EXAMPLE_LIMIT) -> list[dict]:
     """Up to ``limit`` rows of a record frame that fail a check: its column plus lineage."""
     shown = list(dict.fromkeys([column, *(c for c in LINEAGE_COLUMNS if c in frame.columns)]))
-    rows = frame.where(F.coalesce(condition(F.col(column)), F.lit(False))).select(*shown).limit(limit).collect()
+    rows = frame.where(failing(condition(F.col(column)))).select(*shown).limit(limit).collect()
     return [r.asDict(recursive=True) for r in rows]

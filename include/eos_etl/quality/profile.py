@@ -102,11 +102,6 @@ VALUE_CHECKS = {suite: {name: check for name, check in checks.items() if check[0
                 for suite, checks in ROW_CHECKS.items() if suite != "pairing"}
 
 
-def failing(condition):
-    """A check's condition as a count: a null comparison (a missing field) is not a failure of this check."""
-    return F.coalesce(condition, F.lit(False))
-
-
 @dataclass
 class InputStats:
     records: int = 0
@@ -214,9 +209,9 @@ def profile_outputs(profile: WindowProfile, spark, connection, starts: dict[str,
                          F.when(is_shipment, c.parse_value(F.col("value"), c.SHIPMENT_FIELDS)).alias("shp"))
     invoice, shipment = c.invoice_columns(F.col("inv")), c.shipment_columns(F.col("shp"))
     invoice_id, shipment_id = output_ids(F.lit(window.topic), F.col("source_partition"), F.col("source_offset"))
-    flags = [F.count_if(is_invoice & failing(cond(invoice[column]))).alias(f"invoices__{name}")
+    flags = [F.count_if(is_invoice & c.failing(cond(invoice[column]))).alias(f"invoices__{name}")
              for name, (column, cond) in VALUE_CHECKS["invoices"].items()]
-    flags += [F.count_if(is_shipment & failing(cond(shipment[column]))).alias(f"shipments__{name}")
+    flags += [F.count_if(is_shipment & c.failing(cond(shipment[column]))).alias(f"shipments__{name}")
               for name, (column, cond) in VALUE_CHECKS["shipments"].items()]
     off_lineage = ((is_invoice & ~F.col("inv")["invoice_id"].eqNullSafe(invoice_id))
                    | (is_shipment & ~F.col("shp")["shipment_id"].eqNullSafe(shipment_id)))

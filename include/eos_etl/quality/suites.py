@@ -171,9 +171,8 @@ def _none_fail(check: str, noun: str, description: str):
 
 
 def _schema(noun: str, fields, decimals=()) -> Check:
-    """Every value matches the output's schema: one expectation on the frame's ``schema_mismatch``
-    column (see :func:`eos_etl.quality.collect.schema_mismatch`); its unexpected values name the
-    fields that do not."""
+    """Every value matches the output's schema: no record fails it (a failing record's
+    ``schema_mismatch``, :func:`eos_etl.quality.collect.schema_mismatch`, names the fields that do not)."""
     shape = ", ".join(f"{name} {'decimal text' if name in decimals else type_}" for name, type_ in fields)
     return Check("value_matches_schema",
                  _none_fail("value_matches_schema", noun,
@@ -183,17 +182,16 @@ def _schema(noun: str, fields, decimals=()) -> Check:
 
 
 def _required(noun: str, columns) -> Check:
-    """Every one of ``columns`` is set: one expectation on the frame's ``missing_required``
-    column (see :func:`eos_etl.quality.collect.missing_required`); its unexpected values
-    name the missing fields."""
+    """Every one of ``columns`` is set: no record fails it (a failing record's ``missing_required``,
+    :func:`eos_etl.quality.collect.missing_required`, names the missing fields)."""
     return Check("required_fields_present",
                  _none_fail("required_fields_present", noun, f"{', '.join(columns)} are set"),
                  rows(noun, "missing required field(s)"))
 
 
 def _unique_id(noun: str, column: str) -> Check:
-    """``column`` is unique: one expectation on the frame's ``repeated_id`` (see
-    :func:`eos_etl.quality.collect.with_repeats`), whose unexpected values are the repeated ids."""
+    """``column`` is unique: no record shares its id (decided by the profile's fingerprints, or counted
+    on a failing window's ``repeated_id``, :func:`eos_etl.quality.collect.with_repeats`)."""
     return Check(f"{column}_unique",
                  _none_fail(f"{column}_unique", noun, f"{column} is unique among the window's {noun}s"),
                  rows(noun, f"share a {column} with another {noun}"))

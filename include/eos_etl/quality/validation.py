@@ -65,7 +65,7 @@ __all__ = ["validate_run", "raise_for_failures", "QualityError", "QualityResult"
 
 log = logging.getLogger(__name__)
 
-DATASOURCE_NAMES = {"spark": "eos_etl_spark", "pandas": "eos_etl_pandas"}
+DATASOURCE_NAMES = {"pandas": "eos_etl_pandas"}  # every suite checks a small pandas table
 BATCH_DEFINITION_NAME = "whole_dataframe"
 # BASIC: unexpected count and percent, observed value and a few unexpected values, which is
 # what the report shows. SUMMARY would add a value-count job per column-map expectation.
@@ -478,10 +478,7 @@ def _datasource(context, engine: str):
     try:
         return context.data_sources.get(name)
     except KeyError:
-        if engine == "pandas":
-            return context.data_sources.add_pandas(name=name)
-        # persist=False: the DataFrames are already materialised; GE must not cache them again.
-        return context.data_sources.add_spark(name=name, persist=False)
+        return context.data_sources.add_pandas(name=name)
 
 
 def _batch_definition(datasource, asset_name: str):
@@ -511,8 +508,8 @@ class _Project:
         return self.datasources[engine]
 
     def release_batches(self) -> None:
-        """Let go of the validated DataFrames, so that what they materialised is freed now (a Connect
-        server frees a checkpointed DataFrame once the client drops its last reference)."""
+        """Let go of the validated tables, so that a process validating many windows does not keep each
+        window's in Great Expectations' batch cache."""
         for _, checkpoint in self.checkpoints.values():
             for definition in checkpoint.validation_definitions:
                 engine = definition.data.data_asset.datasource.execution_engine
