@@ -4,9 +4,12 @@ Off unless ``EOS_ETL_FAILPOINTS`` is set, and then a dict lookup per check.
 Syntax: ``name=action[:arg][,partition=N][,after=N][,once=PATH]`` joined by
 ``;``. Actions: ``crash`` (``os._exit``: the process dies without cleanup),
 ``kill`` (SIGKILL to self), ``stop`` (SIGSTOP to self: a paused zombie),
-``raise`` (an exception), ``sleep:SECONDS``. ``after=N`` fires once the
-count passed by the caller reaches N; ``once=PATH`` fires in only one process
-ever (first to create PATH wins), so a retried task does not fail again.
+``raise`` (an exception), ``sleep:SECONDS``, ``throttle:SECONDS`` (sleeps on
+every hit from then on and logs only the first: a task slowed down, still
+streaming, so that a fault lands on work in progress without a huge window).
+``after=N`` fires once the count passed by the caller reaches N; ``once=PATH``
+fires in only one process ever (first to create PATH wins), so a retried task
+does not fail again (a throttle: only one process is slowed, every hit of it).
 
 Points: after_init, after_committed_read, mid_produce (count = records
 produced in this attempt), before_send_offsets, after_send_offsets,
@@ -48,6 +51,7 @@ def load(spec: str) -> None:
     """Set the points to the environment's plus ``spec`` (carried in a pipeline
     config). Replaces earlier ones: Spark reuses Python workers across runs."""
     global _POINTS
+    _throttling.clear()
     _POINTS = {**_parse(os.environ.get(ENV, "")), **_parse(spec)}
 
 
@@ -56,6 +60,7 @@ def active() -> bool:
 
 
 _suspended = 0
+_throttling: set[str] = set()  # throttle points that fired in this process (they sleep without a claim or a log)
 
 
 @contextlib.contextmanager
@@ -77,6 +82,9 @@ def hit(name: str, partition: int | None = None, count: int | None = None) -> No
         return
     if "after" in point and (count is None or count < int(point["after"])):
         return
+    if point["action"] == "throttle" and name in _throttling:
+        time.sleep(float(point["arg"] or 0.001))
+        return
     once = point.get("once")
     if once:
         try:
@@ -95,6 +103,10 @@ def hit(name: str, partition: int | None = None, count: int | None = None) -> No
         return
     if action == "sleep":
         time.sleep(float(arg or 1))
+        return
+    if action == "throttle":
+        _throttling.add(name)
+        time.sleep(float(arg or 0.001))
         return
     if action == "raise":
         raise FailpointError(f"failpoint {name}")
