@@ -187,6 +187,8 @@ def test_the_summary_counts_task_attempts_from_the_servers_event_log(shop_factor
     attempts = summary["task_attempts"]
     assert attempts["visible"] is True and summary["fenced_attempts"] == attempts["fenced"]
     assert (attempts["total"], attempts["succeeded"], attempts["failed"]) == (3, 2, 1), attempts
+    # Per input partition, how each attempt ended: the crashed worker is a killed attempt.
+    assert attempts["partitions"] == {"0": ["finished"], "1": ["killed", "finished"]}, attempts
     assert summary["invoices"] == stats.valid and check_shop(shop).ok
     # Without the directory a client says it cannot see them.
     generate(shop.connection, shop.topics.purchases, 10, seed=65)

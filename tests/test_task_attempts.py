@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from eos_etl.engine.errors import ProducerFencedError
-from eos_etl.engine.task_attempts import AttemptTracker
+from eos_etl.engine.task_attempts import AttemptTracker, ending
 
 
 def _job_losing_one_attempt(error: Exception):
@@ -37,9 +39,29 @@ def test_fenced_and_crashed_attempts_are_told_apart_per_run(spark):
         t.start()
     for t in threads:
         t.join(120)
-    assert outcomes["fenced-run"].to_dict() == {"total": 4, "succeeded": 3, "failed": 1, "fenced": 1, "killed": 0,
-                                                   "visible": True}
-    assert outcomes["crashed-run"].to_dict() == {"total": 4, "succeeded": 3, "failed": 1, "fenced": 0, "killed": 0,
-                                                    "visible": True}
+    assert outcomes["fenced-run"].to_dict() == {
+        "total": 4, "succeeded": 3, "failed": 1, "fenced": 1, "killed": 0, "visible": True,
+        "partitions": {"task 0": ["finished"], "task 1": ["fenced", "finished"], "task 2": ["finished"]}}
+    assert outcomes["crashed-run"].to_dict() == {
+        "total": 4, "succeeded": 3, "failed": 1, "fenced": 0, "killed": 0, "visible": True,
+        "partitions": {"task 0": ["finished"], "task 1": ["failed", "finished"], "task 2": ["finished"]}}
+    # The results name each task's input partition; a task without a result keeps its Spark name.
+    outcomes["fenced-run"].name_partitions({0: 5, 1: 3})
+    assert outcomes["fenced-run"].partitions == {"5": ["finished"], "3": ["fenced", "finished"],
+                                                 "task 2": ["finished"]}
     # Each thread's job group is restored: a later job of that thread is nobody's run.
     assert groups_after == {"fenced-run": None, "crashed-run": None}
+
+
+@pytest.mark.parametrize(("status", "error", "expected"), [
+    ("SUCCESS", None, "finished"),
+    ("KILLED", "TaskKilled (Stage cancelled: Job 3 cancelled as part of cancellation of all jobs)", "interrupted"),
+    ("FAILED", "eos_etl.engine.errors.WindowEndNotReachedError: purchases[1]: the task's records stopped",
+     "interrupted"),
+    ("FAILED", "eos_etl.engine.errors.ProducerFencedError: fenced by epoch 7", "fenced"),
+    ("FAILED", "ExecutorLostFailure (executor 1 exited caused by one of the running tasks)", "killed"),
+    ("FAILED", "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)", "killed"),
+    ("FAILED", "RuntimeError: stalled: crashed by the watchdog", "failed"),
+])
+def test_each_attempt_is_named_by_how_it_ended(status, error, expected):
+    assert ending(status, error) == expected

@@ -319,3 +319,39 @@ def test_refresh_after_a_commit_of_unknown_outcome_reinitialises_and_commits_aga
     assert result.reinitialisations == 1 and producer.epoch == 1 and producer.calls.get("abort_transaction") is None
     assert producer.log[-1] == ("commit_transaction", 1)  # the renewed commit, on the new epoch
     assert checkpoint.committed_offset == checkpoint.logged_offset == 4 and producer.visible == []
+
+
+def _loop_over(offsets, *, fail: dict | None = None):
+    """A loop that was given ``offsets`` (chunks of 3) and not yet told how the input ended."""
+    checkpoint = FakeCheckpoint()
+    producer = FakeProducer(checkpoint, fail)
+    result = PartitionResult(partition=0, transactional_id="shop-purchases-0", start=0, end=10, committed_before=None)
+    loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "run-1"), result,
+                           position=0, validated_position=lambda c: 0 if c is None else c, chunk_records=3,
+                           chunk_seconds=3600, max_abort_retries=3)
+    for record in records(offsets):
+        loop.add(record)
+    return producer, checkpoint, loop
+
+
+def test_abandon_aborts_the_open_transaction_and_commits_nothing_more():
+    producer, checkpoint, loop = _loop_over(range(5))  # 0-2 committed, 3-4 open: the input stopped short
+    loop.abandon()
+    assert not loop.is_open and loop.buffered == [] and loop.position == 3
+    assert producer.calls["abort_transaction"] == 1 and producer.calls["commit_transaction"] == 1
+    assert checkpoint.committed_offset == 3
+    assert sorted(o for t, o in producer.visible if t == "invoices") == [0, 1, 2]
+    assert_exactly_once(producer, checkpoint)
+
+
+def test_abandon_with_nothing_open_calls_nothing():
+    producer, checkpoint, loop = _loop_over(range(3))  # one whole chunk, committed
+    loop.abandon()
+    assert "abort_transaction" not in producer.calls and checkpoint.committed_offset == 3
+
+
+def test_abandon_whose_abort_fails_leaves_nothing_visible():
+    producer, checkpoint, loop = _loop_over(range(4), fail={("abort_transaction", 1): PublishError("fatal")})
+    loop.abandon()  # the next attempt's init_transactions (or the timeout) aborts it
+    assert not loop.is_open and checkpoint.committed_offset == 3
+    assert sorted(o for t, o in producer.visible if t == "invoices") == [0, 1, 2]

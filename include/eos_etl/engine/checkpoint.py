@@ -22,6 +22,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from ..kafka.errors import KafkaSetupError
 from ..kafka.group_offsets import fetch_committed
 from ..kafka.reachability import unreachable
+from ..kafka.reader import first_visible_offset
 from ..kafka.retry import describe_kafka_exception, is_retriable, retry_until
 from . import checkpoint_log
 from .checkpoint_log import CheckpointEntry
@@ -89,6 +90,17 @@ class PartitionCheckpoint:
         """This partition's record in the checkpoint topic (its partition of the same number)."""
         return checkpoint_log.read_entries(self._connection, self.log_topic, self.group, self.topic,
                                            [self.partition], timeout_s=self._timeout_s).get(self.partition)
+
+    def first_visible(self, start: int, end: int) -> int | None:
+        """The first input record a read_committed reader sees in [start, end) of this partition, or
+        None: the proof that a window's end may be committed without a record after ``start``
+        (:func:`~eos_etl.kafka.reader.first_visible_offset`, with this checkpoint's own consumer)."""
+        try:
+            return first_visible_offset(self._consumer, self.topic, self.partition, start, end,
+                                        timeout_s=self._timeout_s)
+        except KafkaException as exc:
+            raise unreachable(self._connection, f"cannot read {self.topic}[{self.partition}] from {start}: "
+                                                f"{describe_kafka_exception(exc)}") from exc
 
     def group_metadata(self):
         return self._consumer.consumer_group_metadata()

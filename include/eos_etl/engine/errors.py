@@ -51,6 +51,13 @@ class ProducerFencedError(PublishError):
         self.position: int | None = None
 
 
+class WindowEndNotReachedError(PublishError):
+    """A publishing task's input stopped short of its window end and the rest of the range holds
+    records to publish (or could not be read): Spark interrupted or killed the task, so its stream
+    ended early. The attempt committed nothing more and aborted its open transaction; a retry
+    resumes from the committed position (exit code 1)."""
+
+
 class TransactionalIdNotAuthorizedError(PublishError):
     """The principal has no Write ACL on the pipeline's transactional id: grant it (exit code 2)."""
 

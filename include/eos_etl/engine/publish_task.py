@@ -16,7 +16,8 @@ transform keeps it (:mod:`.transform_contract`), so each task publishes one inpu
    finishes (:func:`~.superseded.step_aside`), then fail as fenced;
 5. return one row, ``partition INT, result STRING``: its
    :class:`~.publisher.PartitionResult` as JSON, with the time spent waiting for Spark's
-   batches (reading Kafka, running the transform) as ``read_seconds``.
+   batches (reading Kafka, running the transform) as ``read_seconds`` and the task's Spark
+   partition (which names the input partition of every attempt of that task in the summary).
 
 The function is built on the driver and pickled to the executors with its two JSON arguments
 (the pipeline's config and the window).
@@ -73,8 +74,10 @@ def publish_task(config_json: str, window_json: str):
     """Build the function each Spark task runs over its Arrow batches."""
 
     def publish(batches):
-        # Deferred: pyarrow's import is paid in the Python workers, not by everything that imports the engine.
+        # Deferred: pyarrow's and pyspark's imports are paid in the Python workers, not by everything that
+        # imports the engine.
         import pyarrow.compute as pc
+        from pyspark import TaskContext
 
         t_task = time.monotonic()
         configure_task_logging()
@@ -108,6 +111,7 @@ def publish_task(config_json: str, window_json: str):
             raise
         failpoints.hit("before_report", partition)
         result.read_seconds = round(batches.seconds, 3)
+        result.spark_partition = TaskContext.get().partitionId()
         yield result_batch(partition, json.dumps(result.to_dict()))
 
     return publish

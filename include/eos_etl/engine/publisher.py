@@ -11,16 +11,24 @@ For input partition ``p`` with window range ``[start, end)``:
    retry or a rerun of the same window publishes nothing twice.
 3. Produce each remaining record's outputs, in input order, in a transaction;
    every ``chunk_records`` records or ``chunk_seconds`` seconds, add the offset
-   after the last record with ``send_offsets_to_transaction`` and commit. The
-   last transaction commits ``end`` itself (the window end is the committed
-   position even when aborted records or markers follow the last record). With
+   after the last record with ``send_offsets_to_transaction`` and commit. With
    nothing left to publish the position is committed again (a refresh), so the
    group's offsets never expire while the pipeline runs.
-4. An abortable error aborts, re-reads the committed offset and replays the
+4. The end of the records is not the end of the window: Spark ends a task's
+   stream the same way when it interrupts or kills the task (its client died
+   or stopped, a job cancelled, speculation). The last transaction commits
+   ``end`` itself only when the task proved its input reached it: the last
+   record it received is ``end - 1``, or a read_committed read of the rest of
+   the range with the checkpoint's consumer finds no visible record (aborted
+   records and markers only; one fetch). Otherwise the open transaction is
+   aborted, nothing more is committed and the attempt fails
+   (:class:`~.errors.WindowEndNotReachedError`, exit code 1): the committed
+   position stays the last one the attempt proved, and a retry resumes there.
+5. An abortable error aborts, re-reads the committed offset and replays the
    buffered records of the open transaction from there. Fatal errors (fenced)
    end the attempt.
 
-Steps 3 and 4 are the state machine :class:`~eos_etl.engine.transaction_loop.TransactionLoop`;
+Steps 3 to 5 are the state machine :class:`~eos_etl.engine.transaction_loop.TransactionLoop`;
 this module checks the window and the input order around it and owns the
 producer's and checkpoint's lifetimes.
 
@@ -39,7 +47,7 @@ from dataclasses import asdict, dataclass, field
 
 from . import failpoints
 from .checkpoint import PartitionCheckpoint
-from .errors import ProducerFencedError, PublishError, WindowMismatchError
+from .errors import ProducerFencedError, PublishError, WindowEndNotReachedError, WindowMismatchError
 from .pipeline import PipelineConfig
 from .producer import TransactionalProducer
 from .transaction_loop import POLL_EVERY, InputRecord, LineageWriter, TransactionLoop
@@ -64,6 +72,7 @@ class PartitionResult:
     reinitialisations: int = 0  # producers ended and replaced after a commit or abort of unknown outcome
     seconds: float = 0.0
     read_seconds: float = 0.0  # of the task's time, waiting for Spark's records (Kafka read + transform)
+    spark_partition: int | None = None  # the Spark task's partition (None: committed by the driver, no task)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -163,9 +172,10 @@ class PartitionPublisher:
         p = self.partition
         end = self.range.end
         loop = self._loop(producer, checkpoint, position, result)
-        last_offset = -1
+        last_offset = -1  # of the last record published
+        received = -1  # of the last record received, published or skipped
         for rec in records:
-            offset = rec[0]
+            offset = received = rec[0]
             result.records_read += 1
             if not result.records_read % POLL_EVERY:
                 self._on_progress()
@@ -180,7 +190,31 @@ class PartitionPublisher:
                 raise PublishError(f"{cfg.input_topic}[{p}]: offset {offset} is outside the window [..,{end})")
             last_offset = offset
             loop.add(rec)
+        if (short := self._short_of_end(checkpoint, max(received + 1, loop.position))) is not None:
+            loop.abandon()
+            raise WindowEndNotReachedError(
+                f"{cfg.input_topic}[{p}]: the task's records stopped "
+                f"{f'after offset {received}' if received >= 0 else 'before its first record'} of its window "
+                f"[{self.range.start},{end}) and {short}: Spark interrupted or killed the task, or its stream "
+                f"ended early. Nothing more was committed (position {loop.position}); a retry resumes from there"
+            )
         loop.finish(end)
+
+    def _short_of_end(self, checkpoint: PartitionCheckpoint, after: int) -> str | None:
+        """None when the input reached the window end (nothing visible is left in [after, end)), else
+        what is left there."""
+        end = self.range.end
+        if after >= end:
+            return None
+        t0 = time.monotonic()
+        try:
+            first = checkpoint.first_visible(after, end)
+        except TimeoutError as exc:
+            return f"[{after},{end}) could not be read ({exc})"
+        log.info("%s[%d]: [%d,%d) %s, read in %.3fs", self.config.input_topic, self.partition, after, end,
+                 "holds no visible record" if first is None else f"holds visible record {first}",
+                 time.monotonic() - t0)
+        return None if first is None else f"offset {first} in [{after},{end}) is a record to publish"
 
 
 def publish_without_spark(config: PipelineConfig, ranges: dict[int, OffsetRange]) -> list[PartitionResult]:
@@ -188,7 +222,10 @@ def publish_without_spark(config: PipelineConfig, ranges: dict[int, OffsetRange]
 
     Each partition commits its window end, or, already past it, its committed position again:
     ranges with only aborted records or markers, empty ranges (a window with nothing new), and
-    the planned start of partitions the group had no offset for.
+    the planned start of partitions the group had no offset for. A window end is committed only
+    when the range is proven to hold no visible record (as after a task's last record): a range
+    whose task Spark stopped before its first batch fails with
+    :class:`~.errors.WindowEndNotReachedError`.
     """
     if not ranges:
         return []

@@ -152,14 +152,13 @@ def run_window(
             guard.raise_if_tripped(exc)  # the outputs lost min ISR: that, not the tasks' timeouts, is the error
             if (error := diagnosed(exc)) is not None:  # the tasks' own diagnosed error: one line, its exit code
                 raise error from exc
-            if (error := diagnosed(exc)) is not None:  # the tasks' own diagnosed error: one line, its exit code
-                raise error from exc
             raise
-    summary.task_attempts = attempts.attempts()
     done = {}
     for row in rows:
         res = json.loads(row["result"])
         done[row["partition"]] = PartitionResult(**res)
+    summary.task_attempts = attempts.attempts()
+    summary.task_attempts.name_partitions({r.spark_partition: p for p, r in done.items()})
     # Partitions whose range held no visible record (only aborted records or markers) had no
     # rows in Spark; their offsets still advance to the window end. Empty ranges renew their commit.
     missed = publish_without_spark(config, {p: rng for p, rng in window.ranges.items() if p not in done})

@@ -24,7 +24,7 @@ import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .connect_route import is_connect
@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 # The error class a fenced attempt raises (engine.errors); Spark keeps the
 # Python traceback, whose last line names it, as the attempt's error message.
 FENCED_MARKER = "ProducerFencedError"
+# The error class of an attempt whose records stopped short of its window end (engine.errors).
+INTERRUPTED_MARKER = "WindowEndNotReachedError"
+# Spark's words for an attempt whose process died under it (an executor or a Python worker lost).
+DIED_MARKERS = ("ExecutorLostFailure", "Python worker exited unexpectedly")
 MAX_TASKS_READ = 10_000
 _JOB_GROUP = "spark.jobGroup.id"
 _JOB_DESCRIPTION = "spark.job.description"
@@ -44,9 +48,27 @@ EVENT_LOG_ENV = "EOS_ETL_SPARK_EVENT_LOG_DIR"
 EVENT_LOG_WAIT_S = 5.0
 
 
+def ending(status: str, error: str | None) -> str:
+    """How one attempt ended, in the run's words: ``finished``; ``fenced`` (a newer attempt took its
+    transactional id); ``interrupted`` (Spark interrupted or cancelled it, or its records stopped short of
+    its window end); ``killed`` (its process died: a lost executor or Python worker); ``failed``."""
+    error = error or ""
+    if status == "SUCCESS":
+        return "finished"
+    if status == "KILLED" or INTERRUPTED_MARKER in error:
+        return "interrupted"
+    if FENCED_MARKER in error:
+        return "fenced"
+    if any(marker in error for marker in DIED_MARKERS):
+        return "killed"
+    return "failed"
+
+
 @dataclass
 class TaskAttempts:
-    """Attempts of the run's tasks by how they ended (``fenced`` is a subset of ``failed``).
+    """Attempts of the run's tasks by how they ended (``fenced`` is a subset of ``failed``), and each
+    task's attempts in the order they ended (:func:`ending`), keyed by the task's Spark partition until
+    :meth:`name_partitions` gives them their input partitions.
 
     ``visible`` is False when Spark could not be asked (a Spark Connect client): the counts then say nothing."""
 
@@ -56,11 +78,12 @@ class TaskAttempts:
     fenced: int = 0
     killed: int = 0
     visible: bool = True
+    partitions: dict[str, list[str]] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
-    def count(self, status: str, error: str | None) -> None:
+    def count(self, status: str, error: str | None, task: int | None = None) -> None:
         self.total += 1
         if status == "SUCCESS":
             self.succeeded += 1
@@ -70,6 +93,17 @@ class TaskAttempts:
             self.failed += 1
             if error and FENCED_MARKER in error:
                 self.fenced += 1
+        self.partitions.setdefault(f"task {task}", []).append(ending(status, error))
+
+    def name_partitions(self, input_partition: dict[int, int]) -> None:
+        """Key each task's attempts by its input partition (``input_partition``: Spark partition -> input
+        partition, from the results); a task no attempt of which returned a result keeps its Spark name."""
+        named = {}
+        for key, endings in self.partitions.items():
+            task = key.removeprefix("task ")
+            inp = input_partition.get(int(task)) if task.isdigit() else None
+            named[key if inp is None else str(inp)] = endings
+        self.partitions = named
 
 
 class AttemptTracker:
@@ -128,7 +162,8 @@ class AttemptTracker:
                     for stage_attempt in range(stage.currentAttemptId + 1 if stage is not None else 0):
                         for task in _seq(store.taskList(stage_id, stage_attempt, MAX_TASKS_READ)):
                             error = task.errorMessage()
-                            out.count(str(task.status()), str(error.get()) if error.isDefined() else None)
+                            out.count(str(task.status()), str(error.get()) if error.isDefined() else None,
+                                      int(task.partitionId()))
         except Exception as exc:  # noqa: BLE001 - a statistic must never fail a finished run
             log.warning("could not read the task attempts of %s from Spark: %s", self.group, exc)
         return out
@@ -186,6 +221,8 @@ class EventLogReader:
             reason = event.get("Task End Reason", {})
             kind = reason.get("Reason")
             status = "SUCCESS" if kind == "Success" else "KILLED" if kind == "TaskKilled" else "FAILED"
-            out.count(status, f"{reason.get('Description', '')} {reason.get('Full Stack Trace', '')}")
+            info = event.get("Task Info", {})
+            out.count(status, f"{kind} {reason.get('Description', '')} {reason.get('Full Stack Trace', '')}",
+                      info.get("Partition ID", info.get("Index")))
         return out
 

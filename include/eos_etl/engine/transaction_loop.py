@@ -26,7 +26,12 @@ records in :attr:`TransactionLoop.buffered`). Transitions:
   closes the producer and the attempt fails. Nothing it left open is visible:
   the next ``init_transactions`` aborts it.
 * :meth:`finish`: the last commit, of the window end itself, even with nothing
-  left to produce (aborted records or markers after the last record).
+  left to produce (aborted records or markers after the last record). Only for
+  an end the caller proved the input reached: the end of a stream that Spark
+  cut (a task interrupted or killed) is not the end of the input.
+* :meth:`abandon` (-> closed): the input stopped short of a proven end: abort
+  the open transaction and commit nothing more; the committed position stays
+  the last one this attempt proved.
 * :meth:`refresh` (closed -> closed): commit the committed position again with
   nothing produced: a partition with nothing new still renews its commit, so
   the group's offsets never reach the broker's offsets retention while the
@@ -178,6 +183,19 @@ class TransactionLoop:
                 self.commit(end)
             except (TransactionAbortable, TransactionOutcomeUnknown) as exc:
                 self._recover(exc)
+
+    def abandon(self) -> None:
+        """Abort the open transaction, if any, and commit nothing more (the input ended short)."""
+        if not self.is_open:
+            return
+        self.is_open = False
+        self.buffered.clear()
+        try:
+            self.producer.abort_transaction()
+        except (TransactionAbortable, PublishError) as exc:
+            # Left open, it is aborted by the next attempt's init_transactions or at its timeout;
+            # either way nothing of it becomes visible.
+            log.warning("could not abort the transaction of %s: %s", self._transactional_id, exc)
 
     def refresh(self) -> None:
         """Commit :attr:`position` again in a transaction of its own (nothing is open or buffered)."""

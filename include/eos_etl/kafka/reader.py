@@ -60,6 +60,36 @@ def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple
         consumer.close()
 
 
+def first_visible_offset(consumer: Consumer, topic: str, partition: int, start: int, end: int, *,
+                         timeout_s: float = 30.0) -> int | None:
+    """The offset of the first record in [start, end) of ``topic[partition]`` that ``consumer`` sees
+    (its isolation: read_committed skips aborted records and markers), or None when there is none.
+
+    A proof that a range holds nothing to publish: reading stops at the first visible record, or as
+    soon as the consumer's position reaches ``end`` (librdkafka moves it past aborted records and
+    markers too), so a range of markers costs one fetch. ``consumer`` is assigned the partition for
+    the read only and must not commit (``enable.auto.commit`` off). Raises TimeoutError when the
+    position does not reach ``end`` within ``timeout_s`` (a range beyond what the partition holds).
+    """
+    if end <= start:
+        return None
+    tp = TopicPartition(topic, partition, start)
+    consumer.assign([tp])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            for msg in consumer.consume(100, 0.02):
+                if not msg.error() and msg.partition() == partition:
+                    return msg.offset() if msg.offset() < end else None
+            if consumer.position([TopicPartition(topic, partition)])[0].offset >= end:
+                return None
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}[{partition}] from {start} did not reach {end} "
+                                   f"within {timeout_s:.0f}s")
+    finally:
+        consumer.unassign()
+
+
 def read_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple[int, int]], *,
                 isolation: str = "read_committed", timeout_s: float = 60.0) -> list[ConsumedRecord]:
     """:func:`iter_ranges` as a list in partition/offset order (for bounded ranges: checks and tests)."""

@@ -100,6 +100,7 @@ def _partitions(r: dict, quality: dict) -> list[dict]:
     rows = []
     published = {int(p["partition"]): p for p in r.get("partitions") or []}
     window = {int(p): se for p, se in ((r.get("window") or {}).get("partitions") or {}).items()}
+    attempts = (r.get("task_attempts") or {}).get("partitions") or {}
     for part in sorted(set(published) | set(window) | set(counted)):
         p, q = published.get(part, {}), counted.get(part, {})
         start, end = window.get(part, [p.get("start"), p.get("end")])
@@ -113,6 +114,8 @@ def _partitions(r: dict, quality: dict) -> list[dict]:
             "shipments": _dash(q.get("shipments")), "dead_letters": _dash(q.get("dead_letters")),
             "transactions": _dash(p.get("transactions")), "aborts": _dash(p.get("aborts")),
             "seconds": _dash(p.get("seconds")),
+            # How each Spark attempt of the partition's task ended; none for a range the driver committed.
+            "attempts": _dash(", ".join(attempts.get(str(part), []))),
         })
     return rows
 

@@ -117,6 +117,7 @@ def build_report(*, dag_id: str, run_id: str, plan: dict | None, summary: dict |
         "transactions": summary.get("transactions", 0),
         "aborts": summary.get("aborts", 0),
         "fenced_attempts": summary.get("fenced_attempts"),
+        "task_attempts": summary.get("task_attempts"),
         "publish_seconds": seconds,
         "wall_seconds": summary.get("wall_seconds"),
         "route": summary.get("route"),  # where the window's Spark work ran (eos_etl.stack.session)
