@@ -52,6 +52,10 @@ ORPHAN_BOUND_S = sum(float(s.rstrip("s")) for s in (SENDER_MAX_STREAM_DURATION, 
                                                      MAINTENANCE_INTERVAL)) + 15
 SLEEP_S = 120  # how long the failpoint keeps a task in flight (the fault lands within it)
 EXTRA = ["--chunk-records", "200"]
+#: The faulted run of a client-kill scenario: a task that Spark destroys mid-transaction leaves it open
+#: until the broker aborts it, and the checker before any retry waits for that (SETTLE_BOUND_S).
+FAULTED_TXN_TIMEOUT = ["--transaction-timeout-ms", "40000"]
+SETTLE_BOUND_S = 40 + 20
 
 
 def _server(lab: Lab) -> SparkConnectServer:
@@ -60,18 +64,19 @@ def _server(lab: Lab) -> SparkConnectServer:
     return lab.connect
 
 
-def _client(lab: Lab, shop, failpoints: str = "", run_id: str | None = None) -> JobProcess:
-    extra = EXTRA + (["--run-id", run_id] if run_id else [])
+def _client(lab: Lab, shop, failpoints: str = "", run_id: str | None = None, extra: list[str] = EXTRA
+            ) -> JobProcess:
+    extra = extra + (["--run-id", run_id] if run_id else [])
     return lab.job(shop, extra, failpoints=failpoints, env=_server(lab).client_env())
 
 
-def _in_flight(lab: Lab, shop, scenario: str, seed: int) -> JobProcess:
+def _in_flight(lab: Lab, shop, scenario: str, seed: int, extra: list[str] = EXTRA) -> JobProcess:
     """A client whose task for one partition is asleep mid-transaction."""
     server = _server(lab)
     server.ensure_running()
     since = server.log_file.stat().st_size if server.log_file.is_file() else 0
     job = _client(lab, shop, f"mid_produce=sleep:{SLEEP_S},partition={seed % 2},after={10 + seed * 13 % 90},"
-                             f"{_once(scenario)}").start()
+                             f"{_once(scenario)}", extra=extra).start()
     deadline = time.monotonic() + 240
     while "failpoint mid_produce fired" not in server._log_since(since):
         if not job.alive or time.monotonic() > deadline:
@@ -81,11 +86,11 @@ def _in_flight(lab: Lab, shop, scenario: str, seed: int) -> JobProcess:
     return job
 
 
-def _window_in_flight(lab: Lab, result: TrialResult, scenario: str, seed: int):
+def _window_in_flight(lab: Lab, result: TrialResult, scenario: str, seed: int, extra: list[str] = EXTRA):
     """A fresh shop with 600 purchases (committed, aborted and invalid ones) and a client in flight on it."""
     shop, ends = _shop_with_purchases(lab, result, 2, scenario.replace("_", "-"), 600, invalid_share=0.05,
                                       seed=seed, transaction_size=100, abort_share=0.1)
-    return shop, ends, _in_flight(lab, shop, scenario, seed)
+    return shop, ends, _in_flight(lab, shop, scenario, seed, extra)
 
 
 def task_workers(server: SparkConnectServer) -> list[int]:
@@ -223,7 +228,8 @@ def _streaming(lab: Lab, result: TrialResult, scenario: str, seed: int, window: 
                                       invalid_share=0.05, seed=seed, transaction_size=window.transaction_size,
                                       abort_share=0.02)
     _server(lab).ensure_running()
-    job = lab.job(shop, window.extra(), failpoints=window.failpoints(), env=_server(lab).client_env()).start()
+    job = lab.job(shop, window.extra() + FAULTED_TXN_TIMEOUT, failpoints=window.failpoints(),
+                  env=_server(lab).client_env()).start()
     if not job.wait_for("publishing tasks", 300):
         job.kill()
         raise RuntimeError(f"the window never started publishing:\n{job.tail()}")
@@ -247,14 +253,15 @@ def _tasks_ended(lab: Lab, result: TrialResult, t_fault: float, bound: float) ->
 
 def _client_gone(lab: Lab, seed: int, scenario: str, end_client, window: MidStream | None = None) -> TrialResult:
     """The client ended by ``end_client`` with its window in flight (``window``: streaming; None: one
-    task asleep mid-transaction); the checker before any retry, then the retry and the checker again.
+    task asleep mid-transaction); once its tasks ended and its outputs settled, the checker before any
+    retry, then the retry and the checker again.
     A trial whose fault struck no work in progress (no task with records to come, none killed by Spark,
     or, streaming, no range committed in part) fails as ``fault_not_mid_stream``."""
     with trial(scenario, f"seed={seed}") as result:
         server = _server(lab)
         since = server.log_file.stat().st_size if server.log_file.is_file() else 0
         if window is None:
-            shop, ends, job = _window_in_flight(lab, result, scenario, seed)
+            shop, ends, job = _window_in_flight(lab, result, scenario, seed, EXTRA + FAULTED_TXN_TIMEOUT)
             landing, extra = _landing(lab, shop, ends), EXTRA
         else:
             shop, ends, job, landing = _streaming(lab, result, scenario, seed, window)
@@ -269,10 +276,11 @@ def _client_gone(lab: Lab, seed: int, scenario: str, end_client, window: MidStre
                                tasks_at_fault=landing.tasks, tasks_killed=killed)
         if not (landing.mid_stream if window else landing.in_flight) or not killed:
             result.violations["fault_not_mid_stream"] = 1
-        lab.judge_before_retry(result, shop)
+        lab.judge_before_retry(result, shop, SETTLE_BOUND_S)
         _recover(lab, result, shop, t_fault, extra)
         result.detail = (f"client {how} mid-window: {landing.describe()}; its tasks on the server ended "
-                         f"{ended_s}s later, {killed} killed by Spark; before any retry "
+                         f"{ended_s}s later, {killed} killed by Spark; before any retry (outputs settled in "
+                         f"{result.counters['settled_before_retry_s']}s) "
                          f"{result.counters['committed_before_retry']:,} inputs committed, "
                          f"{result.counters['published_before_retry']:,} published, "
                          f"{result.counters['lost_before_retry']:,} lost; the retry ended {result.recovery_s}s after the fault")
