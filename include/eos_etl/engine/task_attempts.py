@@ -41,6 +41,7 @@ DIED_MARKERS = ("ExecutorLostFailure", "Python worker exited unexpectedly")
 MAX_TASKS_READ = 10_000
 _JOB_GROUP = "spark.jobGroup.id"
 _JOB_DESCRIPTION = "spark.job.description"
+_INTERRUPT_ON_CANCEL = "spark.job.interruptOnCancel"
 #: Where a Spark Connect server writes its event log, when a client may read it.
 EVENT_LOG_ENV = "EOS_ETL_SPARK_EVENT_LOG_DIR"
 #: How long a client waits for its jobs' end to reach the event log (the listener writes it
@@ -118,7 +119,7 @@ class AttemptTracker:
         self._connect = is_connect(spark)
         self._sc = None if self._connect else spark.sparkContext
         self.group = f"eos-etl-run-{run_id}"
-        self._previous: tuple[str | None, str | None] = (None, None)
+        self._previous: tuple[str | None, str | None, str | None] = (None, None, None)
         events = os.environ.get(EVENT_LOG_ENV)
         self._events = EventLogReader(Path(events)) if self._connect and events else None
 
@@ -128,17 +129,19 @@ class AttemptTracker:
                 self._events.mark()
             self._spark.addTag(self.group)
             return self
-        self._previous = (self._sc.getLocalProperty(_JOB_GROUP), self._sc.getLocalProperty(_JOB_DESCRIPTION))
-        self._sc.setJobGroup(self.group, f"eos-etl publish ({self.group})")
+        self._previous = tuple(self._sc.getLocalProperty(k) for k in (_JOB_GROUP, _JOB_DESCRIPTION,
+                                                                      _INTERRUPT_ON_CANCEL))
+        # A cancelled or aborted run interrupts its tasks' threads, as a Spark Connect server does for its
+        # operations: the run stops at once, and its tasks commit only positions they proved.
+        self._sc.setJobGroup(self.group, f"eos-etl publish ({self.group})", interruptOnCancel=True)
         return self
 
     def __exit__(self, *exc) -> None:
         if self._connect:
             self._spark.removeTag(self.group)
             return
-        group, description = self._previous
-        self._sc.setLocalProperty(_JOB_GROUP, group)
-        self._sc.setLocalProperty(_JOB_DESCRIPTION, description)
+        for key, value in zip((_JOB_GROUP, _JOB_DESCRIPTION, _INTERRUPT_ON_CANCEL), self._previous):
+            self._sc.setLocalProperty(key, value)
 
     def attempts(self) -> TaskAttempts:
         """Every task attempt of the group's jobs, by outcome; empty if Spark cannot tell."""
