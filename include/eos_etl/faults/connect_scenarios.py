@@ -29,6 +29,7 @@ import logging
 import random
 import signal
 import time
+from dataclasses import dataclass
 
 import psutil
 
@@ -51,6 +52,10 @@ ORPHAN_BOUND_S = sum(float(s.rstrip("s")) for s in (SENDER_MAX_STREAM_DURATION, 
                                                      MAINTENANCE_INTERVAL)) + 15
 SLEEP_S = 120  # how long the failpoint keeps a task in flight (the fault lands within it)
 EXTRA = ["--chunk-records", "200"]
+#: The faulted run of a client-kill scenario: a task that Spark destroys mid-transaction leaves it open
+#: until the broker aborts it, and the checker before any retry waits for that (SETTLE_BOUND_S).
+FAULTED_TXN_TIMEOUT = ["--transaction-timeout-ms", "40000"]
+SETTLE_BOUND_S = 40 + 20
 
 
 def _server(lab: Lab) -> SparkConnectServer:
@@ -59,18 +64,19 @@ def _server(lab: Lab) -> SparkConnectServer:
     return lab.connect
 
 
-def _client(lab: Lab, shop, failpoints: str = "", run_id: str | None = None) -> JobProcess:
-    extra = EXTRA + (["--run-id", run_id] if run_id else [])
+def _client(lab: Lab, shop, failpoints: str = "", run_id: str | None = None, extra: list[str] = EXTRA
+            ) -> JobProcess:
+    extra = extra + (["--run-id", run_id] if run_id else [])
     return lab.job(shop, extra, failpoints=failpoints, env=_server(lab).client_env())
 
 
-def _in_flight(lab: Lab, shop, scenario: str, seed: int) -> JobProcess:
+def _in_flight(lab: Lab, shop, scenario: str, seed: int, extra: list[str] = EXTRA) -> JobProcess:
     """A client whose task for one partition is asleep mid-transaction."""
     server = _server(lab)
     server.ensure_running()
     since = server.log_file.stat().st_size if server.log_file.is_file() else 0
     job = _client(lab, shop, f"mid_produce=sleep:{SLEEP_S},partition={seed % 2},after={10 + seed * 13 % 90},"
-                             f"{_once(scenario)}").start()
+                             f"{_once(scenario)}", extra=extra).start()
     deadline = time.monotonic() + 240
     while "failpoint mid_produce fired" not in server._log_since(since):
         if not job.alive or time.monotonic() > deadline:
@@ -80,11 +86,11 @@ def _in_flight(lab: Lab, shop, scenario: str, seed: int) -> JobProcess:
     return job
 
 
-def _window_in_flight(lab: Lab, result: TrialResult, scenario: str, seed: int):
+def _window_in_flight(lab: Lab, result: TrialResult, scenario: str, seed: int, extra: list[str] = EXTRA):
     """A fresh shop with 600 purchases (committed, aborted and invalid ones) and a client in flight on it."""
     shop, ends = _shop_with_purchases(lab, result, 2, scenario.replace("_", "-"), 600, invalid_share=0.05,
                                       seed=seed, transaction_size=100, abort_share=0.1)
-    return shop, ends, _in_flight(lab, shop, scenario, seed)
+    return shop, ends, _in_flight(lab, shop, scenario, seed, extra)
 
 
 def task_workers(server: SparkConnectServer) -> list[int]:
@@ -112,9 +118,9 @@ def _ended_within(result: TrialResult, job: JobProcess, t_fault: float, bound_s:
     return code
 
 
-def _recover(lab: Lab, result: TrialResult, shop, t_fault: float) -> None:
+def _recover(lab: Lab, result: TrialResult, shop, t_fault: float, extra: list[str] = EXTRA) -> None:
     _server(lab).ensure_running()
-    lab.recover(shop, EXTRA, env=_server(lab).client_env())
+    lab.recover(shop, extra, env=_server(lab).client_env())
     result.recovery_s = round(time.monotonic() - t_fault, 1)
 
 
@@ -143,50 +149,181 @@ def connect_server_stop(lab: Lab, seed: int) -> TrialResult:
     return _server_fault(lab, seed, "connect_server_stop", signal.SIGSTOP)
 
 
-def _client_gone(lab: Lab, seed: int, scenario: str, end_client) -> TrialResult:
+@dataclass(frozen=True)
+class MidStream:
+    """A window still streaming records into its publishing tasks when the fault lands: big (the soak: a
+    million purchases) or small and slowed down (the test suite: every record of a task sleeps a little,
+    failpoint ``mid_produce=throttle``, in small Arrow batches, so that an interrupted task still reaches
+    its stream's end before Spark destroys its worker). The fault waits ``fault_after_s`` after the tasks
+    started and then for a partition whose range is committed in part."""
+
+    purchases: int
+    partitions: int = 3
+    chunk_records: int = 20_000
+    fault_after_s: float = 10.0
+    throttle_s: float = 0.0  # per record, in the faulted run only
+    arrow_batch: int | None = None  # spark.sql.execution.arrow.maxRecordsPerBatch (None: Spark's default)
+    transaction_size: int = 10_000  # of the generator (2 % of its transactions abort)
+
+    def extra(self) -> list[str]:
+        conf = ["--spark-conf", f"spark.sql.execution.arrow.maxRecordsPerBatch={self.arrow_batch}"] \
+            if self.arrow_batch else []
+        return ["--chunk-records", str(self.chunk_records), *conf]
+
+    def failpoints(self) -> str:
+        return f"mid_produce=throttle:{self.throttle_s},after=100" if self.throttle_s else ""
+
+
+#: The soak's: a million purchases over three partitions, the fault 10 s after publishing started.
+SOAK_MIDSTREAM = MidStream(purchases=1_000_000)
+
+
+@dataclass(frozen=True)
+class Landing:
+    """Where a fault struck a window: each partition's range, its committed offset the moment before the
+    fault, and how many publishing tasks ran then. A fault that struck no task with records still to
+    come proves nothing about an interrupted task."""
+
+    ranges: dict[int, tuple[int, int]]
+    committed: dict[int, int | None]
+    tasks: int
+
+    def _at(self, p: int) -> int:
+        start, end = self.ranges[p]
+        return min(max(self.committed.get(p) or start, start), end)
+
+    @property
+    def published(self) -> int:
+        """Records the faulted run had committed (its committed offsets minus the ranges' starts)."""
+        return sum(self._at(p) - start for p, (start, _) in self.ranges.items())
+
+    @property
+    def to_come(self) -> int:
+        return sum(end - self._at(p) for p, (_, end) in self.ranges.items())
+
+    @property
+    def in_flight(self) -> bool:
+        """A task ran and records were still to come."""
+        return self.tasks > 0 and self.to_come > 0
+
+    @property
+    def mid_stream(self) -> bool:
+        """In flight, with a partition's range committed in part: its task was streaming, not starting."""
+        return self.in_flight and any(start < self._at(p) < end for p, (start, end) in self.ranges.items())
+
+    def describe(self) -> str:
+        return (f"{self.published:,} records committed by the run before the fault, {self.to_come:,} still to "
+                f"come, {self.tasks} tasks running (committed {self.committed})")
+
+
+def _landing(lab: Lab, shop, ends: dict[int, int]) -> Landing:
+    committed = lab.admin.committed_offsets(shop.group, shop.topics.purchases, sorted(ends))
+    return Landing({p: (0, end) for p, end in ends.items()}, committed, len(task_workers(_server(lab))))
+
+
+def _streaming(lab: Lab, result: TrialResult, scenario: str, seed: int, window: MidStream):
+    """A fresh shop with ``window.purchases`` and a client streaming it, up to the moment to fault it:
+    (shop, ends, client, where the fault lands)."""
+    shop, ends = _shop_with_purchases(lab, result, window.partitions, scenario.replace("_", "-"), window.purchases,
+                                      invalid_share=0.05, seed=seed, transaction_size=window.transaction_size,
+                                      abort_share=0.02)
+    _server(lab).ensure_running()
+    job = lab.job(shop, window.extra() + FAULTED_TXN_TIMEOUT, failpoints=window.failpoints(),
+                  env=_server(lab).client_env()).start()
+    if not job.wait_for("publishing tasks", 300):
+        job.kill()
+        raise RuntimeError(f"the window never started publishing:\n{job.tail()}")
+    time.sleep(window.fault_after_s)
+    deadline = time.monotonic() + 60
+    while not (landing := _landing(lab, shop, ends)).mid_stream and job.alive and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return shop, ends, job, landing
+
+
+def _tasks_ended(lab: Lab, result: TrialResult, t_fault: float, bound: float) -> float:
+    """Wait for the server's publishing tasks to end (the orphan cancelled, the interrupt landed)."""
+    server = _server(lab)
+    while task_workers(server) and time.monotonic() - t_fault < bound + 60:
+        time.sleep(0.5)
+    ended_s = round(time.monotonic() - t_fault, 1)
+    if ended_s > bound:
+        result.violations["orphan_outlived_its_bound"] = 1
+    return ended_s
+
+
+def _client_gone(lab: Lab, seed: int, scenario: str, end_client, window: MidStream | None = None) -> TrialResult:
+    """The client ended by ``end_client`` with its window in flight (``window``: streaming; None: one
+    task asleep mid-transaction); once its tasks ended and its outputs settled, the checker before any
+    retry, then the retry and the checker again.
+    A trial whose fault struck no work in progress (no task with records to come, none killed by Spark,
+    or, streaming, no range committed in part) fails as ``fault_not_mid_stream``."""
     with trial(scenario, f"seed={seed}") as result:
-        shop, ends, job = _window_in_flight(lab, result, scenario, seed)
         server = _server(lab)
+        since = server.log_file.stat().st_size if server.log_file.is_file() else 0
+        if window is None:
+            shop, ends, job = _window_in_flight(lab, result, scenario, seed, EXTRA + FAULTED_TXN_TIMEOUT)
+            landing, extra = _landing(lab, shop, ends), EXTRA
+        else:
+            shop, ends, job, landing = _streaming(lab, result, scenario, seed, window)
+            extra = window.extra()
         t_fault = time.monotonic()
         how = end_client(job)
         result.kills = 1
-        bound = ORPHAN_BOUND_S if how == "SIGKILL" else TERM_GRACE_S + 5
-        while task_workers(server) and time.monotonic() - t_fault < bound + 60:
-            time.sleep(0.5)
-        orphan_s = round(time.monotonic() - t_fault, 1)
-        if orphan_s > bound:
-            result.violations["orphan_outlived_its_bound"] = 1
-        result.fail_s = orphan_s
-        _recover(lab, result, shop, t_fault)
-        result.detail = (f"client {how} mid-window; its tasks on the server ended {orphan_s}s later (bound "
-                         f"{bound:.0f}s); retry exact after {result.recovery_s}s")
+        ended_s = result.fail_s = _tasks_ended(lab, result, t_fault,
+                                               ORPHAN_BOUND_S if how == "SIGKILL" else TERM_GRACE_S + 5)
+        killed = server._log_since(since).count("TaskKilled")
+        result.counters.update(published_before_fault=landing.published, to_come_at_fault=landing.to_come,
+                               tasks_at_fault=landing.tasks, tasks_killed=killed)
+        if not (landing.mid_stream if window else landing.in_flight) or not killed:
+            result.violations["fault_not_mid_stream"] = 1
+        lab.judge_before_retry(result, shop, SETTLE_BOUND_S)
+        _recover(lab, result, shop, t_fault, extra)
+        result.detail = (f"client {how} mid-window: {landing.describe()}; its tasks on the server ended "
+                         f"{ended_s}s later, {killed} killed by Spark; before any retry (outputs settled in "
+                         f"{result.counters['settled_before_retry_s']}s) "
+                         f"{result.counters['committed_before_retry']:,} inputs committed, "
+                         f"{result.counters['published_before_retry']:,} published, "
+                         f"{result.counters['lost_before_retry']:,} lost; the retry ended {result.recovery_s}s after the fault")
         lab.judge(result, shop, ends)
     return result
 
 
-def connect_client_kill(lab: Lab, seed: int) -> TrialResult:
-    def sigkill(job: JobProcess) -> str:
-        job.kill()
-        return "SIGKILL"
+def _sigkill(job: JobProcess) -> str:
+    job.kill()
+    return "SIGKILL"
 
-    return _client_gone(lab, seed, "connect_client_kill", sigkill)
+
+def _on_kill(job: JobProcess) -> str:
+    """Airflow's own path: the operator's ``on_kill`` (SIGTERM) on the running client."""
+    from ..orchestration.operators import WindowSparkConnectOperator  # Airflow loads for these scenarios only
+
+    operator = WindowSparkConnectOperator(task_id="run_window", application="jobs/run_window.py")
+    operator._proc = job.proc
+    operator.on_kill()
+    code = job.wait(5)
+    errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
+    if code != 143 or len(errors) != 1 or "terminated (SIGTERM)" not in errors[0]:
+        raise RuntimeError(f"on_kill: exit {code}, errors {errors}:\n{job.tail()}")
+    return "SIGTERM (on_kill)"
+
+
+def connect_client_kill(lab: Lab, seed: int) -> TrialResult:
+    return _client_gone(lab, seed, "connect_client_kill", _sigkill)
 
 
 def connect_task_kill(lab: Lab, seed: int) -> TrialResult:
-    """Airflow's own path: the operator's ``on_kill`` on the running client."""
-    from ..orchestration.operators import WindowSparkConnectOperator  # Airflow loads for this scenario only
+    """Airflow kills the run task: the operator's ``on_kill`` on the running client."""
+    return _client_gone(lab, seed, "connect_task_kill", _on_kill)
 
-    def on_kill(job: JobProcess) -> str:
-        operator = WindowSparkConnectOperator(task_id="run_window", application="jobs/run_window.py")
-        operator._proc = job.proc
-        operator.on_kill()
-        code = job.wait(5)
-        errors = [line for line in job.stderr.splitlines() if line.startswith("error:")]
-        if code != 143 or len(errors) != 1 or "terminated (SIGTERM)" not in errors[0]:
-            raise RuntimeError(f"on_kill: exit {code}, errors {errors}:\n{job.tail()}")
-        return "SIGTERM (on_kill)"
 
-    return _client_gone(lab, seed, "connect_task_kill", on_kill)
+def connect_client_kill_midstream(lab: Lab, seed: int, window: MidStream = SOAK_MIDSTREAM) -> TrialResult:
+    """The client SIGKILLed while its tasks stream: the server cancels the orphan mid-stream."""
+    return _client_gone(lab, seed, "connect_client_kill_midstream", _sigkill, window)
+
+
+def connect_client_term_midstream(lab: Lab, seed: int, window: MidStream = SOAK_MIDSTREAM) -> TrialResult:
+    """The operator's ``on_kill`` while the client's tasks stream: they are interrupted mid-stream."""
+    return _client_gone(lab, seed, "connect_client_term_midstream", _on_kill, window)
 
 
 def connect_two_clients(lab: Lab, seed: int) -> TrialResult:
@@ -255,6 +392,8 @@ CONNECT_SCENARIOS = {
     "connect_server_stop": connect_server_stop,
     "connect_client_kill": connect_client_kill,
     "connect_task_kill": connect_task_kill,
+    "connect_client_kill_midstream": connect_client_kill_midstream,
+    "connect_client_term_midstream": connect_client_term_midstream,
     "connect_two_clients": connect_two_clients,
     "connect_server_restart": connect_server_restart,
     "connect_broker_kill": connect_broker_kill,

@@ -181,6 +181,30 @@ class Lab:
             log.error("output partitions with a hanging transaction: %s", lagging)
         return not lagging
 
+    def judge_before_retry(self, result: TrialResult, shop: ShopSettings, settle_s: float) -> TrialResult:
+        """The checker with no further run before it (a later run must not be able to hide a loss):
+        every committed input has its outputs, while the committed offsets may be short of the
+        input's ends (an interrupted attempt commits no more). Its counts go to ``result.counters``,
+        its violations, named ``<kind>_before_retry``, to ``result.violations``.
+
+        First the outputs must settle, within ``settle_s``: an attempt destroyed mid-transaction
+        leaves it open until the broker aborts it (its transaction timeout), and until then a
+        read_committed reader sees none of the outputs committed after it began, on any partition."""
+        t0 = time.monotonic()
+        if not self.outputs_settled(shop, timeout_s=settle_s):
+            result.violations["unsettled_before_retry"] = 1
+        result.counters["settled_before_retry_s"] = round(time.monotonic() - t0, 1)
+        report = check_shop(shop, expected_ends=None)
+        parts = report.partitions.values()
+        result.counters.update(committed_before_retry=sum(p.committed_inputs for p in parts),
+                               published_before_retry=sum(p.covered_inputs for p in parts),
+                               lost_before_retry=report.violations.get("lost", 0))
+        result.violations.update({f"{kind}_before_retry": n for kind, n in report.violations.items()})
+        if not report.ok:
+            log.error("trial %s/%s before any retry: violations %s", result.scenario, result.trial,
+                      dict(report.violations))
+        return result
+
     def judge(self, result: TrialResult, shop: ShopSettings, expected_ends: dict[int, int] | None = None
               ) -> TrialResult:
         """Fill in the verdict: checker violations and whether outputs settled."""
