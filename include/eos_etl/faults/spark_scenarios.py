@@ -337,15 +337,14 @@ def _running(pid: int) -> bool:
         return False
 
 
-def _wait_gone(result: TrialResult, pids: list[int], bound_s: float) -> float:
-    """Wait for ``pids`` (the faulted attempts' Python processes) to be gone; how long that took."""
-    t0 = time.monotonic()
+def _wait_gone(result: TrialResult, pids: list[int], t_fault: float, bound_s: float) -> float:
+    """Wait for ``pids`` (the faulted attempts' Python processes) to be gone; seconds from the fault."""
     while any(_running(pid) for pid in pids):
-        if time.monotonic() - t0 > bound_s:
+        if time.monotonic() - t_fault > bound_s:
             result.violations["workers_outlived_bound"] = 1
             break
         time.sleep(0.5)
-    return round(time.monotonic() - t0, 1)
+    return round(time.monotonic() - t_fault, 1)
 
 
 def check_before_retry(lab: Lab, result: TrialResult, shop) -> None:
@@ -371,7 +370,7 @@ def check_before_retry(lab: Lab, result: TrialResult, shop) -> None:
 
 def _before_retry_detail(result: TrialResult) -> str:
     c = result.counters
-    return (f"before any retry (workers gone in {c.get('workers_gone_s')}s, outputs settled in "
+    return (f"before any retry (workers gone {c.get('workers_gone_s')}s after the fault, outputs settled in "
             f"{c['settled_before_retry_s']}s): {c['committed_before_retry']:,} inputs committed, "
             f"{c['published_before_retry']:,} published, {c['lost_before_retry']:,} lost")
 
@@ -414,6 +413,7 @@ def _midstream_kill(lab: Lab, scenario: str, seed: int, fault) -> TrialResult:
             landing = _landing(lab, shop, ends)
             t_fault = time.monotonic()
             how, code = fault(lab, job, rng)
+            log.info("%s: %s; %s", scenario, how, landing.describe())
             result.kills = 1
             if job.alive:
                 code = _finish(lab, result, job, t_fault, RUN_BOUND_S, scenario)
@@ -421,7 +421,7 @@ def _midstream_kill(lab: Lab, scenario: str, seed: int, fault) -> TrialResult:
             if job.alive:
                 job.kill()
         landing.record(result)
-        result.counters["workers_gone_s"] = _wait_gone(result, doomed, WORKERS_GONE_S)
+        result.counters["workers_gone_s"] = _wait_gone(result, doomed, t_fault, WORKERS_GONE_S)
         check_before_retry(lab, result, shop)
         spark.start()
         lab.recover(shop, extra)
@@ -497,7 +497,7 @@ def spark_speculation_streaming(lab: Lab, seed: int, *, records: int = 40_000, p
         result.counters.update(attempts=len(attempts.started), killed_as_redundant=attempts.killed_as_redundant)
         if len(attempts.hosts) < 2:
             result.violations["no_copy_on_another_host"] = 1
-        result.counters["workers_gone_s"] = _wait_gone(result, doomed, WORKERS_GONE_S)
+        result.counters["workers_gone_s"] = _wait_gone(result, doomed, t_fault, WORKERS_GONE_S)
         check_before_retry(lab, result, shop)
         if code != 0:
             lab.recover(shop, extra)
