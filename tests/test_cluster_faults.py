@@ -58,7 +58,8 @@ def test_the_cluster_soak_plans_every_scenario_spark_side_included():
     assert counts["start_phase_broker_kill"] == 5
     for name in ("partition_leader_kill", "txn_coordinator_kill_during_commit", "two_brokers_down",
                  "rolling_restart", "executor_kill", "worker_kill", "spark_speculation",
-                 "executor_kill_midstream", "driver_kill_midstream", "spark_speculation_streaming"):
+                 "executor_kill_midstream", "driver_kill_midstream", "spark_speculation_streaming",
+                 "two_brokers_down_midstream"):
         assert counts[name] == 2, counts
     # Seed-major: every scenario has its first trial before any has its second.
     first_round = [name for name, _ in plan[:len(counts)]]

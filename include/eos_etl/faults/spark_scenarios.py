@@ -39,7 +39,11 @@ work in progress (``fault_not_mid_stream``):
   gone and exit on their own.
 - **spark_speculation_streaming**: as spark_speculation, but the straggler
   streams slowly (failpoint ``mid_produce=throttle``) instead of sleeping, so
-  the attempt Spark fences and kills is mid-stream.
+  the attempt its copy fences (and Spark would kill) is mid-stream.
+- **two_brokers_down_midstream**: two of three Kafka nodes SIGKILLed while
+  both tasks stream slowly; the run's ReplicaGuard cancels the job once the
+  outputs stayed below min.insync.replicas, interrupting tasks with records
+  still to come.
 
 Each waits until the faulted attempts' Python workers are gone and the outputs
 settled, runs the independent checker before any retry (every committed input
@@ -62,7 +66,9 @@ import psutil
 
 from ..checker import check_shop
 from ..stack.spark_cluster import ExecutorProcess, SparkStandalone
-from .cluster_scenarios import FAILPOINT_WAIT_S, RUN_BOUND_S, _finish, _restore, register
+from ..errors import EXIT_RUNTIME
+from .clear_failure import error_lines
+from .cluster_scenarios import FAILPOINT_WAIT_S, MIN_ISR_BOUND_S, RUN_BOUND_S, _finish, _restore, register
 from .lab import Lab, TrialResult
 from .process import JobProcess
 from .scenarios import _once, _shop_with_purchases, trial
@@ -510,9 +516,57 @@ def spark_speculation_streaming(lab: Lab, seed: int, *, records: int = 40_000, p
     return result
 
 
+def two_brokers_down_midstream(lab: Lab, seed: int, *, records: int = 60_000, partitions: int = 2) -> TrialResult:
+    """Two of three nodes SIGKILLed while both tasks stream (2 ms a record, Arrow batches of 200): the
+    run's ReplicaGuard cancels its job once the outputs stayed below min.insync.replicas for its grace,
+    interrupting tasks with records to come. The run fails with one error naming min.insync.replicas;
+    with the nodes back, the checker before any retry, then a retry and the checker."""
+    cluster, spark = lab.cluster, _spark(lab)
+    rng = random.Random(seed)
+    with trial("two_brokers_down_midstream", f"{records:,} purchases seed={seed}") as result:
+        _restore(cluster)
+        spark.start()
+        shop, ends = _shop_with_purchases(lab, result, partitions, "two-down-midstream", records,
+                                          invalid_share=0.05, seed=seed, transaction_size=1000, abort_share=0.02)
+        extra = [*_cluster_args(lab, 1000), *STREAMING_ARROW_BATCH]
+        job = lab.job(shop, [*extra, *FAULTED_TXN_TIMEOUT],
+                      failpoints=f"mid_produce=throttle:{STRAGGLER_THROTTLE_S},after=100").start()
+        try:
+            _wait_mid_stream(lab, shop, ends, job)
+            time.sleep(rng.uniform(0.0, 2.0))
+            doomed = [pid for e in spark.executors() for pid in e.python_workers()]
+            landing = _landing(lab, shop, ends)
+            down = rng.sample([n.node_id for n in cluster.nodes], 2)
+            t_fault = time.monotonic()
+            for node_id in down:
+                cluster.node(node_id).kill()
+            log.info("two_brokers_down_midstream: nodes %s SIGKILLed; %s", down, landing.describe())
+            result.kills = 2
+            code = _finish(lab, result, job, t_fault, MIN_ISR_BOUND_S, "two_brokers_down_midstream")
+            failed_s = round(time.monotonic() - t_fault, 1)
+        finally:
+            if job.alive:
+                job.kill()
+        errors = error_lines(job.stderr)
+        if code != EXIT_RUNTIME or not errors or "min.insync.replicas" not in errors[0]:
+            result.violations["no_min_isr_error"] = 1
+        landing.record(result)
+        result.counters["workers_gone_s"] = _wait_gone(result, doomed, t_fault, WORKERS_GONE_S)
+        _restore(cluster)
+        check_before_retry(lab, result, shop)
+        lab.recover(shop, extra)
+        result.recovery_s = round(time.monotonic() - t_fault, 1)
+        result.detail = (f"nodes {down} SIGKILLed mid-stream: {landing.describe()}; run exit {code} after "
+                         f"{failed_s}s: {errors[0][:160] if errors else job.tail(2)!r}; "
+                         f"{_before_retry_detail(result)}; the retry ended {result.recovery_s}s after the fault")
+        lab.judge(result, shop, ends)
+    return result
+
+
 SPARK_SCENARIOS = {"executor_kill": executor_kill, "worker_kill": worker_kill,
                    "spark_speculation": spark_speculation, "connect_executor_kill": connect_executor_kill,
                    "executor_kill_midstream": executor_kill_midstream, "driver_kill_midstream": driver_kill_midstream,
-                   "spark_speculation_streaming": spark_speculation_streaming}
+                   "spark_speculation_streaming": spark_speculation_streaming,
+                   "two_brokers_down_midstream": two_brokers_down_midstream}
 for _name, _run in SPARK_SCENARIOS.items():
     register(_name, _run)
