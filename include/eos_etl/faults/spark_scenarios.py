@@ -507,7 +507,8 @@ def spark_speculation_streaming(lab: Lab, seed: int, *, records: int = 40_000, p
         check_before_retry(lab, result, shop)
         if code != 0:
             lab.recover(shop, extra)
-        result.recovery_s = round(time.monotonic() - t_fault, 1)
+        # From the fence to the faulted run finishing, or else to the retry finishing.
+        result.recovery_s = round((t_start + took if code == 0 else time.monotonic()) - t_fault, 1)
         result.detail = (f"partition {p} streaming at {STRAGGLER_THROTTLE_S * 1000:.0f} ms a record when its "
                          f"copy started: {landing.describe()}; attempts {attempts.started}; original killed by "
                          f"Spark as redundant: {'yes' if attempts.killed_as_redundant else 'no'}; run exit {code} in "
