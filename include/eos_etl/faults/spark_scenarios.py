@@ -39,7 +39,9 @@ work in progress (``fault_not_mid_stream``):
   gone and exit on their own.
 - **spark_speculation_streaming**: as spark_speculation, but the straggler
   streams slowly (failpoint ``mid_produce=throttle``) instead of sleeping, so
-  the attempt its copy fences (and Spark would kill) is mid-stream.
+  the attempt its copy fences is mid-stream. The copy's ``init_transactions``
+  fences the original before Spark could kill it as redundant: the original
+  fails at its next produce, and the trial records whether Spark killed it.
 - **two_brokers_down_midstream**: two of three Kafka nodes SIGKILLed while
   both tasks stream slowly; the run's ReplicaGuard cancels the job once the
   outputs stayed below min.insync.replicas, interrupting tasks with records
@@ -473,7 +475,7 @@ def _copy_started(lab: Lab, shop, ends: dict[int, int], p: int, job: JobProcess)
 def spark_speculation_streaming(lab: Lab, seed: int, *, records: int = 40_000, partitions: int = 2,
                                 chunk_records: int = 1000) -> TrialResult:
     """spark.speculation=true with one publishing task straggling while it streams: its copy fences it
-    mid-stream and Spark kills it once the copy succeeded."""
+    mid-stream (where that landed is the fault's landing), the copy finishes the partition."""
     cluster, spark = lab.cluster, _spark(lab)
     with trial("spark_speculation_streaming", f"{records:,} purchases seed={seed}") as result:
         _restore(cluster)
