@@ -57,11 +57,32 @@ def test_the_cluster_soak_plans_every_scenario_spark_side_included():
     counts = Counter(name for name, _ in plan)
     assert counts["start_phase_broker_kill"] == 5
     for name in ("partition_leader_kill", "txn_coordinator_kill_during_commit", "two_brokers_down",
-                 "rolling_restart", "executor_kill", "worker_kill", "spark_speculation"):
+                 "rolling_restart", "executor_kill", "worker_kill", "spark_speculation",
+                 "executor_kill_midstream", "driver_kill_midstream", "spark_speculation_streaming",
+                 "two_brokers_down_midstream"):
         assert counts[name] == 2, counts
     # Seed-major: every scenario has its first trial before any has its second.
     first_round = [name for name, _ in plan[:len(counts)]]
     assert sorted(first_round) == sorted(counts)
+
+
+def test_a_fault_counts_as_mid_stream_only_on_a_task_with_part_of_its_range_committed():
+    from eos_etl.faults.lab import TrialResult
+    from eos_etl.faults.spark_scenarios import Landing
+
+    ends = {0: 1000, 1: 2000}
+    streaming = Landing(ends, {0: 400, 1: None}, tasks=2)
+    assert streaming.mid_stream and (streaming.published, streaming.to_come) == (400, 2600)
+    result = TrialResult("driver_kill_midstream", "seed=1")
+    streaming.record(result)
+    assert "fault_not_mid_stream" not in result.violations
+    assert result.counters == {"published_before_fault": 400, "to_come_at_fault": 2600, "tasks_at_fault": 2}
+    # Nothing committed yet (still starting), all of it committed (done), or no task running: no landing.
+    for missed in (Landing(ends, {0: None, 1: None}, 2), Landing(ends, {0: 1000, 1: 2000}, 2),
+                   Landing(ends, {0: 400, 1: None}, 0)):
+        result = TrialResult("driver_kill_midstream", "seed=1")
+        missed.record(result)
+        assert not missed.mid_stream and result.violations == {"fault_not_mid_stream": 1}, missed
 
 
 def test_a_subset_soak_gets_a_section_of_its_own_with_the_start_phase_table(tmp_path):

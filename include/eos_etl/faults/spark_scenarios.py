@@ -22,6 +22,35 @@ treats them as two machines) against the three-node Kafka cluster.
 Where each partition's attempts ran is read from the executors' own logs (the
 publisher logs ``publishing <topic>[p]`` when an attempt starts), so a trial
 shows on which host the retry or the speculative copy ran.
+
+The scenarios above stop a task at a failpoint before they fault it: its
+Python worker is frozen and dies with its executor, so they cannot show what a
+task does with a stream that was cut while it read it. These land on tasks
+that stream (a window of a million purchases, or a task slowed down record by
+record), record where the fault landed, and fail a trial whose fault struck no
+work in progress (``fault_not_mid_stream``):
+
+- **executor_kill_midstream**: the executor JVM alone SIGKILLed (an executor
+  OOM-killed) while its tasks stream; its Python workers outlive it a moment
+  and see their stream end. ``spark.task.maxFailures=1``: the lost executor
+  fails the job, so no retried attempt runs before the checker.
+- **driver_kill_midstream**: the driver (the ``run-window`` process and its
+  JVM, client mode) SIGKILLed while executors stream; they find their driver
+  gone and exit on their own.
+- **spark_speculation_streaming**: as spark_speculation, but the straggler
+  streams slowly (failpoint ``mid_produce=throttle``) instead of sleeping, so
+  the attempt its copy fences is mid-stream. The copy's ``init_transactions``
+  fences the original before Spark could kill it as redundant: the original
+  fails at its next produce, and the trial records whether Spark killed it.
+- **two_brokers_down_midstream**: two of three Kafka nodes SIGKILLed while
+  both tasks stream slowly; the run's ReplicaGuard cancels the job once the
+  outputs stayed below min.insync.replicas, interrupting tasks with records
+  still to come.
+
+Each waits until the faulted attempts' Python workers are gone and the outputs
+settled, runs the independent checker before any retry (every committed input
+has its outputs; the committed offsets may stop short of the input's ends),
+then a retry and the full check.
 """
 
 from __future__ import annotations
@@ -35,9 +64,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
+from ..checker import check_shop
 from ..stack.spark_cluster import ExecutorProcess, SparkStandalone
-from .cluster_scenarios import FAILPOINT_WAIT_S, RUN_BOUND_S, _finish, _restore, register
+from ..errors import EXIT_RUNTIME
+from .clear_failure import error_lines
+from .cluster_scenarios import FAILPOINT_WAIT_S, MIN_ISR_BOUND_S, RUN_BOUND_S, _finish, _restore, register
 from .lab import Lab, TrialResult
+from .process import JobProcess
 from .scenarios import _once, _shop_with_purchases, trial
 
 log = logging.getLogger(__name__)
@@ -221,7 +256,320 @@ def connect_executor_kill(lab: Lab, seed: int) -> TrialResult:
     return _executor_or_worker_kill(lab, "connect_executor_kill", seed, whole_worker=False, connect=True)
 
 
+# -- faults that land on tasks streaming their records -------------------------------------------
+#: A window still streaming when the fault lands: a million purchases over four partitions, two tasks
+#: at a time on the two one-core workers at about 30,000 purchases a second each, 20,000 per transaction.
+MIDSTREAM_PURCHASES = 1_000_000
+MIDSTREAM_PARTITIONS = 4
+MIDSTREAM_CHUNK = 20_000
+#: The faulted run's transactions time out after 40 s (not 120): an attempt destroyed mid-transaction
+#: holds every read_committed reader back until the broker aborts it, and the check before any retry
+#: waits for that (SETTLE_BOUND_S).
+FAULTED_TXN_TIMEOUT = ["--transaction-timeout-ms", "40000"]
+SETTLE_BOUND_S = 40 + 20
+#: The faulted attempts' Python workers are gone by then: an executor that lost its driver exits within
+#: seconds, and Spark destroys an interrupted task's worker 2-4 s after the interrupt.
+WORKERS_GONE_S = 90.0
+#: From the tasks' start, how long the faulted run may take to commit part of a range.
+LANDING_WAIT_S = 300.0
+
+
+@dataclass(frozen=True)
+class Landing:
+    """Where a fault struck a window: each partition's window end (its range starts at 0, fresh topics),
+    the group's committed offset the moment before the fault, and the Python workers running tasks then."""
+
+    ends: dict[int, int]
+    committed: dict[int, int | None]
+    tasks: int
+
+    def _at(self, p: int) -> int:
+        return min(self.committed.get(p) or 0, self.ends[p])
+
+    @property
+    def published(self) -> int:
+        """Records the faulted run had committed before the fault (its committed offsets minus the starts)."""
+        return sum(self._at(p) for p in self.ends)
+
+    @property
+    def to_come(self) -> int:
+        return sum(end - self._at(p) for p, end in self.ends.items())
+
+    @property
+    def mid_stream(self) -> bool:
+        """A task ran, records were still to come, and a range was committed in part (a task streamed)."""
+        return self.tasks > 0 and self.to_come > 0 and any(0 < self._at(p) < e for p, e in self.ends.items())
+
+    def describe(self) -> str:
+        return (f"{self.published:,} records committed by the run before the fault, {self.to_come:,} still to "
+                f"come, {self.tasks} task(s) running (committed {self.committed})")
+
+    def record(self, result: TrialResult) -> None:
+        result.counters.update(published_before_fault=self.published, to_come_at_fault=self.to_come,
+                               tasks_at_fault=self.tasks)
+        if not self.mid_stream:
+            result.violations["fault_not_mid_stream"] = 1
+
+
+def _task_workers(spark: SparkStandalone) -> list[int]:
+    """The cluster's Python workers running a task now (children of the executors' pyspark daemons)."""
+    pids = []
+    for executor in spark.executors():
+        try:
+            pids += [w.pid for daemon in psutil.Process(executor.pid).children() for w in daemon.children()]
+        except psutil.Error:
+            pass
+    return pids
+
+
+def _landing(lab: Lab, shop, ends: dict[int, int]) -> Landing:
+    committed = lab.admin.committed_offsets(shop.group, shop.topics.purchases, sorted(ends))
+    return Landing(dict(ends), committed, len(_task_workers(_spark(lab))))
+
+
+def _wait_mid_stream(lab: Lab, shop, ends: dict[int, int], job: JobProcess) -> None:
+    """Until the run committed part of a range with records still to come (a task is streaming)."""
+    deadline = time.monotonic() + LANDING_WAIT_S
+    while not _landing(lab, shop, ends).mid_stream:
+        if not job.alive:
+            raise RuntimeError(f"the run ended (exit {job.wait(0)}) before it streamed:\n{job.tail()}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the run committed no part of a range within {LANDING_WAIT_S:.0f}s:\n{job.tail()}")
+        time.sleep(0.3)
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_gone(result: TrialResult, pids: list[int], t_fault: float, bound_s: float) -> float:
+    """Wait for ``pids`` (the faulted attempts' Python processes) to be gone; seconds from the fault."""
+    while any(_running(pid) for pid in pids):
+        if time.monotonic() - t_fault > bound_s:
+            result.violations["workers_outlived_bound"] = 1
+            break
+        time.sleep(0.5)
+    return round(time.monotonic() - t_fault, 1)
+
+
+def check_before_retry(lab: Lab, result: TrialResult, shop) -> None:
+    """The independent checker with no further run before it (a later run must not be able to hide a loss):
+    every committed input has its outputs, while the committed offsets may be short of the input's ends.
+    First the outputs settle (a destroyed attempt's open transaction aborted by the broker). Counts go to
+    ``result.counters``, violations, named ``<kind>_before_retry``, to ``result.violations``."""
+    t0 = time.monotonic()
+    if not lab.outputs_settled(shop, timeout_s=SETTLE_BOUND_S):
+        result.violations["unsettled_before_retry"] = 1
+    result.counters["settled_before_retry_s"] = round(time.monotonic() - t0, 1)
+    report = check_shop(shop)
+    parts = report.partitions.values()
+    result.counters.update(committed_before_retry=sum(p.committed_inputs for p in parts),
+                           published_before_retry=sum(p.covered_inputs for p in parts),
+                           lost_before_retry=report.violations.get("lost", 0),
+                           committed_offsets_before_retry={p.partition: p.committed_offset for p in parts})
+    result.violations.update({f"{kind}_before_retry": n for kind, n in report.violations.items()})
+    if not report.ok:
+        log.error("trial %s/%s before any retry: violations %s", result.scenario, result.trial,
+                  dict(report.violations))
+
+
+def _before_retry_detail(result: TrialResult) -> str:
+    c = result.counters
+    return (f"before any retry (workers gone {c.get('workers_gone_s')}s after the fault, outputs settled in "
+            f"{c['settled_before_retry_s']}s): {c['committed_before_retry']:,} inputs committed, "
+            f"{c['published_before_retry']:,} published, {c['lost_before_retry']:,} lost")
+
+
+def _kill_executor_jvm(lab: Lab, job: JobProcess, rng: random.Random) -> tuple[str, int | None]:
+    """SIGKILL one executor JVM running a task, not its Python workers (an executor OOM-killed)."""
+    busy = [e for e in _spark(lab).executors()
+            if any(c.children() for c in psutil.Process(e.pid).children())]
+    if not busy:
+        raise RuntimeError(f"no executor was running a task:\n{job.tail()}")
+    executor = rng.choice(busy)
+    executor.kill()
+    return f"executor {executor.executor_id} JVM on {executor.host} (pid {executor.pid}) SIGKILLed", None
+
+
+def _kill_driver(_lab: Lab, job: JobProcess, _rng: random.Random) -> tuple[str, int | None]:
+    """SIGKILL the driver (the run-window process and its JVM, client mode); its executors live on."""
+    job.kill()
+    return f"driver (run-window pid {job.pid} and its JVM) SIGKILLed", job.wait(0)
+
+
+def _midstream_kill(lab: Lab, scenario: str, seed: int, fault) -> TrialResult:
+    """A million-purchase window on the cluster, ``fault(lab, job, rng)`` once a task streams; once the
+    faulted attempts' Python workers are gone, the checker before any retry; a retry; the checker."""
+    cluster, spark = lab.cluster, _spark(lab)
+    rng = random.Random(seed)
+    with trial(scenario, f"{MIDSTREAM_PURCHASES:,} purchases seed={seed}") as result:
+        _restore(cluster)
+        spark.start()
+        shop, ends = _shop_with_purchases(lab, result, MIDSTREAM_PARTITIONS, scenario.replace("_", "-"),
+                                          MIDSTREAM_PURCHASES, invalid_share=0.05, seed=seed,
+                                          transaction_size=10_000, abort_share=0.02)
+        extra = _cluster_args(lab, MIDSTREAM_CHUNK)
+        faulted = [*extra, *FAULTED_TXN_TIMEOUT, "--spark-conf", "spark.task.maxFailures=1"]
+        job = lab.job(shop, faulted).start()
+        try:
+            _wait_mid_stream(lab, shop, ends, job)
+            time.sleep(rng.uniform(0.0, 3.0))
+            doomed = [pid for e in spark.executors() for pid in e.python_workers()]
+            landing = _landing(lab, shop, ends)
+            t_fault = time.monotonic()
+            how, code = fault(lab, job, rng)
+            log.info("%s: %s; %s", scenario, how, landing.describe())
+            result.kills = 1
+            if job.alive:
+                code = _finish(lab, result, job, t_fault, RUN_BOUND_S, scenario)
+        finally:
+            if job.alive:
+                job.kill()
+        landing.record(result)
+        result.counters["workers_gone_s"] = _wait_gone(result, doomed, t_fault, WORKERS_GONE_S)
+        check_before_retry(lab, result, shop)
+        spark.start()
+        lab.recover(shop, extra)
+        result.recovery_s = round(time.monotonic() - t_fault, 1)
+        result.detail = (f"{how} mid-stream: {landing.describe()}; faulted run "
+                         f"{'hung' if code is None else f'exit {code}'}; {_before_retry_detail(result)}; "
+                         f"the retry ended {result.recovery_s}s after the fault")
+        lab.judge(result, shop, ends)
+    return result
+
+
+def executor_kill_midstream(lab: Lab, seed: int) -> TrialResult:
+    """An executor JVM SIGKILLed while its tasks stream a million-purchase window."""
+    return _midstream_kill(lab, "executor_kill_midstream", seed, _kill_executor_jvm)
+
+
+def driver_kill_midstream(lab: Lab, seed: int) -> TrialResult:
+    """The driver SIGKILLed while its executors stream a million-purchase window."""
+    return _midstream_kill(lab, "driver_kill_midstream", seed, _kill_driver)
+
+
+#: The streaming straggler: each record of its attempt sleeps 2 ms (about 500 a second, where the other
+#: partition's task does thousands), and Spark sends records in Arrow batches of 200, so the straggler
+#: still streams, between short batches, when its speculative copy fences it and Spark kills it.
+STRAGGLER_THROTTLE_S = 0.002
+STREAMING_ARROW_BATCH = ["--spark-conf", "spark.sql.execution.arrow.maxRecordsPerBatch=200"]
+
+
+def _copy_started(lab: Lab, shop, ends: dict[int, int], p: int, job: JobProcess) -> Landing:
+    """Wait for a second attempt of partition ``p`` to start publishing (its init_transactions has fenced
+    the first); where that landed on the first attempt's range."""
+    spark = _spark(lab)
+    deadline = time.monotonic() + FAILPOINT_WAIT_S
+    while len(partition_attempts(spark, shop.topics.purchases, p).started) < 2:
+        if not job.alive or time.monotonic() > deadline:
+            raise RuntimeError(f"no speculative copy of partition {p} started (run exit {job.wait(0)}):\n"
+                               f"{job.tail()}")
+        time.sleep(0.3)
+    landing = _landing(lab, shop, ends)
+    return Landing({p: ends[p]}, {p: landing.committed.get(p)}, landing.tasks)
+
+
+def spark_speculation_streaming(lab: Lab, seed: int, *, records: int = 40_000, partitions: int = 2,
+                                chunk_records: int = 1000) -> TrialResult:
+    """spark.speculation=true with one publishing task straggling while it streams: its copy fences it
+    mid-stream (where that landed is the fault's landing), the copy finishes the partition."""
+    cluster, spark = lab.cluster, _spark(lab)
+    with trial("spark_speculation_streaming", f"{records:,} purchases seed={seed}") as result:
+        _restore(cluster)
+        spark.start()
+        shop, ends = _shop_with_purchases(lab, result, partitions, "speculation-streaming", records,
+                                          invalid_share=0.05, seed=seed, transaction_size=1000, abort_share=0.02)
+        extra = _cluster_args(lab, chunk_records)
+        speculative = [*extra, *FAULTED_TXN_TIMEOUT, *STREAMING_ARROW_BATCH,
+                       *(a for k, v in SPECULATION_CONF.items() for a in ("--spark-conf", f"{k}={v}"))]
+        p = seed % partitions
+        failpoint = (f"mid_produce=throttle:{STRAGGLER_THROTTLE_S},partition={p},after=100,"
+                     f"{_once('speculation-streaming')}")
+        job = lab.job(shop, speculative, failpoints=failpoint).start()
+        t_start = time.monotonic()
+        try:
+            landing = _copy_started(lab, shop, ends, p, job)
+            doomed = [pid for e in spark.executors() for pid in e.python_workers()]
+            t_fault = time.monotonic()
+            result.kills = 1
+            code = _finish(lab, result, job, t_start, RUN_BOUND_S, "spark_speculation_streaming")
+            took = time.monotonic() - t_start
+        finally:
+            if job.alive:
+                job.kill()
+        attempts = partition_attempts(spark, shop.topics.purchases, p)
+        landing.record(result)
+        result.counters.update(attempts=len(attempts.started), killed_as_redundant=attempts.killed_as_redundant)
+        if len(attempts.hosts) < 2:
+            result.violations["no_copy_on_another_host"] = 1
+        result.counters["workers_gone_s"] = _wait_gone(result, doomed, t_fault, WORKERS_GONE_S)
+        check_before_retry(lab, result, shop)
+        if code != 0:
+            lab.recover(shop, extra)
+        # From the fence to the faulted run finishing, or else to the retry finishing.
+        result.recovery_s = round((t_start + took if code == 0 else time.monotonic()) - t_fault, 1)
+        result.detail = (f"partition {p} streaming at {STRAGGLER_THROTTLE_S * 1000:.0f} ms a record when its "
+                         f"copy started: {landing.describe()}; attempts {attempts.started}; original killed by "
+                         f"Spark as redundant: {'yes' if attempts.killed_as_redundant else 'no'}; run exit {code} in "
+                         f"{took:.0f}s; {_before_retry_detail(result)}")
+        lab.judge(result, shop, ends)
+    return result
+
+
+def two_brokers_down_midstream(lab: Lab, seed: int, *, records: int = 60_000, partitions: int = 2) -> TrialResult:
+    """Two of three nodes SIGKILLed while both tasks stream (2 ms a record, Arrow batches of 200): the
+    run's ReplicaGuard cancels its job once the outputs stayed below min.insync.replicas for its grace,
+    interrupting tasks with records to come. The run fails with one error naming min.insync.replicas;
+    with the nodes back, the checker before any retry, then a retry and the checker."""
+    cluster, spark = lab.cluster, _spark(lab)
+    rng = random.Random(seed)
+    with trial("two_brokers_down_midstream", f"{records:,} purchases seed={seed}") as result:
+        _restore(cluster)
+        spark.start()
+        shop, ends = _shop_with_purchases(lab, result, partitions, "two-down-midstream", records,
+                                          invalid_share=0.05, seed=seed, transaction_size=1000, abort_share=0.02)
+        extra = [*_cluster_args(lab, 1000), *STREAMING_ARROW_BATCH]
+        job = lab.job(shop, [*extra, *FAULTED_TXN_TIMEOUT],
+                      failpoints=f"mid_produce=throttle:{STRAGGLER_THROTTLE_S},after=100").start()
+        try:
+            _wait_mid_stream(lab, shop, ends, job)
+            time.sleep(rng.uniform(0.0, 2.0))
+            doomed = [pid for e in spark.executors() for pid in e.python_workers()]
+            landing = _landing(lab, shop, ends)
+            down = rng.sample([n.node_id for n in cluster.nodes], 2)
+            t_fault = time.monotonic()
+            for node_id in down:
+                cluster.node(node_id).kill()
+            log.info("two_brokers_down_midstream: nodes %s SIGKILLed; %s", down, landing.describe())
+            result.kills = 2
+            code = _finish(lab, result, job, t_fault, MIN_ISR_BOUND_S, "two_brokers_down_midstream")
+            failed_s = round(time.monotonic() - t_fault, 1)
+        finally:
+            if job.alive:
+                job.kill()
+        errors = error_lines(job.stderr)
+        if code != EXIT_RUNTIME or not errors or "min.insync.replicas" not in errors[0]:
+            result.violations["no_min_isr_error"] = 1
+        landing.record(result)
+        result.counters["workers_gone_s"] = _wait_gone(result, doomed, t_fault, WORKERS_GONE_S)
+        _restore(cluster)
+        check_before_retry(lab, result, shop)
+        lab.recover(shop, extra)
+        result.recovery_s = round(time.monotonic() - t_fault, 1)
+        result.detail = (f"nodes {down} SIGKILLed mid-stream: {landing.describe()}; run exit {code} after "
+                         f"{failed_s}s: {errors[0][:160] if errors else job.tail(2)!r}; "
+                         f"{_before_retry_detail(result)}; the retry ended {result.recovery_s}s after the fault")
+        lab.judge(result, shop, ends)
+    return result
+
+
 SPARK_SCENARIOS = {"executor_kill": executor_kill, "worker_kill": worker_kill,
-                   "spark_speculation": spark_speculation, "connect_executor_kill": connect_executor_kill}
+                   "spark_speculation": spark_speculation, "connect_executor_kill": connect_executor_kill,
+                   "executor_kill_midstream": executor_kill_midstream, "driver_kill_midstream": driver_kill_midstream,
+                   "spark_speculation_streaming": spark_speculation_streaming,
+                   "two_brokers_down_midstream": two_brokers_down_midstream}
 for _name, _run in SPARK_SCENARIOS.items():
     register(_name, _run)
