@@ -153,3 +153,17 @@ def test_a_long_lived_process_counts_only_from_the_case_start(tmp_path):
     # The busy process burns up to one core: during the case (~1.5 s) it adds about that much, not its 2 s before.
     assert 0.5 < m.cpu_s - alone.cpu_s < 2.5, (m.cpu_s, alone.cpu_s)
     assert m.peak_rss_mb > alone.peak_rss_mb and m.processes_seen == alone.processes_seen + 1
+
+
+def test_the_window_end_proof_is_a_target_per_case_and_size_from_its_slowest_task():
+    d = data()
+    d["rows"] += [row("SC", "SC", 100_000, 2, rep, 4.0, 100_000, end_proof_s=[0.02, proof]) for rep, proof in
+                  ((1, 0.03), (2, 0.1))]
+    d["rows"].append(row("SC", "SC", 1_000_000, 2, 1, 30.0, 1_000_000, end_proof_s=[0.9, 0.2]))
+    d["rows"].append({**row("SC", "SC", 1_000_000, 2, 2, 1.0, 1_000_000, end_proof_s=[0.9]), "ok": False})
+    by_name = {t["name"]: t for t in compute(d)["targets"]}
+    hundred = by_name["window-end proof, SC at 100,000 (the slowest task's proof / the window's job time)"]
+    assert (hundred["value"], hundred["ok"]) == ("2.50 %", False)  # the worse repetition: 0.1 s of 4 s
+    million = by_name["window-end proof, SC at 1,000,000 (the slowest task's proof / the window's job time)"]
+    assert (million["value"], million["ok"]) == ("3.00 %", False)  # the failed run is left out
+    assert not [n for n in by_name if n.startswith("window-end proof, S ")]  # S rows carry no proof here

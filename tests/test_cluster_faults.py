@@ -66,25 +66,6 @@ def test_the_cluster_soak_plans_every_scenario_spark_side_included():
     assert sorted(first_round) == sorted(counts)
 
 
-def test_a_fault_counts_as_mid_stream_only_on_a_task_with_part_of_its_range_committed():
-    from eos_etl.faults.lab import TrialResult
-    from eos_etl.faults.spark_scenarios import Landing
-
-    ends = {0: 1000, 1: 2000}
-    streaming = Landing(ends, {0: 400, 1: None}, tasks=2)
-    assert streaming.mid_stream and (streaming.published, streaming.to_come) == (400, 2600)
-    result = TrialResult("driver_kill_midstream", "seed=1")
-    streaming.record(result)
-    assert "fault_not_mid_stream" not in result.violations
-    assert result.counters == {"published_before_fault": 400, "to_come_at_fault": 2600, "tasks_at_fault": 2}
-    # Nothing committed yet (still starting), all of it committed (done), or no task running: no landing.
-    for missed in (Landing(ends, {0: None, 1: None}, 2), Landing(ends, {0: 1000, 1: 2000}, 2),
-                   Landing(ends, {0: 400, 1: None}, 0)):
-        result = TrialResult("driver_kill_midstream", "seed=1")
-        missed.record(result)
-        assert not missed.mid_stream and result.violations == {"fault_not_mid_stream": 1}, missed
-
-
 def test_a_subset_soak_gets_a_section_of_its_own_with_the_start_phase_table(tmp_path):
     from eos_etl.faults.lab import TrialResult
     from eos_etl.faults.soak import SoakOptions, write_markdown

@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 from eos_etl.checker import check_shop, read_topic
+from eos_etl.faults.landing import python_task_workers
 from eos_etl.shop.generator import generate
 from eos_etl.stack.connect_probe import STALL_BOUND_S
 from eos_etl.stack.process import PidFile
@@ -63,8 +64,7 @@ def wait_in_server_log(server, text: str, since: int, timeout_s: float = 120) ->
 
 def task_workers(server) -> list[int]:
     """The server's Python workers that run a task now (children of its worker daemons)."""
-    jvm = psutil.Process(server.pid())
-    return [w.pid for daemon in jvm.children() for w in daemon.children()]
+    return python_task_workers([server.pid()])
 
 
 def retry_exactly_once(shop, server, stats) -> None:

@@ -43,6 +43,7 @@ TARGETS = {
     "S/N": 1000.0,
     "linearity_pct": 20.0,
     "memory_growth": 1.2,
+    "end_proof_share": 0.02,  # a task's window-end proof <= 2 % of its window's job time
 }
 # Publishing per core (a spark-submit per window and a Connect client), checked on every run next to the older targets above.
 PUBLISH_TARGETS = {
@@ -186,8 +187,23 @@ def compute(data: dict) -> dict:
     for label in ("S", "SC"):
         if main.get(label):
             _publish_targets(target, label, main, sizes, fits.get(label), ratios, n)
+    for (label, size), share in sorted(end_proof_shares(data["rows"]).items()):
+        target(f"window-end proof, {label} at {size:,} (the slowest task's proof / the window's job time)",
+               f"{100 * share:.2f} %", share <= TARGETS["end_proof_share"], "<= 2 %")
     return {"agg": agg, "main": main, "ratios": ratios, "sizes": sizes, "parts": parts, "linear": linear,
             "targets": targets, "b2": b2, "fits": fits, "cluster": compute_cluster(data)}
+
+
+def end_proof_shares(rows: list[dict]) -> dict[tuple[str, int], float]:
+    """Per (case, size) of the single-node S and SC runs, the worst share of a window's job time that one
+    task spent proving its window end (reading the tail after its last record), over the repetitions."""
+    shares: dict[tuple[str, int], float] = {}
+    for r in rows:
+        proofs = (r.get("result") or {}).get("end_proof_s")
+        if r.get("case") in ("S", "SC") and TARGET_FIELD not in r and r.get("ok") and r.get("job_s") and proofs:
+            key = (r["case"], r["size"])
+            shares[key] = max(shares.get(key, 0.0), max(proofs) / r["job_s"])
+    return shares
 
 
 def _publish_targets(target, label: str, main: dict, sizes: dict, fit: dict | None, ratios: dict, n: int) -> None:

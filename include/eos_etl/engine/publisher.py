@@ -73,6 +73,7 @@ class PartitionResult:
     seconds: float = 0.0
     read_seconds: float = 0.0  # of the task's time, waiting for Spark's records (Kafka read + transform)
     spark_partition: int | None = None  # the Spark task's partition (None: committed by the driver, no task)
+    end_proof_s: float = 0.0  # reading [last record + 1, end) to prove the window end (0: no tail to read)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -190,7 +191,7 @@ class PartitionPublisher:
                 raise PublishError(f"{cfg.input_topic}[{p}]: offset {offset} is outside the window [..,{end})")
             last_offset = offset
             loop.add(rec)
-        if (short := self._short_of_end(checkpoint, max(received + 1, loop.position))) is not None:
+        if (short := self._short_of_end(checkpoint, max(received + 1, loop.position), result)) is not None:
             loop.abandon()
             raise WindowEndNotReachedError(
                 f"{cfg.input_topic}[{p}]: the task's records stopped "
@@ -200,7 +201,7 @@ class PartitionPublisher:
             )
         loop.finish(end)
 
-    def _short_of_end(self, checkpoint: PartitionCheckpoint, after: int) -> str | None:
+    def _short_of_end(self, checkpoint: PartitionCheckpoint, after: int, result: PartitionResult) -> str | None:
         """None when the input reached the window end (nothing visible is left in [after, end)), else
         what is left there."""
         end = self.range.end
@@ -211,9 +212,11 @@ class PartitionPublisher:
             first = checkpoint.first_visible(after, end)
         except TimeoutError as exc:
             return f"[{after},{end}) could not be read ({exc})"
+        finally:
+            result.end_proof_s = round(time.monotonic() - t0, 4)
         log.info("%s[%d]: [%d,%d) %s, read in %.3fs", self.config.input_topic, self.partition, after, end,
                  "holds no visible record" if first is None else f"holds visible record {first}",
-                 time.monotonic() - t0)
+                 result.end_proof_s)
         return None if first is None else f"offset {first} in [{after},{end}) is a record to publish"
 
 

@@ -38,6 +38,7 @@ from ..stack.connect_probe import STALL_BOUND_S
 from ..stack.spark_connect import (DETACHED_TIMEOUT, MAINTENANCE_INTERVAL, SENDER_MAX_STREAM_DURATION,
                                    SparkConnectServer)
 from .lab import Lab, TrialResult
+from .landing import Landing, python_task_workers
 from .process import JobProcess
 from .scenarios import _once, _shop_with_purchases, trial
 
@@ -96,8 +97,8 @@ def _window_in_flight(lab: Lab, result: TrialResult, scenario: str, seed: int, e
 def task_workers(server: SparkConnectServer) -> list[int]:
     """The server's Python workers running a task now (children of its worker daemons)."""
     try:
-        return [w.pid for daemon in psutil.Process(server.pid()).children() for w in daemon.children()]
-    except (psutil.Error, ValueError, TypeError):
+        return python_task_workers([server.pid()])
+    except (ValueError, TypeError):
         return []
 
 
@@ -178,47 +179,9 @@ class MidStream:
 SOAK_MIDSTREAM = MidStream(purchases=1_000_000)
 
 
-@dataclass(frozen=True)
-class Landing:
-    """Where a fault struck a window: each partition's range, its committed offset the moment before the
-    fault, and how many publishing tasks ran then. A fault that struck no task with records still to
-    come proves nothing about an interrupted task."""
-
-    ranges: dict[int, tuple[int, int]]
-    committed: dict[int, int | None]
-    tasks: int
-
-    def _at(self, p: int) -> int:
-        start, end = self.ranges[p]
-        return min(max(self.committed.get(p) or start, start), end)
-
-    @property
-    def published(self) -> int:
-        """Records the faulted run had committed (its committed offsets minus the ranges' starts)."""
-        return sum(self._at(p) - start for p, (start, _) in self.ranges.items())
-
-    @property
-    def to_come(self) -> int:
-        return sum(end - self._at(p) for p, (_, end) in self.ranges.items())
-
-    @property
-    def in_flight(self) -> bool:
-        """A task ran and records were still to come."""
-        return self.tasks > 0 and self.to_come > 0
-
-    @property
-    def mid_stream(self) -> bool:
-        """In flight, with a partition's range committed in part: its task was streaming, not starting."""
-        return self.in_flight and any(start < self._at(p) < end for p, (start, end) in self.ranges.items())
-
-    def describe(self) -> str:
-        return (f"{self.published:,} records committed by the run before the fault, {self.to_come:,} still to "
-                f"come, {self.tasks} tasks running (committed {self.committed})")
-
-
 def _landing(lab: Lab, shop, ends: dict[int, int]) -> Landing:
     committed = lab.admin.committed_offsets(shop.group, shop.topics.purchases, sorted(ends))
-    return Landing({p: (0, end) for p, end in ends.items()}, committed, len(task_workers(_server(lab))))
+    return Landing.from_ends(ends, committed, len(task_workers(_server(lab))))
 
 
 def _streaming(lab: Lab, result: TrialResult, scenario: str, seed: int, window: MidStream):
@@ -272,9 +235,9 @@ def _client_gone(lab: Lab, seed: int, scenario: str, end_client, window: MidStre
         ended_s = result.fail_s = _tasks_ended(lab, result, t_fault,
                                                ORPHAN_BOUND_S if how == "SIGKILL" else TERM_GRACE_S + 5)
         killed = server._log_since(since).count("TaskKilled")
-        result.counters.update(published_before_fault=landing.published, to_come_at_fault=landing.to_come,
-                               tasks_at_fault=landing.tasks, tasks_killed=killed)
-        if not (landing.mid_stream if window else landing.in_flight) or not killed:
+        landing.record(result, streaming=window is not None)
+        result.counters["tasks_killed"] = killed
+        if not killed:
             result.violations["fault_not_mid_stream"] = 1
         lab.judge_before_retry(result, shop, SETTLE_BOUND_S)
         _recover(lab, result, shop, t_fault, extra)

@@ -198,7 +198,8 @@ class Lab:
         parts = report.partitions.values()
         result.counters.update(committed_before_retry=sum(p.committed_inputs for p in parts),
                                published_before_retry=sum(p.covered_inputs for p in parts),
-                               lost_before_retry=report.violations.get("lost", 0))
+                               lost_before_retry=report.violations.get("lost", 0),
+                               committed_offsets_before_retry={p.partition: p.committed_offset for p in parts})
         result.violations.update({f"{kind}_before_retry": n for kind, n in report.violations.items()})
         if not report.ok:
             log.error("trial %s/%s before any retry: violations %s", result.scenario, result.trial,

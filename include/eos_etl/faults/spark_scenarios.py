@@ -66,12 +66,12 @@ from pathlib import Path
 
 import psutil
 
-from ..checker import check_shop
 from ..stack.spark_cluster import ExecutorProcess, SparkStandalone
 from ..errors import EXIT_RUNTIME
 from .clear_failure import error_lines
 from .cluster_scenarios import FAILPOINT_WAIT_S, MIN_ISR_BOUND_S, RUN_BOUND_S, _finish, _restore, register
 from .lab import Lab, TrialResult
+from .landing import Landing, python_task_workers
 from .process import JobProcess
 from .scenarios import _once, _shop_with_purchases, trial
 
@@ -274,57 +274,9 @@ WORKERS_GONE_S = 90.0
 LANDING_WAIT_S = 300.0
 
 
-@dataclass(frozen=True)
-class Landing:
-    """Where a fault struck a window: each partition's window end (its range starts at 0, fresh topics),
-    the group's committed offset the moment before the fault, and the Python workers running tasks then."""
-
-    ends: dict[int, int]
-    committed: dict[int, int | None]
-    tasks: int
-
-    def _at(self, p: int) -> int:
-        return min(self.committed.get(p) or 0, self.ends[p])
-
-    @property
-    def published(self) -> int:
-        """Records the faulted run had committed before the fault (its committed offsets minus the starts)."""
-        return sum(self._at(p) for p in self.ends)
-
-    @property
-    def to_come(self) -> int:
-        return sum(end - self._at(p) for p, end in self.ends.items())
-
-    @property
-    def mid_stream(self) -> bool:
-        """A task ran, records were still to come, and a range was committed in part (a task streamed)."""
-        return self.tasks > 0 and self.to_come > 0 and any(0 < self._at(p) < e for p, e in self.ends.items())
-
-    def describe(self) -> str:
-        return (f"{self.published:,} records committed by the run before the fault, {self.to_come:,} still to "
-                f"come, {self.tasks} task(s) running (committed {self.committed})")
-
-    def record(self, result: TrialResult) -> None:
-        result.counters.update(published_before_fault=self.published, to_come_at_fault=self.to_come,
-                               tasks_at_fault=self.tasks)
-        if not self.mid_stream:
-            result.violations["fault_not_mid_stream"] = 1
-
-
-def _task_workers(spark: SparkStandalone) -> list[int]:
-    """The cluster's Python workers running a task now (children of the executors' pyspark daemons)."""
-    pids = []
-    for executor in spark.executors():
-        try:
-            pids += [w.pid for daemon in psutil.Process(executor.pid).children() for w in daemon.children()]
-        except psutil.Error:
-            pass
-    return pids
-
-
 def _landing(lab: Lab, shop, ends: dict[int, int]) -> Landing:
     committed = lab.admin.committed_offsets(shop.group, shop.topics.purchases, sorted(ends))
-    return Landing(dict(ends), committed, len(_task_workers(_spark(lab))))
+    return Landing.from_ends(ends, committed, len(python_task_workers(e.pid for e in _spark(lab).executors())))
 
 
 def _wait_mid_stream(lab: Lab, shop, ends: dict[int, int], job: JobProcess) -> None:
@@ -355,27 +307,6 @@ def _wait_gone(result: TrialResult, pids: list[int], t_fault: float, bound_s: fl
     return round(time.monotonic() - t_fault, 1)
 
 
-def check_before_retry(lab: Lab, result: TrialResult, shop) -> None:
-    """The independent checker with no further run before it (a later run must not be able to hide a loss):
-    every committed input has its outputs, while the committed offsets may be short of the input's ends.
-    First the outputs settle (a destroyed attempt's open transaction aborted by the broker). Counts go to
-    ``result.counters``, violations, named ``<kind>_before_retry``, to ``result.violations``."""
-    t0 = time.monotonic()
-    if not lab.outputs_settled(shop, timeout_s=SETTLE_BOUND_S):
-        result.violations["unsettled_before_retry"] = 1
-    result.counters["settled_before_retry_s"] = round(time.monotonic() - t0, 1)
-    report = check_shop(shop)
-    parts = report.partitions.values()
-    result.counters.update(committed_before_retry=sum(p.committed_inputs for p in parts),
-                           published_before_retry=sum(p.covered_inputs for p in parts),
-                           lost_before_retry=report.violations.get("lost", 0),
-                           committed_offsets_before_retry={p.partition: p.committed_offset for p in parts})
-    result.violations.update({f"{kind}_before_retry": n for kind, n in report.violations.items()})
-    if not report.ok:
-        log.error("trial %s/%s before any retry: violations %s", result.scenario, result.trial,
-                  dict(report.violations))
-
-
 def _before_retry_detail(result: TrialResult) -> str:
     c = result.counters
     return (f"before any retry (workers gone {c.get('workers_gone_s')}s after the fault, outputs settled in "
@@ -385,8 +316,7 @@ def _before_retry_detail(result: TrialResult) -> str:
 
 def _kill_executor_jvm(lab: Lab, job: JobProcess, rng: random.Random) -> tuple[str, int | None]:
     """SIGKILL one executor JVM running a task, not its Python workers (an executor OOM-killed)."""
-    busy = [e for e in _spark(lab).executors()
-            if any(c.children() for c in psutil.Process(e.pid).children())]
+    busy = [e for e in _spark(lab).executors() if python_task_workers([e.pid])]
     if not busy:
         raise RuntimeError(f"no executor was running a task:\n{job.tail()}")
     executor = rng.choice(busy)
@@ -428,17 +358,24 @@ def _midstream_kill(lab: Lab, scenario: str, seed: int, fault) -> TrialResult:
         finally:
             if job.alive:
                 job.kill()
-        landing.record(result)
-        result.counters["workers_gone_s"] = _wait_gone(result, doomed, t_fault, WORKERS_GONE_S)
-        check_before_retry(lab, result, shop)
-        spark.start()
-        lab.recover(shop, extra)
-        result.recovery_s = round(time.monotonic() - t_fault, 1)
+        _checked_then_retried(lab, result, shop, extra, landing, doomed, t_fault, heal=spark.start)
         result.detail = (f"{how} mid-stream: {landing.describe()}; faulted run "
                          f"{'hung' if code is None else f'exit {code}'}; {_before_retry_detail(result)}; "
                          f"the retry ended {result.recovery_s}s after the fault")
         lab.judge(result, shop, ends)
     return result
+
+
+def _checked_then_retried(lab: Lab, result: TrialResult, shop, extra: list[str], landing: Landing,
+                          doomed: list[int], t_fault: float, heal) -> None:
+    """After a mid-stream fault: where it landed, the faulted run's workers gone, what was lost healed
+    (``heal``: Spark or the brokers back), the checker before any retry, then the retry."""
+    landing.record(result)
+    result.counters["workers_gone_s"] = _wait_gone(result, doomed, t_fault, WORKERS_GONE_S)
+    heal()
+    lab.judge_before_retry(result, shop, SETTLE_BOUND_S)
+    lab.recover(shop, extra)
+    result.recovery_s = round(time.monotonic() - t_fault, 1)
 
 
 def executor_kill_midstream(lab: Lab, seed: int) -> TrialResult:
@@ -468,8 +405,7 @@ def _copy_started(lab: Lab, shop, ends: dict[int, int], p: int, job: JobProcess)
             raise RuntimeError(f"no speculative copy of partition {p} started (run exit {job.wait(0)}):\n"
                                f"{job.tail()}")
         time.sleep(0.3)
-    landing = _landing(lab, shop, ends)
-    return Landing({p: ends[p]}, {p: landing.committed.get(p)}, landing.tasks)
+    return _landing(lab, shop, ends).only(p)
 
 
 def spark_speculation_streaming(lab: Lab, seed: int, *, records: int = 40_000, partitions: int = 2,
@@ -506,7 +442,7 @@ def spark_speculation_streaming(lab: Lab, seed: int, *, records: int = 40_000, p
         if len(attempts.hosts) < 2:
             result.violations["no_copy_on_another_host"] = 1
         result.counters["workers_gone_s"] = _wait_gone(result, doomed, t_fault, WORKERS_GONE_S)
-        check_before_retry(lab, result, shop)
+        lab.judge_before_retry(result, shop, SETTLE_BOUND_S)
         if code != 0:
             lab.recover(shop, extra)
         # From the fence to the faulted run finishing, or else to the retry finishing.
@@ -553,12 +489,7 @@ def two_brokers_down_midstream(lab: Lab, seed: int, *, records: int = 60_000, pa
         errors = error_lines(job.stderr)
         if code != EXIT_RUNTIME or not errors or "min.insync.replicas" not in errors[0]:
             result.violations["no_min_isr_error"] = 1
-        landing.record(result)
-        result.counters["workers_gone_s"] = _wait_gone(result, doomed, t_fault, WORKERS_GONE_S)
-        _restore(cluster)
-        check_before_retry(lab, result, shop)
-        lab.recover(shop, extra)
-        result.recovery_s = round(time.monotonic() - t_fault, 1)
+        _checked_then_retried(lab, result, shop, extra, landing, doomed, t_fault, heal=lambda: _restore(cluster))
         result.detail = (f"nodes {down} SIGKILLed mid-stream: {landing.describe()}; run exit {code} after "
                          f"{failed_s}s: {errors[0][:160] if errors else job.tail(2)!r}; "
                          f"{_before_retry_detail(result)}; the retry ended {result.recovery_s}s after the fault")
