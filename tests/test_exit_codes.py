@@ -26,7 +26,7 @@ CONFIGURATION = [ConfigurationError, kafka.KafkaSetupError, kafka.BrokerUnreacha
                  engine.PositionLostError, engine.TransactionalIdNotAuthorizedError]
 RUNTIME = [kafka.BrokerLostError, kafka.UnstableOffsetsError, engine.EngineError, engine.PublishError,
            engine.ProducerFencedError, engine.NotEnoughReplicasError, TransactionOutcomeUnknown,
-           SparkServerLostError]
+           SparkServerLostError, engine.TaskProcessLostError, engine.WindowEndNotReachedError]
 
 
 @pytest.mark.parametrize("cls", CONFIGURATION, ids=lambda c: c.__name__)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from eos_etl.engine.errors import ProducerFencedError, PublishError, TransformContractError
+from eos_etl.engine.errors import (ProducerFencedError, PublishError, TaskProcessLostError,
+                                   TransformContractError)
 from eos_etl.engine.task_errors import diagnosed
 
 
@@ -21,8 +22,21 @@ def test_the_last_named_project_error_of_the_text_is_the_tasks():
     assert str(error).endswith("giving up after 5 aborted transactions; last: timed out")
 
 
+def test_a_task_whose_process_died_is_a_runtime_failure_in_one_line():
+    text = ("Job aborted due to stage failure: Task 1 in stage 2.0 failed 1 times, most recent failure: Lost task 1.0 "
+            "in stage 2.0 (TID 5) (127.0.0.2 executor 1): ExecutorLostFailure (executor 1 exited caused by one of "
+            "the running tasks) Reason: Command exited with code 137\nDriver stacktrace:\n\tat org.apache...\n"
+            "\tat org.apache.spark.scheduler.DAGScheduler...")
+    error = diagnosed(RuntimeError(text))
+    assert type(error) is TaskProcessLostError and error.exit_code == 1
+    message = str(error)
+    assert "\n" not in message and "Lost task 1.0 in stage 2.0" in message and "Command exited with code 137" in message
+    assert "Job aborted" not in message  # Spark's preamble left out: the task's own failure is the reason
+    crashed = diagnosed(RuntimeError("Python worker exited unexpectedly (crashed)"))
+    assert type(crashed) is TaskProcessLostError and "Python worker exited unexpectedly (crashed)" in str(crashed)
+
+
 def test_nothing_else_is_diagnosed():
-    assert diagnosed(RuntimeError("Python worker exited unexpectedly (crashed)")) is None
     assert diagnosed(RuntimeError("TypeError: a bug\n")) is None
     assert diagnosed(RuntimeError("eos_etl.nothing_here.Missing: x\n")) is None  # a module not imported
     assert diagnosed(RuntimeError("eos_etl.engine.errors.log: not a class\n")) is None

@@ -58,6 +58,11 @@ class WindowEndNotReachedError(PublishError):
     resumes from the committed position (exit code 1)."""
 
 
+class TaskProcessLostError(EngineError):
+    """Spark gave up on the publishing job because a task's process died under it (an executor or a
+    Python worker lost): each partition committed only what it had published; a retry resumes."""
+
+
 class TransactionalIdNotAuthorizedError(PublishError):
     """The principal has no Write ACL on the pipeline's transactional id: grant it (exit code 2)."""
 

@@ -5,8 +5,10 @@ the driver the last attempt's Python traceback as text inside its own exception.
 that traceback ends in an error the engine diagnosed (a transaction that would not
 complete, fenced, a transform breaking its contract: an
 :class:`~eos_etl.errors.EosEtlError`), the run fails with that error, its one ``error:``
-line and its exit code, instead of a driver traceback. Anything else (a worker that
-crashed, a bug) stays as Spark raised it.
+line and its exit code, instead of a driver traceback. A job that Spark gave up on because
+a task's process died (an executor or a Python worker lost) ends with
+:class:`~.errors.TaskProcessLostError` (exit 1: the world failed, a retry resumes). Anything
+else (a bug) stays as Spark raised it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ import re
 import sys
 
 from ..errors import EosEtlError
+from .errors import TaskProcessLostError
+from .task_attempts import DIED_MARKERS
 
 # A traceback's last line: "<module>.<Class>: <message>", the module one of this package's.
 _ERROR_LINE = re.compile(r"^(eos_etl(?:\.\w+)+)\.(\w+): (.+)$", re.MULTILINE)
@@ -32,4 +36,17 @@ def diagnosed(exc: BaseException) -> EosEtlError | None:
                 return cls(f"a publishing task failed, and Spark gave up after its retries: {message.strip()}")
             except TypeError:  # a class that needs more than a message
                 continue
+    return _process_lost(str(exc))
+
+
+def _process_lost(text: str) -> TaskProcessLostError | None:
+    """A job Spark aborted because a task's process died: its one line from Spark's own words."""
+    for line in text.splitlines():
+        if any(marker in line for marker in DIED_MARKERS):
+            reason = line.strip()
+            if "most recent failure:" in reason:
+                reason = reason.split("most recent failure:", 1)[1].strip()
+            return TaskProcessLostError(
+                f"a publishing task's process died and Spark gave up on the job ({reason[:300]}); each partition "
+                "committed only what it had published, a retry resumes from there")
     return None
