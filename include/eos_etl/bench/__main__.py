@@ -18,7 +18,7 @@ from pathlib import Path
 from ..logging_setup import configure
 from . import validation_scaling
 from .cluster_compare import merge_into
-from .page import write_page
+from .page import TARGETS, end_proof_shares, write_page
 from .run import Bench, Options
 
 log = logging.getLogger("eos_etl.bench")
@@ -39,6 +39,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="input partition counts of the scale curve (default 1,2,4,8)")
     p.add_argument("--txn-sizes", type=_ints, default=[1, 100, 1_000, 10_000, 100_000],
                    help="B2 purchases per transaction (default 1,100,1000,10000,100000)")
+    p.add_argument("--input-transaction-size", type=int, default=0,
+                   help="purchases per transaction of the input topics (default 0: no transactions); with "
+                        "transactions, a window at the log end ends with a commit marker its tasks must prove "
+                        "(windows capped below the log end then hold slightly fewer purchases than their size)")
     p.add_argument("--sample", type=int, default=500, help="purchases for N (one transaction each; default 500)")
     p.add_argument("--max-transactions", type=int, default=500,
                    help="B2 runs at most this many transactions (k x this purchases when below --records; default 500)")
@@ -51,7 +55,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="skip the cluster comparison (S and B3 on a 3-node Kafka cluster vs the single node)")
     p.add_argument("--no-spark-connect", action="store_true",
                    help="skip SC (the job as a client of a long-lived Spark Connect server) beside S")
-    p.add_argument("--only", choices=["cluster-compare", "validation-scaling"], default=None,
+    p.add_argument("--proof-sizes", type=_ints, default=[100_000, 1_000_000],
+                   help="windows of the window-end proof's cost, each over a transactional input of that size "
+                        "(default 100000,1000000)")
+    p.add_argument("--only", choices=["cluster-compare", "validation-scaling", "end-proof"], default=None,
                    help="run only this part: cluster-compare is merged into the earlier results in "
                         "--out/benchmarks.json; validation-scaling writes --out/validation_scaling.json")
     p.add_argument("--validation-window-records", type=int, default=2_000,
@@ -83,6 +90,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.validation_before_max = 5_000
         args.records, args.repeats, args.sample, args.max_transactions = 2_000, 1, 50, 20
         args.sizes, args.partition_counts, args.txn_sizes = [1_000, 2_000], [1, args.partitions], [1, 100, 1_000]
+        args.proof_sizes = [2_000]
     return args
 
 
@@ -100,6 +108,24 @@ def _validation_scaling(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _end_proof_report(data: dict, out: Path) -> int:
+    """``--only end-proof``: its rows to --out/end_proof.json and a table on stdout; 1 when a window's proof
+    took more than its target share, or a run failed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "end_proof.json").write_text(json.dumps(data, indent=1))
+    shares = end_proof_shares(data["rows"])
+    print("| case | window | job s (median) | slowest task's proof s | share |\n|---|---:|---:|---:|---:|")
+    for (case, size), share in sorted(shares.items()):
+        rows = [r for r in data["rows"] if r["case"] == case and r["size"] == size and r["ok"]]
+        jobs = sorted(r["job_s"] for r in rows)
+        proof = max(max(r["result"]["end_proof_s"]) for r in rows)
+        print(f"| {case} | {size:,} | {jobs[len(jobs) // 2]:.1f} | {proof:.3f} | {100 * share:.2f} % |")
+    failed = [r["name"] for r in data["rows"] if not r["ok"]]
+    if failed:
+        print(f"failed runs: {failed}")
+    return 0 if shares and not failed and max(shares.values()) <= TARGETS["end_proof_share"] else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     configure()
     args = parse_args(argv)
@@ -111,13 +137,17 @@ def main(argv: list[str] | None = None) -> int:
         opts = Options(records=args.records, partitions=args.partitions, repeats=args.repeats, sizes=args.sizes,
                        partition_counts=args.partition_counts, txn_sizes=args.txn_sizes, sample=args.sample,
                        max_transactions=args.max_transactions, big_repeats=args.big_repeats,
+                       input_transaction_size=args.input_transaction_size or None,
                        big_b3_repeats=args.big_b3_repeats,
                        scale_b3=not args.no_scale_b3, out=args.out, quick=args.quick,
                        cluster_compare=not args.no_cluster_compare, spark_connect=not args.no_spark_connect,
-                       only_cluster_compare=args.only == "cluster-compare")
+                       only_cluster_compare=args.only == "cluster-compare", proof_sizes=args.proof_sizes,
+                       only_end_proof=args.only == "end-proof")
         t0 = time.monotonic()
         data = Bench(opts).run()
         log.info("bench finished in %.1f min", (time.monotonic() - t0) / 60)
+        if opts.only_end_proof:
+            return _end_proof_report(data, args.out)
     command = " ".join(["python -m eos_etl.bench", *(argv if argv is not None else sys.argv[1:])])
     data.setdefault("command", command)
     if data.get("cluster_compare"):

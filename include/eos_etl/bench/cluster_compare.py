@@ -86,7 +86,7 @@ class ClusterComparison:
             targets = [b.target, cluster]
             for target in targets:
                 # The single node's inputs[partitions] now names this topic: the comparison is the last phase.
-                entry = target.prepare_input(self.input_topic(), o.partitions, o.records)
+                entry = target.prepare_input(self.input_topic(), o.partitions, o.records, o.input_transaction_size)
                 self.meta["targets"][target.name] = {**target.describe(), "input": entry}
             cluster.cluster.wait_in_sync(topics=[self.input_topic()])
             b.save()

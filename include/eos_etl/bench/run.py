@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 SPARK_PRODUCER = {k: DEFAULT_PRODUCER_CONFIG[k] for k in ("acks", "linger.ms", "batch.size", "compression.type")}
 
 
+#: Purchases per transaction of the window-end proof's inputs (unless ``--input-transaction-size``).
+PROOF_INPUT_TRANSACTION = 1_000
+
+
 @dataclass
 class Options:
     records: int = 100_000
@@ -47,6 +51,9 @@ class Options:
     sizes: list[int] = field(default_factory=lambda: [10_000, 100_000, 1_000_000])
     partition_counts: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
     txn_sizes: list[int] = field(default_factory=lambda: [1, 100, 1_000, 10_000, 100_000])
+    input_transaction_size: int | None = None  # the inputs' purchases per transaction (None: no transactions)
+    proof_sizes: list[int] = field(default_factory=lambda: [100_000, 1_000_000])  # the window-end proof's windows
+    only_end_proof: bool = False  # run nothing but the window-end proof's windows
     sample: int = 500  # purchases for N (one transaction each)
     max_transactions: int = 500  # B2 uses at most this many transactions (k=1 -> 500 purchases)
     big_repeats: int | None = None  # S repetitions at sizes above `records` (default: repeats)
@@ -109,7 +116,7 @@ class Bench:
         for pc in o.partition_counts:
             counts.setdefault(pc, o.records)
         for pc, n in sorted(counts.items()):
-            self.target.prepare_input(f"bench-purchases-p{pc}", pc, n)
+            self.target.prepare_input(f"bench-purchases-p{pc}", pc, n, o.input_transaction_size)
         self.meta["inputs"] = dict(self.target.inputs)
 
     # -- one measured case ------------------------------------------------------------------
@@ -125,11 +132,13 @@ class Bench:
 
     def run_case(self, case: str, *, size: int, pc: int, rep: int, label: str | None = None,
                  extra: dict | None = None, keep_topics: bool = False, record: bool = True,
-                 target: KafkaTarget | None = None, row_tags: dict | None = None) -> tuple[dict, ShopSettings]:
+                 target: KafkaTarget | None = None, row_tags: dict | None = None,
+                 expected_purchases: int | None = None) -> tuple[dict, ShopSettings]:
         """Run one case in its own process against ``target`` (default: the single node), verify, record.
 
         ``row_tags`` are extra fields stored with the row (the cluster comparison marks its rows so they are
-        reported apart from the single-node tables)."""
+        reported apart from the single-node tables). ``expected_purchases``: the window's purchases when its
+        offset span holds commit markers too (a transactional input); default the span."""
         target = target or self.target
         label = label or case
         name = f"{label.lower().replace('(', '').replace(')', '').replace('=', '')}-{size}-p{pc}-r{rep}-{uuid.uuid4().hex[:6]}"
@@ -150,12 +159,12 @@ class Bench:
             "prefix": settings.transactional_id_prefix,
             "topics": {"invoices": t.invoices, "shipments": t.shipments, "dead_letters": t.dead_letters},
             "run_id": name[-12:],
-            "expected_purchases": window.span,
+            "expected_purchases": expected_purchases or window.span,
             "spark_producer": SPARK_PRODUCER,
             **(extra or {}),
         }
         row, _ = self._measure(name, spec, target, label=label, size=size, pc=pc, rep=rep, **(row_tags or {}))
-        row["window_purchases"] = window.span
+        row["window_purchases"] = expected_purchases or window.span
         row["problems"] = self._verify(case, row, settings, window, target) if row["ok"] else row["problems"]
         row["ok"] = not row["problems"]
         if row["problems"]:
@@ -222,8 +231,8 @@ class Bench:
         t = settings.topics
         res = row["result"]
         purchases, outputs = row["purchases"] or 0, row["outputs"] or 0
-        if case in ("S", "SC", "B3", "R") and purchases != window.span:
-            problems.append(f"purchases {purchases} != window {window.span}")
+        if case in ("S", "SC", "B3", "R") and purchases != row["window_purchases"]:
+            problems.append(f"purchases {purchases} != window {row['window_purchases']}")
         if case == "R":
             return problems
         if outputs != 2 * purchases:
@@ -345,6 +354,20 @@ class Bench:
                     self.check_s(settings, o.records, pc)
                     self.drop_outputs(settings)
 
+    def run_end_proof(self) -> None:
+        """What the window-end proof costs: S and SC windows over the whole of a transactional input of each
+        size (a commit marker after every partition's last purchase), so every task proves its window end
+        by reading past its last record; rows labelled ``S proof`` and ``SC proof``."""
+        o = self.opts
+        for size in o.proof_sizes:
+            self.target.prepare_input(f"bench-proof-{size}-p{o.partitions}", o.partitions, size,
+                                      o.input_transaction_size or PROOF_INPUT_TRANSACTION)
+            for rep in range(1, o.repeats + 1):
+                for case in ("S", "SC") if o.spark_connect else ("S",):
+                    self.run_case(case, size=size, pc=o.partitions, rep=rep, label=f"{case} proof",
+                                  expected_purchases=size)
+        self.target.inputs.pop(o.partitions, None)  # the main input's entry is gone with the prefix topics
+
     def save(self) -> None:
         data = {"options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.opts).items()},
                 "meta": self.meta, "started": self.started, "elapsed_s": round(time.time() - self.started, 1),
@@ -359,7 +382,11 @@ class Bench:
         self.meta["machine_start"] = describe_machine()
         self.start_broker()
         try:
-            if not self.opts.only_cluster_compare:
+            if self.opts.only_end_proof:
+                if self.opts.spark_connect:
+                    self.start_spark_connect()
+                self.run_end_proof()
+            elif not self.opts.only_cluster_compare:
                 t0 = time.monotonic()
                 self.prepare_inputs()
                 self.meta["prepare_inputs_s"] = round(time.monotonic() - t0, 1)
@@ -368,6 +395,7 @@ class Bench:
                     self.start_spark_connect()
                 self.run_main()
                 self.run_scale()
+                self.run_end_proof()
                 self.stop_spark_connect()
             if self.opts.cluster_compare or self.opts.only_cluster_compare:
                 ClusterComparison(self, SPARK_PRODUCER).run()

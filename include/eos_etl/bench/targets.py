@@ -59,11 +59,13 @@ class KafkaTarget:
         per_node = [process_cpu_seconds(n.pid()) for n in self.cluster.nodes]
         return None if any(c is None for c in per_node) else sum(per_node)
 
-    def prepare_input(self, topic: str, partitions: int, count: int) -> dict:
-        """Generate ``count`` valid purchases (seed 42: the same records on every target) into a fresh topic."""
+    def prepare_input(self, topic: str, partitions: int, count: int, transaction_size: int | None = None) -> dict:
+        """Generate ``count`` valid purchases (seed 42: the same records on every target) into a fresh topic,
+        ``transaction_size`` purchases per transaction (None: none, no commit markers)."""
         states = ensure_topics(self.admin, [TopicSpec(topic, partitions)])
-        stats = generate(self.connection, topic, count, invalid_share=0.0, seed=42)
-        entry = {"topic": topic, "count": count, "generate_s": stats.seconds, **states[topic].to_dict()}
+        stats = generate(self.connection, topic, count, invalid_share=0.0, seed=42, transaction_size=transaction_size)
+        entry = {"topic": topic, "count": count, "generate_s": stats.seconds, "transaction_size": transaction_size,
+                 **states[topic].to_dict()}
         self.inputs[partitions] = entry
         log.info("input %s on %s: %d purchases in %d partitions (%.1fs)", topic, self.name, count, partitions,
                  stats.seconds)
