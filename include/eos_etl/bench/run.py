@@ -93,17 +93,19 @@ class Bench:
         if self.target is not None:
             self.target.stop()
 
-    def start_spark_connect(self) -> None:
+    def start_spark_connect(self, size: int | None = None, expected_purchases: int | None = None) -> None:
         """The long-lived server SC runs on, with the settings every Spark JVM here gets, and its first
-        window (cold: the server's own start-up, paid once per server) run and recorded apart."""
+        window (cold: the server's own start-up, paid once per server; ``size``, default the main window)
+        run and recorded apart."""
         t0 = time.monotonic()
         self.connect = SparkConnectServer(home=self.work / "spark-connect", port=free_port()).start()
         self.meta["spark_connect_start_s"] = round(time.monotonic() - t0, 1)
         o = self.opts
-        row, settings = self.run_case("SC", size=o.records, pc=o.partitions, rep=0, label="SC-first",
-                                      record=False, keep_topics=True)
+        size = size or o.records
+        row, settings = self.run_case("SC", size=size, pc=o.partitions, rep=0, label="SC-first",
+                                      record=False, keep_topics=True, expected_purchases=expected_purchases)
         self.meta["spark_connect_first_window"] = {k: row.get(k) for k in ("job_s", "wall_s", "cpu_s", "ok")}
-        self.check_s(settings, o.records, o.partitions, tags={"case": "SC"})
+        self.check_s(settings, size, o.partitions, tags={"case": "SC"})
         self.drop_outputs(settings)
 
     def stop_spark_connect(self) -> None:
@@ -362,6 +364,8 @@ class Bench:
         for size in o.proof_sizes:
             self.target.prepare_input(f"bench-proof-{size}-p{o.partitions}", o.partitions, size,
                                       o.input_transaction_size or PROOF_INPUT_TRANSACTION)
+            if o.spark_connect and self.connect is None:  # --only end-proof: started on the first input
+                self.start_spark_connect(size, expected_purchases=size)
             for rep in range(1, o.repeats + 1):
                 for case in ("S", "SC") if o.spark_connect else ("S",):
                     self.run_case(case, size=size, pc=o.partitions, rep=rep, label=f"{case} proof",
@@ -383,8 +387,6 @@ class Bench:
         self.start_broker()
         try:
             if self.opts.only_end_proof:
-                if self.opts.spark_connect:
-                    self.start_spark_connect()
                 self.run_end_proof()
             elif not self.opts.only_cluster_compare:
                 t0 = time.monotonic()
