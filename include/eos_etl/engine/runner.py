@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..kafka import reachability
 from . import failpoints
 from .kafka_source import read_window
 from .pipeline import PipelineConfig
@@ -145,7 +146,8 @@ def run_window(
         try:
             rows = (
                 out.select("partition", "offset", "outputs")
-                .mapInArrow(publish_task(config.to_json(), window.to_json()), result_schema())
+                .mapInArrow(publish_task(config.to_json(), window.to_json(),
+                                         answered=reachability.has_answered(config.connection)), result_schema())
                 .collect()
             )
         except Exception as exc:
