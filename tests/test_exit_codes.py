@@ -225,7 +225,8 @@ def provoke_fenced(shop, connection, tmp_path):
     env = {"EOS_ETL_SPARK_MASTER": "local[2,1]",
            "EOS_ETL_FAILPOINTS": f"mid_produce=sleep:12,after=6,once={paused}"}
     return run_cli("run-window", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop),
-                   "--chunk-records", "4", "--transaction-timeout-ms", "5000", env=env, timeout=300)
+                   "--chunk-records", "4", "--chunk-seconds", "2", "--transaction-timeout-ms", "5000", env=env,
+                   timeout=300)
 
 
 PROVOKE = {
