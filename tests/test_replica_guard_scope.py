@@ -14,8 +14,12 @@ tests/test_cluster_faults.py); what is real here is Spark and what the guard can
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +27,7 @@ from eos_etl.engine.errors import NotEnoughReplicasError
 from eos_etl.engine.replica_guard import ReplicaGuard, Shortfall
 from eos_etl.engine.task_attempts import AttemptTracker
 from eos_etl.kafka.connection import KafkaConnection
+from eos_etl.stack.spark import TOKEN_ENV
 
 #: The guarded operation would run this long; the other one runs OTHER_S, both from the same moment.
 GUARDED_S = 40.0
@@ -101,12 +106,21 @@ def test_a_tripped_guard_cancels_its_own_job_group_only(spark):
 
 
 @pytest.mark.slow
-def test_on_spark_connect_a_tripped_guard_interrupts_its_own_operations_only(connect_server, monkeypatch):
-    from eos_etl.stack.connect_client import TOKEN_ENV, close_session, connect_session
+def test_on_spark_connect_a_tripped_guard_interrupts_its_own_operations_only(connect_server):
+    # A client process of its own: a Connect session in this process would turn the session-wide builder
+    # (and the suite's classic `spark`) into a Connect one.
+    env = {**os.environ, TOKEN_ENV: connect_server.token(), "EOS_ETL_GUARD_SCOPE_REMOTE": connect_server.url}
+    res = subprocess.run([sys.executable, "-c", f"import {__name__} as t; t.on_connect()"], env=env,
+                         capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+    assert res.returncode == 0, res.stderr[-4000:]
 
-    monkeypatch.setenv(TOKEN_ENV, connect_server.token())
-    # The pipeline's daily session, shared by its clients: a window's and, beside it, a validation's.
-    session = connect_session(connect_server.url, "eos-etl-guard-scope")
+
+def on_connect() -> None:
+    """The Connect side, in the client process: the pipeline's daily session, shared by its clients (a
+    window's and, beside it, a validation's), two operations on it at once."""
+    from eos_etl.stack.connect_client import close_session, connect_session
+
+    session = connect_session(os.environ["EOS_ETL_GUARD_SCOPE_REMOTE"], "eos-etl-guard-scope")
     try:
         sleeping_job(session, 0.01)
         assert_only_the_guarded_one_cancelled(side_by_side(session))
