@@ -121,6 +121,10 @@ class PartitionCheckpoint:
             try:
                 md = self._consumer.list_topics(self.topic, timeout=self._timeout_s)
             except KafkaException as exc:
+                if is_retriable(exc):  # no answer in time: lost at runtime, or never reachable
+                    raise unreachable(self._connection, f"no broker answered the partitions of {self.topic} "
+                                                        f"within {self._timeout_s:.0f}s "
+                                                        f"(last: {describe_kafka_exception(exc)})") from exc
                 raise KafkaSetupError(
                     f"cannot read the partitions of {self.topic}: {describe_kafka_exception(exc)}") from exc
             # Never fewer than this partition's number + 1, even from a metadata answer that lags.

@@ -7,8 +7,9 @@ exactly as under spark-submit. Three things reach for the application itself
 
 * how the run's task attempts ended (``engine.task_attempts``): read from the
   driver's status store; a client tags its operations instead and cannot tell;
-* cancelling the run's jobs (``engine.replica_guard``): a client interrupts its
-  own session's operations;
+* cancelling the run's jobs (``engine.replica_guard``): a client interrupts the
+  operations tagged with the run's tag, never the whole session, which the
+  pipeline's other clients (a replay, a validation) share;
 * starting Python workers ahead of the run (``engine.worker_warmup``): a
   server's workers stay up between runs, so there is nothing to start.
 """
@@ -21,9 +22,11 @@ def is_connect(spark) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def cancel_jobs(spark) -> None:
-    """Cancel what this run started: every job of a classic application, or this client's operations."""
+def cancel_jobs(spark, group: str) -> None:
+    """Cancel what this run started and nothing else: the operations tagged ``group`` (Spark Connect; the
+    session is shared by the pipeline's clients) or the jobs of job group ``group`` (a classic application,
+    which may run other work beside the run)."""
     if is_connect(spark):
-        spark.interruptAll()
+        spark.interruptTag(group)
     else:
-        spark.sparkContext.cancelAllJobs()
+        spark.sparkContext.cancelJobGroup(group)

@@ -15,6 +15,10 @@ transactional.id (:meth:`TransactionalProducer.reinitialise`): its
 ``init_transactions`` bumps the epoch, which completes or aborts whatever the
 old one left open and fences anything of it that arrives late, before any new
 transaction begins. The committed offset read afterwards tells which it was.
+A produce the client refuses once the transaction failed carries a bare code without
+those flags (``_FATAL`` fenced, ``_STATE`` abortable); it is classified as the transactional
+API reports the state (:meth:`TransactionalProducer._refused`), and so is a fatal error the
+client raises from ``flush``/``poll`` itself (a fenced produce, reported by an error callback).
 Every failed delivery is reported (``delivery.report.only.error``: successful
 deliveries need no Python callback, which saves one call per record) and makes
 the transaction abortable, it is never dropped.
@@ -45,6 +49,9 @@ _FENCED_CODES = {
     KafkaError.PRODUCER_FENCED,
     KafkaError.INVALID_PRODUCER_EPOCH,
 }
+
+# What librdkafka refuses a produce with, without flags, once the transaction failed (fatal, abortable).
+_REFUSED_IN_STATE = {KafkaError._FATAL, KafkaError._STATE}
 
 # The leader has fewer in-sync replicas than the topic's min.insync.replicas: an
 # acks=all write cannot be acknowledged until brokers come back (retriable for
@@ -86,6 +93,8 @@ class TransactionalProducer:
         self._delivery_errors: list[KafkaError] = []
         conf = dict(settings)
         conf["on_delivery"] = self._on_delivery
+        conf["error_cb"] = self._on_error
+        self._fatal_error: KafkaError | None = None
         # Only failures need a callback; flush() still waits for every message.
         conf["delivery.report.only.error"] = True
         conf.setdefault("log_level", 3)
@@ -109,14 +118,19 @@ class TransactionalProducer:
         return self._producer
 
     # -- error classification -------------------------------------------------------------
-    def _call(self, what: str, *args, fn: Callable | None = None, outcome_unknown: bool = False):
+    def _call(self, what: str, *args, fn: Callable | None = None, outcome_unknown: bool = False,
+              failed: KafkaException | None = None):
         """The producer's method ``what`` (or ``fn``) with ``args``, under librdkafka's error contract;
         ``outcome_unknown``: a commit or abort, whose failure to get an answer within the retries is
-        :class:`TransactionOutcomeUnknown`."""
+        :class:`TransactionOutcomeUnknown`; ``failed``: the call already failed once with this (it is
+        classified first, and called again only if retriable)."""
         deadline = time.monotonic() + self._retry_deadline_s
         attempt = 0
         while True:
             try:
+                if failed is not None:
+                    failed, first = None, failed
+                    raise first
                 # Every blocking call passes self._op_timeout_s; one that overruns it by far never returns.
                 with self._call_bound(self._op_timeout_s + OVERDUE_MARGIN_S):
                     # The method is looked up here, never held by this frame: a traceback that kept the
@@ -181,22 +195,61 @@ class TransactionalProducer:
             except BufferError:
                 produce_waiting(producer, topic, value, key, headers=headers)
         except KafkaException as exc:
-            # The producer refuses new messages once the transaction is in an error state.
-            self._call("produce", exc, fn=self._raise)
+            self._refused(exc, lambda: produce_waiting(self.producer, topic, value, key, headers=headers))
 
     def produce_to(self, topic: str, partition: int, key: bytes, value: bytes) -> None:
         """One record to a chosen partition (not the per-output hot path: no headers)."""
         try:
             produce_waiting(self.producer, topic, value, key, partition=partition)
         except KafkaException as exc:
-            self._call("produce", self._raise, exc)
+            self._refused(exc, lambda: produce_waiting(self.producer, topic, value, key, partition=partition))
 
-    @staticmethod
-    def _raise(exc: Exception):
-        raise exc
+    def _refused(self, exc: KafkaException, again: Callable[[], None]) -> None:
+        """A produce the client refused with ``exc``: raise what the producer's state means, as for any other call
+        (``again``: the same produce, called again while the error is retriable).
+
+        Once the transaction failed, librdkafka refuses new messages with a bare code, without the flags its
+        transactional API sets: ``_FATAL`` (fenced, or another fatal error) or ``_STATE`` (the transaction is
+        abortable). Its transactional API says which, with the flags and the cause:
+        :meth:`_raise_transaction_error`."""
+        err: KafkaError = exc.args[0]
+        if err.code() in _REFUSED_IN_STATE and not (err.fatal() or err.txn_requires_abort()) and self._in_transaction:
+            self._raise_transaction_error("produce", exc)
+        self._call("produce", fn=again, failed=exc)
+
+    def _raise_transaction_error(self, what: str, cause: BaseException) -> None:
+        """Raise the error of the transaction's state, classified as :meth:`_call` does (fenced, fatal, abortable).
+
+        ``begin_transaction`` is refused, with no effect, in every state but Ready; in the fatal and abortable
+        states with the transaction's own error and its flags. Called after the client refused a produce in an
+        open transaction or raised a fatal error, so never in Ready; were it, the transaction it began is
+        aborted at once and ``cause`` is raised as a :class:`PublishError`."""
+        def ask() -> None:
+            self.producer.begin_transaction()
+            self.producer.abort_transaction(self._op_timeout_s)  # not reached while a transaction is open
+        self._call(what, fn=ask)
+        raise PublishError(f"{what} failed for transactional.id {self.transactional_id} with no transaction "
+                           f"open: {cause}") from cause
+
+    def _on_error(self, err: KafkaError) -> None:
+        """The client's error callback: fatal errors are remembered (the next :meth:`flush` raises them,
+        classified), the others logged; librdkafka retries those itself."""
+        if err.fatal():
+            self._fatal_error = err
+            log.error("producer %s: fatal error: %s", self.transactional_id, err.str())
+        else:
+            log.debug("producer %s: %s", self.transactional_id, err.str())
 
     def poll(self) -> None:
-        self.producer.poll(0)
+        self._serve(self.producer.poll, 0)
+
+    def _serve(self, call: Callable, timeout: float):
+        """The client's ``flush``/``poll``, which raise a fatal error (fenced) themselves, and then fail with a
+        ``SystemError`` if the same call serves a delivery report: the fatal error, classified, instead."""
+        try:
+            return call(timeout)
+        except (KafkaException, SystemError) as exc:
+            self._raise_transaction_error(call.__name__, exc)
 
     def send_offsets_to_transaction(self, offsets: list, group_metadata) -> None:
         self._call("send_offsets_to_transaction", offsets, group_metadata, self._op_timeout_s)
@@ -221,7 +274,9 @@ class TransactionalProducer:
         limit = max(deadline, self._begun_at + self._transaction_timeout_s - FLUSH_TIMEOUT_MARGIN_S)
         last = len(self.producer)  # messages in the queue or in flight
         while True:
-            remaining = self.producer.flush(max(0.0, min(0.5, deadline - time.monotonic())))
+            remaining = self._serve(self.producer.flush, max(0.0, min(0.5, deadline - time.monotonic())))
+            if self._fatal_error is not None:  # fenced, or another fatal error: the producer is done
+                self._raise_transaction_error("flush", KafkaException(self._fatal_error))
             if self._delivery_errors:
                 first = self._delivery_errors[0]
                 raise TransactionAbortable(
@@ -253,7 +308,7 @@ class TransactionalProducer:
         # Not for messages a failed transaction will never send: those the abort purges.
         deadline = time.monotonic() + self._op_timeout_s
         while len(self.producer) and not self._delivery_errors and time.monotonic() < deadline:
-            self.producer.flush(0.5)
+            self._serve(self.producer.flush, 0.5)
         self._call("abort_transaction", self._op_timeout_s, outcome_unknown=True)
         self._in_transaction = False
         self._delivery_errors.clear()
@@ -275,6 +330,7 @@ class TransactionalProducer:
             # against the coordinator that did not answer, or over a commit that may have landed.
             del old
         self._delivery_errors.clear()
+        self._fatal_error = None
         self._in_transaction = False  # the new epoch's init completes or aborts what the old one left open
         self._producer = Producer(self._conf)
         self.reinitialisations += 1

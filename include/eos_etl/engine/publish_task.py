@@ -19,8 +19,12 @@ transform keeps it (:mod:`.transform_contract`), so each task publishes one inpu
    batches (reading Kafka, running the transform) as ``read_seconds`` and the task's Spark
    partition (which names the input partition of every attempt of that task in the summary).
 
-The function is built on the driver and pickled to the executors with its two JSON arguments
-(the pipeline's config and the window).
+The function is built on the driver and pickled to the executors with its JSON arguments (the
+pipeline's config and the window) and what the driver knows of the cluster: that it answered
+this run (its preflight and planning did), which the task's own process cannot know. A broker
+that stops answering a task is then a broker lost under a run that was set up right
+(:class:`~eos_etl.kafka.errors.BrokerLostError`, exit code 1, retried), as on the driver, not a
+cluster that never answered (exit code 2: :mod:`eos_etl.kafka.reachability`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import json
 import logging
 import time
 
+from ..kafka import reachability
 from ..logging_setup import configure_task_logging
 from . import failpoints
 from .arrow_codec import arrow_records, result_batch
@@ -70,8 +75,9 @@ class ReadTimer:
             self.seconds += time.monotonic() - t
 
 
-def publish_task(config_json: str, window_json: str):
-    """Build the function each Spark task runs over its Arrow batches."""
+def publish_task(config_json: str, window_json: str, *, answered: bool = False):
+    """Build the function each Spark task runs over its Arrow batches; ``answered``: the cluster answered the
+    driver in this run (:func:`~eos_etl.kafka.reachability.has_answered`), so the task's process remembers it."""
 
     def publish(batches):
         # Deferred: pyarrow's and pyspark's imports are paid in the Python workers, not by everything that
@@ -83,6 +89,8 @@ def publish_task(config_json: str, window_json: str):
         configure_task_logging()
         config = PipelineConfig.from_json(config_json)
         window = Window.from_json(window_json)
+        if answered:
+            reachability.mark_answered(config.connection)
         batches = ReadTimer(batches)
         first = next((b for b in batches if b.num_rows), None)
         if first is None:

@@ -13,7 +13,9 @@ on brokers that answer:
 * before the run (:func:`require_writable`) a shortfall that lasts
   ``grace_s`` is the error, before anything is read;
 * during the run (:class:`ReplicaGuard`, a driver thread) a shortfall that
-  lasts ``grace_s`` cancels the Spark job, and the run fails with
+  lasts ``grace_s`` cancels the run's own Spark jobs (its job group, or on
+  Spark Connect its operation tag: never another run's or a validation's
+  beside it in the same application or session), and the run fails with
   :class:`NotEnoughReplicasError` instead of whatever the tasks ran into.
 
 Stopping is safe: the open transactions are never committed (the broker, or
@@ -145,7 +147,8 @@ class ReplicaGuard:
 
     Usage::
 
-        with ReplicaGuard(spark, connection, output_topics) as guard:
+        with AttemptTracker(spark, run_id) as attempts, \
+                ReplicaGuard(spark, connection, output_topics, group=attempts.group) as guard:
             try:
                 rows = df.collect()
             except Exception as exc:
@@ -153,9 +156,12 @@ class ReplicaGuard:
                 raise
     """
 
-    def __init__(self, spark, connection: KafkaConnection, topics, *, grace_s: float = GRACE_S,
+    def __init__(self, spark, connection: KafkaConnection, topics, *, group: str, grace_s: float = GRACE_S,
                  interval_s: float = PROBE_INTERVAL_S):
+        """``group``: the job group (classic) or operation tag (Spark Connect) of the jobs to cancel, the
+        run's own (:attr:`~.task_attempts.AttemptTracker.group`)."""
         self._spark = spark
+        self.group = group
         self._probe = ReplicaProbe(connection, topics)
         self.grace_s = grace_s
         self.interval_s = interval_s
@@ -196,7 +202,7 @@ class ReplicaGuard:
             if now - short_since >= self.grace_s and not self._stop.is_set():
                 self.tripped = _error(short, live, down, now - short_since, "The run was cancelled.")
                 log.error("%s", self.tripped)
-                cancel_jobs(self._spark)
+                cancel_jobs(self._spark, self.group)
                 return
 
     def raise_if_tripped(self, cause: BaseException) -> None:

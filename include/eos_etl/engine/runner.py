@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..kafka import reachability
 from . import failpoints
 from .kafka_source import read_window
 from .pipeline import PipelineConfig
@@ -136,8 +137,9 @@ def run_window(
     check_contract(out)
     t_build = time.monotonic() - t_build
     warmup.wait()
-    with ReplicaGuard(spark, config.connection, config.output_topics) as guard, \
-            AttemptTracker(spark, config.run_id) as attempts:
+    # The tracker first: its job group (or operation tag) is the run's own, the only one the guard cancels.
+    with AttemptTracker(spark, config.run_id) as attempts, \
+            ReplicaGuard(spark, config.connection, config.output_topics, group=attempts.group) as guard:
         log.info("run %s: preflight %.2fs, query built in %.2fs%s; starting %d publishing tasks",
                  config.run_id, t_preflight, t_build,
                  "" if warmup.seconds is None else f" (Python workers started alongside in {warmup.seconds}s)",
@@ -145,7 +147,8 @@ def run_window(
         try:
             rows = (
                 out.select("partition", "offset", "outputs")
-                .mapInArrow(publish_task(config.to_json(), window.to_json()), result_schema())
+                .mapInArrow(publish_task(config.to_json(), window.to_json(),
+                                         answered=reachability.has_answered(config.connection)), result_schema())
                 .collect()
             )
         except Exception as exc:

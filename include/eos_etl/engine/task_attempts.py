@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -118,7 +119,9 @@ class AttemptTracker:
         self._spark = spark
         self._connect = is_connect(spark)
         self._sc = None if self._connect else spark.sparkContext
-        self.group = f"eos-etl-run-{run_id}"
+        # Unique even for two runs given the same run id: cancelling this group (engine.replica_guard)
+        # must reach this run's jobs only.
+        self.group = f"eos-etl-run-{run_id}-{uuid.uuid4().hex[:8]}"
         self._previous: tuple[str | None, str | None, str | None] = (None, None, None)
         events = os.environ.get(EVENT_LOG_ENV)
         self._events = EventLogReader(Path(events)) if self._connect and events else None
