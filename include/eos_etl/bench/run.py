@@ -143,7 +143,7 @@ class Bench:
         offset span holds commit markers too (a transactional input); default the span."""
         target = target or self.target
         label = label or case
-        name = f"{label.lower().replace('(', '').replace(')', '').replace('=', '')}-{size}-p{pc}-r{rep}-{uuid.uuid4().hex[:6]}"
+        name = f"{label.lower().replace('(', '').replace(')', '').replace('=', '').replace(' ', '-')}-{size}-p{pc}-r{rep}-{uuid.uuid4().hex[:6]}"
         if target is not self.target:
             name = f"{target.name}-{name}"
         settings = self._settings(name, pc, target)
