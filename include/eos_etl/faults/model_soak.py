@@ -53,7 +53,7 @@ log = logging.getLogger(__name__)
 RETRIES = 4
 #: Every run of the soak: small transactions (a fault lands between and inside them) and a short
 #: transaction timeout, so a transaction a killed run left open is aborted by the broker in seconds.
-RUN_EXTRA = ("--chunk-records", "100", "--chunk-seconds", "4", "--transaction-timeout-ms", "10000")
+RUN_EXTRA = ("--chunk-records", "100", "--chunk-seconds", "4", "--transaction-timeout-ms", "15000")
 #: The bound of one run (a run still going then is killed and counted as hung).
 RUN_BOUND_S = 240.0
 #: Logged by the driver right before it commits the starts of partitions the group had no offset for.
@@ -335,7 +335,7 @@ class History:
 
     def op_plan_during_run(self, hold) -> None:
         """A run holds a transaction open (a failpoint sleeps in it); plan-window runs meanwhile."""
-        job = self.run_job(failpoints=f"{hold}=sleep:8,partition=0" + (",after=20" if hold == "mid_produce" else "")
+        job = self.run_job(failpoints=f"{hold}=sleep:5,partition=0" + (",after=20" if hold == "mid_produce" else "")
                            + "," + self.once())
         if not job.wait_for(FAILPOINT_FIRED, 180):
             self.judge_run(job, self.finish(job))
