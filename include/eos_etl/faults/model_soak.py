@@ -240,24 +240,22 @@ class History:
         errors = error_lines(job.stderr)
         if code == 2:
             self.exit_2(errors[0], what)
-        elif code == 0:
-            if self.replaced and what != "plan-window":
+        elif code == 0 and what != "plan-window":  # plan-window only reads
+            if self.replaced:
                 self.violate("replaced_input_not_detected", f"{what} exited 0 after the input topic was deleted "
                              "and re-created (it must stop with exit 2 naming the partition and a recovery command)")
             self.replaced = False
-            if what != "plan-window":
-                self.excused.clear()
-                self.recovery = None
+            self.excused.clear()
+            self.recovery = None
         elif code == 1 and not exit1_ok:
             self.violate("unexpected_exit_1", f"{what}: {errors[0]}")
 
     def exit_2(self, line: str, what: str) -> None:
         named = {int(p) for p in re.findall(re.escape(self.shop.topics.purchases) + r"\[(\d+)\]", line)}
         command = parse_recovery_command(line)
-        if self.replaced:
+        if self.replaced:  # the operator must act: until the named command ran, every run stops so
             if not named:
                 self.violate("exit_2_names_no_partition", line)
-            self.replaced = False
         else:
             self.violate("unexpected_exit_2", f"{what}: {line}")
         if command is None:
@@ -267,7 +265,7 @@ class History:
 
     def check(self) -> None:
         """Safety after a step, before any further run."""
-        settled = self.lab.outputs_settled(self.shop, timeout_s=30)
+        settled = self.lab.outputs_settled(self.shop, timeout_s=45)
         report = check_shop(self.shop, expected_ends=None, outputs_from=self.outputs_from)
         for p, rep in report.partitions.items():
             for kind, n in rep.violations.items():
@@ -275,7 +273,7 @@ class History:
                     continue
                 self.violate(kind, f"{self.shop.topics.purchases}[{p}] x{n}: {rep.examples.get(kind, [])[:2]}")
         if not settled:
-            self.violate("hanging_transaction", "an output partition's LSO stays below its high watermark for 30 s")
+            self.violate("hanging_transaction", "an output partition's LSO stays below its high watermark for 45 s")
 
     def committed(self) -> dict[int, int | None]:
         admin = self.lab.admin
@@ -476,6 +474,7 @@ class History:
                     return
                 self.out.notes.append(f"ran `{' '.join(self.recovery)}`")
                 self.recovery = None
+                self.replaced = False
         self.violate("not_level", f"{RETRIES} runs after the faults healed: committed {self.committed()}, input "
                      f"ends {self.lab.input_ends(self.shop)}")
 
