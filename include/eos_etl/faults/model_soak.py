@@ -390,6 +390,8 @@ class History:
         for t in self.shop.topics.outputs:  # outputs before now are the old input's
             self.outputs_from[t] = {p: o.high_watermark for p, o in admin.offsets(t, admin.partitions(t)).items()}
         admin.delete_topics([topic])
+        client = AdminClient(self.shop.connection.client_config())
+        _wait(lambda: topic not in client.list_topics(timeout=10).topics, 60, f"{topic} to be deleted")
         spec = {s.name: s for s in self.shop.specs(n)}[topic]
         deadline = time.monotonic() + 60
         while True:
