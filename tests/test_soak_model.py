@@ -33,6 +33,9 @@ def test_recovery_command_is_read_from_the_error_line():
     assert ms.parse_recovery_command(line) == ["offsets", "restore", "--from-lineage", "--input-topic", "purchases",
                                                "--group", "g"]
     assert ms.parse_recovery_command("error: bad `--window-json` value") is None
+    grow = ("error: checkpoint topic 'g.checkpoints' has 1 partitions, 'p' 2: give it one per input partition "
+            "(kafka-topics --alter --topic g.checkpoints --partitions 2)")
+    assert ms.parse_recovery_command(grow) == ["kafka-topics", "g.checkpoints", "2"]
 
 
 def test_shrinking_keeps_the_smallest_history_that_still_fails(monkeypatch):
@@ -57,9 +60,9 @@ def test_shrinking_keeps_the_smallest_history_that_still_fails(monkeypatch):
     assert len(runs) <= 40
 
 
-#: Seeds whose short histories cover produce, runs, crashes at failpoints, signals, concurrent runs,
-#: plan-window during a run, replay, offsets restore, added partitions and a re-created input.
-SEEDS = (3, 6)
+#: Seeds whose short histories cover produces (committed, aborted, invalid), crashes at failpoints, SIGKILLs
+#: (one as a first run commits its partitions' starts), plan-window during a run and a replay.
+SEEDS = (8, 11)
 LENGTH = 5
 
 

@@ -169,7 +169,10 @@ class Outcome:
 
 def parse_recovery_command(error_line: str) -> list[str] | None:
     """The ``python -m eos_etl ...`` command an exit-2 line names (in backticks), without its
-    trailing parenthesis; None when it names none."""
+    trailing parenthesis, or its ``kafka-topics --alter --topic T --partitions N`` (as
+    ``["kafka-topics", T, N]``); None when it names none."""
+    if m := re.search(r"kafka-topics --alter --topic (\S+) --partitions (\d+)", error_line):
+        return ["kafka-topics", m.group(1), m.group(2)]
     for quoted in re.findall(r"`([^`]+)`", error_line):
         if "eos_etl" in quoted or "eos-etl" in quoted:
             text = re.sub(r"\s*\(.*$", "", quoted).strip()
@@ -192,6 +195,8 @@ class History:
         self.step = 0
         self.excused: set[int] = set()  # partitions an exit 2 named (or a replaced input's, until its next run)
         self.replaced = False  # the input was re-created after commits: the next run must stop with exit 2
+        # Input partitions were added: a run may stop with exit 2 until the checkpoint topic has as many.
+        self.grown = False
         self.outputs_from: dict[str, dict[int, int]] = {}
         self.last_window: str | None = None
         self.recovery: list[str] | None = None  # the command the last exit 2 named
@@ -244,7 +249,7 @@ class History:
             if self.replaced:
                 self.violate("replaced_input_not_detected", f"{what} exited 0 after the input topic was deleted "
                              "and re-created (it must stop with exit 2 naming the partition and a recovery command)")
-            self.replaced = False
+            self.replaced = self.grown = False
             self.excused.clear()
             self.recovery = None
         elif code == 1 and not exit1_ok:
@@ -256,6 +261,8 @@ class History:
         if self.replaced:  # the operator must act: until the named command ran, every run stops so
             if not named:
                 self.violate("exit_2_names_no_partition", line)
+        elif self.grown and "checkpoint topic" in line:
+            pass  # the checkpoint topic must grow with the input (the line names how)
         else:
             self.violate("unexpected_exit_2", f"{what}: {line}")
         if command is None:
@@ -381,6 +388,7 @@ class History:
         client = AdminClient(self.shop.connection.client_config())  # held: its futures die with it
         client.create_partitions([NewPartitions(topic, n)])[topic].result(30)
         _wait(lambda: len(self.lab.admin.partitions(topic)) == n, 30, f"{topic} to have {n} partitions")
+        self.grown = True
 
     def op_recreate_input(self) -> None:
         topic = self.shop.topics.purchases
@@ -468,6 +476,14 @@ class History:
                 if self.recovery is None:
                     self.violate("not_level", "exit 2 named no command to recover with")
                     return
+                if self.recovery[0] == "kafka-topics":  # kafka-topics --alter --topic T --partitions N
+                    client = AdminClient(self.shop.connection.client_config())
+                    topic, n = self.recovery[1], int(self.recovery[2])
+                    client.create_partitions([NewPartitions(topic, n)])[topic].result(30)
+                    _wait(lambda: len(self.lab.admin.partitions(topic)) == n, 30, f"{topic} to have {n} partitions")
+                    self.out.notes.append(f"grew {topic} to {n} partitions")
+                    self.recovery, self.grown = None, False
+                    continue
                 fix = self.cli(self.recovery)
                 fix_code = self.finish(fix, 120)
                 if fix_code != 0:
