@@ -91,7 +91,7 @@ def cmd_soak(args) -> int:
 
 
 def _cmd_soak_model(args) -> int:
-    command = ("python -m eos_etl soak " + " ".join(sys.argv[2:])).strip()
+    command = ("python -m eos_etl soak " + " ".join(sys.argv[sys.argv.index("soak") + 1:])).strip()
     seeds = (tuple(int(s) for s in args.seed_list.split(",")) if args.seed_list
              else tuple(range(1, args.seeds + 1)))
     opts = ModelSoakOptions(seeds=seeds, length=args.length, shrink_budget=args.shrink_budget,

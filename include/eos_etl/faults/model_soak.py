@@ -659,6 +659,8 @@ def write_markdown(done: list[tuple[Outcome, Outcome | None]], wall: float, opts
     """The model soak's section of docs/reliability.md (``templates/model_soak.md.j2``)."""
     from datetime import datetime, timezone
 
+    from markupsafe import Markup
+
     from .. import paths
     from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
     from . import reliability_page as page
@@ -674,9 +676,11 @@ def write_markdown(done: list[tuple[Outcome, Outcome | None]], wall: float, opts
         failing = shortest or (outcome if not outcome.ok else None)
         history = ""
         if failing is not None:
-            history = describe(failing.seed, failing.partitions, failing.ops) + "\n" + "\n".join(
-                f"  ! {v}" for v in failing.violations) + (f"\n  ! NOT CARRIED OUT: {failing.error}"
-                                                            if failing.error else "")
+            text = describe(failing.seed, failing.partitions, failing.ops) + "\n" + "\n".join(
+                f"  ! {str(v)[:240]}" for v in failing.violations) + (f"\n  ! NOT CARRIED OUT: {failing.error}"
+                                                                     if failing.error else "")
+            # Shown in a fenced code block, as it is: no entity, and no fence of its own to end the block.
+            history = Markup(text.replace("```", "'''"))
         rows.append({"seed": outcome.seed, "partitions": outcome.partitions, "operations": len(outcome.ops),
                      "faults": outcome.faults, "records": outcome.records,
                      "violations": (", ".join(f"{k}={n}" for k, n in kinds.items()) or "0")
