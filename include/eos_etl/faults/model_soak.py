@@ -636,6 +636,7 @@ def run_model_soak(opts: ModelSoakOptions, on_done=None) -> tuple[list[tuple[Out
     from ..kafka.connection import KafkaConnection
     from ..stack.kafka_cluster import KafkaCluster
     from ..stack.tools import free_port
+    from .soak import save_results
 
     home = paths.var_dir() / "soak-model" / "kafka"
     shutil.rmtree(home, ignore_errors=True)
@@ -644,8 +645,15 @@ def run_model_soak(opts: ModelSoakOptions, on_done=None) -> tuple[list[tuple[Out
     lab = Lab(KafkaConnection(broker.bootstrap_servers), broker=broker if opts.broker_ops else None,
               log_dir=paths.var_dir() / "soak-model" / "logs")
     t0 = time.monotonic()
+    results = paths.var_dir() / "soak-model" / "results.json"
+
+    def progress(done_so_far):
+        save_results(as_trials(done_so_far), time.monotonic() - t0, results)
+        if on_done is not None:
+            on_done(done_so_far)
+
     try:
-        done = run_histories(lab, opts, on_done)
+        done = run_histories(lab, opts, progress)
     finally:
         broker.stop()
     return done, time.monotonic() - t0
