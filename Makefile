@@ -3,7 +3,7 @@ PY := .venv/bin/python
 # pytest-xdist workers for `make test` (CI has 2 cores; each worker starts its own broker and Spark session)
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test test-fast soak soak-cluster soak-partitions bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
+.PHONY: setup demo test test-fast soak soak-cluster soak-partitions soak-model bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
 
 setup:
 	@bash scripts/setup.sh
@@ -32,6 +32,15 @@ soak-cluster: setup
 ## on clusters formatted with transaction.version 1 and 2 (~2 h with 3 seeds); writes the partition section.
 soak-partitions: setup
 	$(PY) -m eos_etl soak --partitions
+
+## Randomized operation soak (Jepsen-style): seeded histories of produces, runs, crashes, signals, concurrent runs,
+## plan-window, replays, offsets restore, partitions added, input re-created, group deleted, broker restarts/pauses;
+## checked after every step, failing histories shrunk; writes the model section of docs/reliability.md.
+## MODEL_SEEDS=5 MODEL_LENGTH=8 by default.
+MODEL_SEEDS ?= 5
+MODEL_LENGTH ?= 8
+soak-model: setup
+	$(PY) -m eos_etl soak --model --seeds $(MODEL_SEEDS) --length $(MODEL_LENGTH)
 
 ## Benchmarks (~40 min, not part of the tests): writes docs/benchmarks.md and docs/benchmarks.png.
 bench: setup

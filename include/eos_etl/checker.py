@@ -106,12 +106,17 @@ def check(
     expected_ends: dict[int, int] | None = None,
     check_order: bool = True,
     checkpoint_topic: str | None = None,
+    outputs_from: dict[str, dict[int, int]] | None = None,
 ) -> CheckResult:
     """Judge the outputs of ``input_topic`` for ``group``.
 
     Each committed input record must have exactly one output in every topic of
     ``paired_topics`` (e.g. invoices and shipments) XOR exactly one in one of
     ``single_topics`` (e.g. the dead-letter topic).
+
+    ``outputs_from``: per output topic and partition, the first offset to judge; outputs before
+    it belong to an input topic of the same name that was deleted (the input was re-created, its
+    offsets start again at 0) and are not this input's.
     """
     admin = ClusterAdmin(connection)
     parts = admin.partitions(input_topic)
@@ -120,7 +125,7 @@ def check(
     for r in read_topic(connection, input_topic):
         input_offsets[r.partition].add(r.offset)
     reports = {p: PartitionResult(p, committed.get(p)) for p in parts}
-    scan = _OutputScan(input_topic, committed, input_offsets, reports, check_order)
+    scan = _OutputScan(input_topic, committed, input_offsets, reports, check_order, outputs_from or {})
     for topic in (*paired_topics, *single_topics):
         scan.read(connection, topic)
     for p, rep in reports.items():
@@ -148,12 +153,14 @@ class _OutputScan:
     """What the output topics hold per input record, and the faults visible record by record."""
 
     def __init__(self, input_topic: str, committed: dict[int, int | None], input_offsets: dict[int, set[int]],
-                 reports: dict[int, PartitionResult], check_order: bool):
+                 reports: dict[int, PartitionResult], check_order: bool,
+                 outputs_from: dict[str, dict[int, int]]):
         self.input_topic = input_topic
         self.committed = committed
         self.input_offsets = input_offsets
         self.reports = reports
         self.check_order = check_order
+        self.outputs_from = outputs_from
         self.seen: dict[tuple[int, int], Counter] = defaultdict(Counter)  # (partition, offset) -> topic -> n
         self.outputs: dict[str, int] = {}
         self.hidden: dict[str, int] = {}
@@ -163,6 +170,8 @@ class _OutputScan:
         records = read_topic(connection, topic)
         self.outputs[topic] = len(records)
         self.hidden[topic] = len(read_topic(connection, topic, isolation="read_uncommitted")) - len(records)
+        floor = self.outputs_from.get(topic, {})
+        records = [r for r in records if r.offset >= floor.get(r.partition, 0)]
         for r in records:
             if r.headers.get(H_SOURCE_TOPIC) == self.input_topic.encode():
                 self._record(topic, r)
@@ -202,8 +211,10 @@ def _judge_input(rep: PartitionResult, off: int, counts: Counter, paired_topics:
         rep.add("torn", {"source_offset": off, "counts": dict(counts)})
 
 
-def check_shop(settings, expected_ends: dict[int, int] | None = None) -> CheckResult:
+def check_shop(settings, expected_ends: dict[int, int] | None = None,
+               outputs_from: dict[str, dict[int, int]] | None = None) -> CheckResult:
     t = settings.topics
     return check(settings.connection, input_topic=t.purchases, group=settings.group,
                  paired_topics=(t.invoices, t.shipments), single_topics=(t.dead_letters,),
-                 expected_ends=expected_ends, checkpoint_topic=settings.pipeline().checkpoint_topic)
+                 expected_ends=expected_ends, checkpoint_topic=settings.pipeline().checkpoint_topic,
+                 outputs_from=outputs_from)

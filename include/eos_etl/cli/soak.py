@@ -1,15 +1,18 @@
 """The soak command: fault injection on a private broker, a private cluster, or network partitions.
 
-soak | soak --cluster | soak --partitions  (``make soak``, ``make soak-cluster``, ``make soak-partitions``)
+soak | soak --cluster | soak --partitions | soak --model
+(``make soak``, ``make soak-cluster``, ``make soak-partitions``, ``make soak-model``)
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 from ..errors import ConfigurationError
-from ..faults import partition_soak
+from ..faults import model_soak, partition_soak
+from ..faults.model_soak import ModelSoakOptions
 from ..faults.partition_soak import PartitionSoakOptions, PartitionSoakRun, run_partition_soak
 from ..faults.soak import (CLUSTER_SECTION, SCENARIOS, ClusterSoakOptions, SoakOptions, load_results, merge_rerun,
                            run_cluster_soak, run_soak, save_results, summarize, write_cluster_markdown,
@@ -38,6 +41,16 @@ def register(sub) -> None:
                         "namespaces of their own (root; var/soak-partitions): --seeds trials per scenario on each "
                         "--transaction-versions cluster, --scenarios from faults.partition_scenarios; writes the "
                         "partition section")
+    p.add_argument("--model", action="store_true",
+                   help="randomized operation soak on a private broker (var/soak-model): --seeds histories (seeds "
+                        "1..N, or --seed-list) of --length operations and faults, each judged after every step and "
+                        "shrunk when it fails; writes the model section")
+    p.add_argument("--length", type=int, default=8, help="with --model: operations per history")
+    p.add_argument("--seed-list", help="with --model: comma-separated seeds instead of 1..--seeds")
+    p.add_argument("--shrink-budget", type=int, default=8,
+                   help="with --model: re-executions to shrink a failing history (0: do not shrink)")
+    p.add_argument("--no-broker-faults", action="store_true",
+                   help="with --model: draw no broker restart or pause")
     p.add_argument("--transaction-versions", default="1,2",
                    help="with --partitions: the transaction.version levels to format a cluster with (default 1,2)")
     p.add_argument("--rolling-records", type=int, default=200_000,
@@ -53,6 +66,10 @@ def register(sub) -> None:
 def cmd_soak(args) -> int:
     if args.cluster and args.partitions:
         raise ConfigurationError("soak: --cluster and --partitions are two soaks; run one, then the other")
+    if args.model and (args.cluster or args.partitions):
+        raise ConfigurationError("soak: --model is a soak of its own; run it without --cluster or --partitions")
+    if args.model:
+        return _cmd_soak_model(args)
     if args.cluster:
         return _cmd_soak_cluster(args)
     if args.partitions:
@@ -70,6 +87,23 @@ def cmd_soak(args) -> int:
               f"violations={row['violations']} errors={row['errors']} wall={row['seconds']:.0f}s")
     bad = [r for r in results if not r.ok]
     print(f"{len(results)} trials in {wall / 60:.1f} min, {len(bad)} failed; table written to {out}")
+    return 1 if bad else 0
+
+
+def _cmd_soak_model(args) -> int:
+    command = ("python -m eos_etl soak " + " ".join(sys.argv[sys.argv.index("soak") + 1:])).strip()
+    seeds = (tuple(int(s) for s in args.seed_list.split(",")) if args.seed_list
+             else tuple(range(1, args.seeds + 1)))
+    opts = ModelSoakOptions(seeds=seeds, length=args.length, shrink_budget=args.shrink_budget,
+                            broker_ops=not args.no_broker_faults)
+    out = Path(args.out) if args.out else None
+    t0 = time.monotonic()
+    done, wall = model_soak.run_model_soak(
+        opts, on_done=lambda d: model_soak.write_markdown(d, time.monotonic() - t0, opts, command, out))
+    path = model_soak.write_markdown(done, wall, opts, command, out)
+    bad = [o for o, _ in done if not o.ok]
+    print(f"{len(done)} histories in {wall / 60:.1f} min, {len(bad)} failed "
+          f"(seeds {[o.seed for o in bad]}); section written to {path}")
     return 1 if bad else 0
 
 

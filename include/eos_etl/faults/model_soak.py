@@ -1,0 +1,727 @@
+"""A randomized operation soak, in the style of Jepsen's Kafka workload.
+
+A seeded generator (:func:`draw_history`, ``random.Random(seed)``) draws a history of operations
+and faults against the real pipeline on a real broker: purchases produced (committed, aborted,
+invalid), windows run, runs crashed at a failpoint or signalled, two runs of one window at once,
+``plan-window`` during a run, a replay of a planned window, ``offsets restore``, input partitions
+added, the input topic deleted and re-created, the consumer group deleted, the broker restarted or
+paused under a run. :func:`execute` runs a history on fresh topics and judges it after every step:
+
+* safety, by the independent checker (:mod:`eos_etl.checker`): nothing committed without its
+  outputs (unless a run stopped with exit 2 naming the partition), no duplicate, no torn pair, no
+  output of an aborted input, nothing beyond the commit;
+* every exit code as the contract says (:mod:`eos_etl.errors`): 0 done; 1 the world failed, a
+  retry may help; 2 the operator must act, with one ``error:`` line naming the command that
+  recovers; exit 2 only where the operator really must act (the input topic was replaced);
+* per operation: ``plan-window`` writes and fences nothing (the run it overlaps is not fenced);
+  a run after the input topic was re-created stops with exit 2 naming the partition;
+* liveness, once the faults healed: at most :data:`RETRIES` runs (exit 1 retried, the named
+  command of an exit 2 run first) bring the committed offsets level with the input's end, and the
+  checker is exact.
+
+A failing history is shrunk (:func:`shrink`, delta debugging: chunks, then single operations
+removed, each candidate re-run on fresh topics) to the shortest that still shows the first
+violation's kind, and printed as a numbered list with its seed (:func:`describe`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+import shlex
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from confluent_kafka.admin import AdminClient, NewPartitions
+
+from ..checker import check_shop
+from ..kafka.errors import UnstableOffsetsError
+from ..kafka.topics import ensure_topics
+from ..shop.generator import generate
+from .clear_failure import by_signal, error_lines, run_violations
+from .lab import Lab, TrialResult
+from .process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
+
+log = logging.getLogger(__name__)
+
+#: Runs (after the faults healed) that must bring the pipeline level with its input.
+RETRIES = 4
+#: Every run of the soak: small transactions (a fault lands between and inside them) and a short
+#: transaction timeout, so a transaction a killed run left open is aborted by the broker in seconds.
+RUN_EXTRA = ("--chunk-records", "100", "--chunk-seconds", "4", "--transaction-timeout-ms", "15000")
+#: The bound of one run (a run still going then is killed and counted as hung).
+RUN_BOUND_S = 240.0
+#: Logged by the driver right before it commits the starts of partitions the group had no offset for.
+STARTS_COMMIT = "transactional ids"
+#: The exit code of a process a ``crash`` failpoint ended (engine.failpoints: ``os._exit(97)``).
+CRASH_EXIT = 97
+#: Failpoints a crash may land on (engine.failpoints), in the publishing tasks.
+CRASH_POINTS = ("after_init", "after_committed_read", "mid_produce", "before_send_offsets", "after_send_offsets",
+                "before_commit", "after_commit", "before_report")
+
+#: Operation kinds and their weights; ``broker`` ones need a lab that owns its broker.
+WEIGHTS = {"produce": 6, "run": 5, "crash": 3, "signal": 3, "concurrent": 1, "plan_during_run": 1,
+           "replay": 1, "offsets_restore": 1, "add_partitions": 1, "recreate_input": 1, "delete_group": 1,
+           "broker_restart": 1, "broker_pause": 1}
+BROKER_OPS = ("broker_restart", "broker_pause")
+#: Kinds that start a run-window process (a history without one checks nothing of the engine).
+RUN_OPS = ("run", "crash", "signal", "concurrent", "plan_during_run", "replay", "broker_restart", "broker_pause")
+
+
+@dataclass(frozen=True)
+class Op:
+    kind: str
+    args: tuple = ()  # (name, value) pairs
+
+    @property
+    def a(self) -> dict:
+        return dict(self.args)
+
+    def describe(self) -> str:
+        return self.kind + (" " + " ".join(f"{k}={v}" for k, v in self.args) if self.args else "")
+
+
+def _op(kind: str, **args) -> Op:
+    return Op(kind, tuple(args.items()))
+
+
+def draw_op(rng: random.Random, kind: str) -> Op:
+    """One operation of ``kind`` with its parameters drawn from ``rng``."""
+    if kind == "produce":
+        return _op("produce", count=rng.choice((3, 40, 200, 400)), invalid=rng.choice((0.0, 0.1)),
+                   aborted=rng.choice((0.0, 0.0, 0.3)), txn=rng.choice((None, 50)), seed=rng.randrange(1_000_000))
+    if kind == "crash":
+        point = rng.choice(CRASH_POINTS)
+        extra = {"after": rng.randrange(1, 150)} if point == "mid_produce" else {}
+        return _op("crash", point=point, action=rng.choice(("crash", "kill")), partition=rng.randrange(2),
+                   once=rng.random() < 0.7, **extra)
+    if kind == "signal":
+        return _op("signal", sig=rng.choice(("KILL", "KILL", "TERM")),
+                   at=rng.choice(("starts_commit", "publishing", "publishing", "time")),
+                   delay=round(rng.uniform(0.0, 3.0), 2))
+    if kind == "plan_during_run":
+        return _op("plan_during_run", hold=rng.choice(("mid_produce", "after_send_offsets")))
+    if kind == "broker_restart":
+        return _op("broker_restart", down=round(rng.uniform(0.5, 3.0), 1), delay=round(rng.uniform(0.0, 1.5), 2))
+    if kind == "broker_pause":
+        return _op("broker_pause", pause=round(rng.uniform(1.0, 6.0), 1), delay=round(rng.uniform(0.0, 1.5), 2))
+    return _op(kind)
+
+
+def draw_history(seed: int, length: int, *, broker_ops: bool = True) -> tuple[int, list[Op]]:
+    """(input partitions, ``length`` operations), reproducible from ``seed``. The history starts with
+    purchases, holds at least one run, and each kind at most as often as its weight allows."""
+    rng = random.Random(seed)
+    kinds = [k for k in WEIGHTS if broker_ops or k not in BROKER_OPS]
+    weights = [WEIGHTS[k] for k in kinds]
+    partitions = rng.choice((1, 2, 2, 3))
+    ops = [draw_op(rng, "produce")]
+    while len(ops) < length:
+        ops.append(draw_op(rng, rng.choices(kinds, weights)[0]))
+    if not any(o.kind in RUN_OPS for o in ops):
+        ops[-1] = draw_op(rng, "run")
+    return partitions, ops
+
+
+def describe(seed: int, partitions: int, ops: list[Op]) -> str:
+    lines = [f"seed {seed}: {partitions} input partition(s), {len(ops)} operations"]
+    lines += [f"  {i}. {op.describe()}" for i, op in enumerate(ops, 1)]
+    return "\n".join(lines)
+
+
+@dataclass
+class Violation:
+    step: int  # 1-based operation, 0: the liveness phase after the history
+    kind: str
+    detail: str = ""
+
+    def __str__(self) -> str:
+        where = f"step {self.step}" if self.step else "liveness"
+        return f"{where}: {self.kind}{': ' + self.detail if self.detail else ''}"
+
+
+@dataclass
+class Outcome:
+    """What executing one history found."""
+
+    seed: int
+    partitions: int
+    ops: list[Op]
+    violations: list[Violation] = field(default_factory=list)
+    records: int = 0
+    faults: int = 0
+    recovery_s: float | None = None
+    seconds: float = 0.0
+    error: str = ""  # the history could not be carried out (the harness's failure, not the pipeline's)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations and not self.error
+
+    @property
+    def first_kind(self) -> str | None:
+        return self.violations[0].kind if self.violations else None
+
+
+def parse_recovery_command(error_line: str) -> list[str] | None:
+    """The ``python -m eos_etl ...`` command an exit-2 line names (in backticks), without its
+    trailing parenthesis, or its ``kafka-topics --alter --topic T --partitions N`` (as
+    ``["kafka-topics", T, N]``); None when it names none."""
+    if m := re.search(r"kafka-topics --alter --topic (\S+) --partitions (\d+)", error_line):
+        return ["kafka-topics", m.group(1), m.group(2)]
+    for quoted in re.findall(r"`([^`]+)`", error_line):
+        if "eos_etl" in quoted or "eos-etl" in quoted:
+            text = re.sub(r"\s*\(.*$", "", quoted).strip()
+            args = shlex.split(text)
+            if args[:3] == ["python", "-m", "eos_etl"]:
+                return args[3:]
+            if args[:1] == ["eos-etl"]:
+                return args[1:]
+    return None
+
+
+class History:
+    """One history executed against fresh topics of ``lab`` (its state and the model of it)."""
+
+    def __init__(self, lab: Lab, seed: int, partitions: int, ops: list[Op]):
+        self.lab, self.seed, self.ops = lab, seed, ops
+        self.out = Outcome(seed, partitions, list(ops))
+        self.shop = lab.make_shop(partitions, name=f"model-{seed}")
+        self.tmp = tempfile.mkdtemp(prefix=f"eos-model-{seed}-")
+        self.step = 0
+        self.excused: set[int] = set()  # partitions an exit 2 named (or a replaced input's, until its next run)
+        self.replaced = False  # the input was re-created after commits: the next run must stop with exit 2
+        # Input partitions were added: a run may stop with exit 2 until the checkpoint topic has as many.
+        self.grown = False
+        self.outputs_from: dict[str, dict[int, int]] = {}
+        self.last_window: str | None = None
+        self.recovery: list[str] | None = None  # the command the last exit 2 named
+
+    # -- helpers -----------------------------------------------------------------------------
+    def violate(self, kind: str, detail: str = "") -> None:
+        v = Violation(self.step, kind, detail[:400])
+        log.error("seed %s %s", self.seed, v)
+        self.out.violations.append(v)
+
+    def cli(self, command: list[str], *, failpoints: str = "") -> JobProcess:
+        """A CLI command of the pipeline (its connection and topic options added), started."""
+        base = run_window_args(self.shop)
+        options = [a for a in base[4:] if a != "--compact"]
+        given = {a for a in command if a.startswith("--")}
+        keep: list[str] = []
+        i = 0
+        while i < len(options):  # the pipeline's options the command does not give itself
+            name = options[i]
+            has_value = i + 1 < len(options) and not options[i + 1].startswith("--")
+            if name not in given:
+                keep += options[i:i + 1 + has_value]
+            i += 1 + has_value
+        return JobProcess([sys.executable, "-m", "eos_etl", *command, *keep], failpoints=failpoints).start()
+
+    def run_job(self, extra: list[str] = (), *, failpoints: str = "") -> JobProcess:
+        return self.lab.job(self.shop, [*RUN_EXTRA, *extra], failpoints=failpoints).start()
+
+    def once(self) -> str:
+        return f"once={self.tmp}/fp-{uuid.uuid4().hex}"
+
+    def finish(self, job: JobProcess, bound_s: float = RUN_BOUND_S) -> int | None:
+        code = job.wait(bound_s)
+        if code is None:
+            job.kill()
+        return code
+
+    def judge_run(self, job: JobProcess, code: int | None, *, what: str = "run", exit1_ok: bool = True) -> None:
+        """The exit contract of a run that no fault of the harness ended."""
+        bad = run_violations(code, job.stderr)
+        if bad:
+            where = self.lab.keep_log(job, f"model-{self.seed}-step{self.step}")
+            self.violate("unclear_exit", f"{what} exit {code}: {sorted(bad)}; log {where or 'not kept'}; "
+                         f"{job.tail(3)!r}")
+            return
+        errors = error_lines(job.stderr)
+        if code == 2:
+            self.exit_2(errors[0], what)
+        elif code == 0 and what != "plan-window":  # plan-window only reads
+            if self.replaced:
+                self.violate("replaced_input_not_detected", f"{what} exited 0 after the input topic was deleted "
+                             "and re-created (it must stop with exit 2 naming the partition and a recovery command)")
+            self.replaced = self.grown = False
+            self.excused.clear()
+            self.recovery = None
+        elif code == 1 and not exit1_ok:
+            self.violate("unexpected_exit_1", f"{what}: {errors[0]}")
+
+    def exit_2(self, line: str, what: str) -> None:
+        named = {int(p) for p in re.findall(re.escape(self.shop.topics.purchases) + r"\[(\d+)\]", line)}
+        command = parse_recovery_command(line)
+        if self.replaced:  # the operator must act: until the named command ran, every run stops so
+            if not named:
+                self.violate("exit_2_names_no_partition", line)
+        elif self.grown and "checkpoint topic" in line:
+            pass  # the checkpoint topic must grow with the input (the line names how)
+        else:
+            self.violate("unexpected_exit_2", f"{what}: {line}")
+        if command is None:
+            self.violate("exit_2_without_recovery_command", line)
+        self.excused |= named
+        self.recovery = command
+
+    def check(self) -> None:
+        """Safety after a step, before any further run."""
+        settled = self.lab.outputs_settled(self.shop, timeout_s=45)
+        deadline = time.monotonic() + 45
+        while True:
+            try:  # a killed attempt's transaction may hold only the offsets: settled outputs do not show it
+                report = check_shop(self.shop, expected_ends=None, outputs_from=self.outputs_from)
+                break
+            except UnstableOffsetsError:
+                if time.monotonic() > deadline:
+                    self.violate("hanging_transaction", "the group's offsets stay held by a transaction for 55 s")
+                    return
+        for p, rep in report.partitions.items():
+            for kind, n in rep.violations.items():
+                if kind == "lost" and p in self.excused:
+                    continue
+                self.violate(kind, f"{self.shop.topics.purchases}[{p}] x{n}: {rep.examples.get(kind, [])[:2]}")
+        if not settled:
+            self.violate("hanging_transaction", "an output partition's LSO stays below its high watermark for 45 s")
+
+    def committed(self) -> dict[int, int | None]:
+        admin = self.lab.admin
+        topic = self.shop.topics.purchases
+        return admin.committed_offsets(self.shop.group, topic, admin.partitions(topic))
+
+    # -- operations ----------------------------------------------------------------------------
+    def op_produce(self, count, invalid, aborted, txn, seed) -> None:
+        stats = generate(self.shop.connection, self.shop.topics.purchases, count, invalid_share=invalid, seed=seed,
+                         transaction_size=txn if txn or not aborted else 50, abort_share=aborted)
+        self.out.records += stats.produced + stats.aborted
+
+    def op_run(self) -> None:
+        job = self.run_job()
+        self.judge_run(job, self.finish(job))
+
+    def op_crash(self, point, action, partition, once, after=None) -> None:
+        spec = f"{point}={action},partition={partition}" + (f",after={after}" if after else "")
+        if once:
+            spec += "," + self.once()
+        job = self.run_job(failpoints=spec)
+        code = self.finish(job)
+        self.out.faults += job.count(FAILPOINT_FIRED) > 0
+        if code is not None and (by_signal(code) or code == CRASH_EXIT) and job.count(FAILPOINT_FIRED):
+            return  # the failpoint fired in the driver (a window with nothing to read publishes there): the fault
+        self.judge_run(job, code, what=f"run crashed at {point}")
+
+    def op_signal(self, sig, at, delay) -> None:
+        job = self.run_job()
+        needle = {"starts_commit": STARTS_COMMIT, "publishing": PUBLISHING}.get(at)
+        if needle is None:
+            job.wait(2.0 + delay * 3)
+        elif not job.wait_for(needle, 180):
+            # Nothing to publish (or the window had no partition to start): the run ended first.
+            self.judge_run(job, self.finish(job))
+            return
+        else:
+            job.wait(delay / (6 if at == "starts_commit" else 1))
+        if not job.alive:
+            self.judge_run(job, job.proc.poll())
+            return
+        self.out.faults += 1
+        if sig == "KILL":
+            job.kill()
+            return
+        job.signal(signal.SIGTERM)
+        code = self.finish(job, 60)
+        if code is None:
+            self.violate("sigterm_ignored", "the run was still going 60 s after SIGTERM")
+        elif code > 0 and code not in (1, 2, 143):
+            self.violate("unclear_exit", f"SIGTERM: exit {code}: {job.tail(3)!r}")
+
+    def op_concurrent(self) -> None:
+        jobs = [self.run_job(["--run-id", f"twin{i}-{uuid.uuid4().hex[:6]}"]) for i in (1, 2)]
+        codes = [self.finish(j) for j in jobs]
+        self.out.faults += 1
+        for j, code in zip(jobs, codes):
+            self.judge_run(j, code, what="concurrent run")
+
+    def op_plan_during_run(self, hold) -> None:
+        """A run holds a transaction open (a failpoint sleeps in it); plan-window runs meanwhile."""
+        job = self.run_job(failpoints=f"{hold}=sleep:5,partition=0" + (",after=20" if hold == "mid_produce" else "")
+                           + "," + self.once())
+        if not job.wait_for(FAILPOINT_FIRED, 180):
+            self.judge_run(job, self.finish(job))
+            return
+        plan = self.cli(["plan-window", "--compact"])
+        plan_code = self.finish(plan, 60)
+        self.judge_run(plan, plan_code, what="plan-window")
+        if plan_code == 0:
+            self.last_window = plan.stdout.strip().splitlines()[-1]
+        code = self.finish(job)
+        self.out.faults += 1
+        if "fenced" in job.stderr.lower():
+            self.violate("plan_fenced_run", f"plan-window during the run fenced it (run exit {code}): "
+                         f"{(error_lines(job.stderr) or [job.tail(1)])[0]}")
+        self.judge_run(job, code, what="run overlapped by plan-window")
+
+    def op_replay(self) -> None:
+        """Run the last planned window (plan-window's JSON) again; without one, plan one now."""
+        if self.last_window is None:
+            plan = self.cli(["plan-window", "--compact"])
+            code = self.finish(plan, 60)
+            self.judge_run(plan, code, what="plan-window")
+            if code != 0:
+                return
+            self.last_window = plan.stdout.strip().splitlines()[-1]
+        job = self.run_job(["--window-json", self.last_window])
+        code = self.finish(job)
+        # A stale window is refused (exit 2: "plan again") or renews nothing; either is the contract's.
+        bad = run_violations(code, job.stderr)
+        if bad:
+            self.violate("unclear_exit", f"replay exit {code}: {sorted(bad)}: {job.tail(3)!r}")
+        elif code == 0:
+            self.judge_run(job, code, what="replay")
+
+    def op_offsets_restore(self) -> None:
+        job = self.cli(["offsets", "restore", "--from-lineage"])
+        code = self.finish(job, 120)
+        bad = run_violations(code, job.stderr)
+        if bad or code not in (0, 1):
+            self.violate("unclear_exit", f"offsets restore exit {code}: {sorted(bad)}: {job.tail(3)!r}")
+
+    def op_add_partitions(self) -> None:
+        topic = self.shop.topics.purchases
+        n = len(self.lab.admin.partitions(topic)) + 1
+        client = AdminClient(self.shop.connection.client_config())  # held: its futures die with it
+        client.create_partitions([NewPartitions(topic, n)])[topic].result(30)
+        _wait(lambda: len(self.lab.admin.partitions(topic)) == n, 30, f"{topic} to have {n} partitions")
+        self.grown = True
+
+    def op_recreate_input(self) -> None:
+        topic = self.shop.topics.purchases
+        admin = self.lab.admin
+        n = len(admin.partitions(topic))
+        had_commits = any(c for c in self.committed().values())
+        for t in self.shop.topics.outputs:  # outputs before now are the old input's
+            self.outputs_from[t] = {p: o.high_watermark for p, o in admin.offsets(t, admin.partitions(t)).items()}
+        admin.delete_topics([topic])
+        client = AdminClient(self.shop.connection.client_config())
+        _wait(lambda: topic not in client.list_topics(timeout=10).topics, 60, f"{topic} to be deleted")
+        spec = {s.name: s for s in self.shop.specs(n)}[topic]
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                ensure_topics(self.lab.admin, [spec], allow_existing=True)
+                self.lab.admin.offsets(topic, list(range(n)))
+                break
+            except Exception:  # noqa: BLE001 - the deletion is still under way
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(1)
+        if had_commits:
+            self.replaced = True
+            self.excused |= set(range(n))
+        self.out.faults += 1
+
+    def op_delete_group(self) -> None:
+        client = AdminClient(self.shop.connection.client_config())  # held: its futures die with it
+        try:
+            client.delete_consumer_groups([self.shop.group])[self.shop.group].result(30)
+        except Exception as exc:  # noqa: BLE001 - a group that never committed does not exist
+            if "GROUP_ID_NOT_FOUND" not in str(exc):
+                raise
+
+    def _broker_under_run(self, fault, heal, delay) -> None:
+        job = self.run_job()
+        if not job.wait_for(PUBLISHING, 180):
+            self.judge_run(job, self.finish(job))
+            return
+        time.sleep(delay)
+        fault()
+        self.out.faults += 1
+        try:
+            heal()
+        finally:
+            code = self.finish(job)
+            self.judge_run(job, code, what="run under a broker fault")
+
+    def op_broker_restart(self, down, delay) -> None:
+        broker = self.lab.broker
+        self._broker_under_run(broker.kill, lambda: (time.sleep(down), broker.start()), delay)
+
+    def op_broker_pause(self, pause, delay) -> None:
+        node = self.lab.broker.nodes[0]
+        self._broker_under_run(node.pause, lambda: (time.sleep(pause), node.resume()), delay)
+
+    # -- the whole history ---------------------------------------------------------------------
+    def heal(self) -> None:
+        broker = self.lab.broker
+        if broker is not None:
+            for node in broker.nodes:
+                if node.is_paused():
+                    node.resume()
+            if not broker.is_running():
+                broker.start()
+
+    def liveness(self) -> None:
+        """After the faults healed: at most RETRIES runs (and the commands exit 2 named) bring the
+        committed offsets level with the input's end, and the checker is exact."""
+        self.step = 0
+        t0 = time.monotonic()
+        for attempt in range(RETRIES):
+            job = self.run_job()
+            code = self.finish(job)
+            self.judge_run(job, code, what=f"liveness run {attempt + 1}")
+            ends = self.lab.input_ends(self.shop)
+            if code == 0 and self.committed() == ends:
+                self.out.recovery_s = round(time.monotonic() - t0, 1)
+                report = check_shop(self.shop, expected_ends=ends, outputs_from=self.outputs_from)
+                for kind, n in report.violations.items():
+                    self.violate(kind, f"x{n} after the pipeline caught up: {report.to_dict()['partitions']}"[:400])
+                return
+            if code == 2:
+                if self.recovery is None:
+                    self.violate("not_level", "exit 2 named no command to recover with")
+                    return
+                if self.recovery[0] == "kafka-topics":  # kafka-topics --alter --topic T --partitions N
+                    client = AdminClient(self.shop.connection.client_config())
+                    topic, n = self.recovery[1], int(self.recovery[2])
+                    client.create_partitions([NewPartitions(topic, n)])[topic].result(30)
+                    _wait(lambda: len(self.lab.admin.partitions(topic)) == n, 30, f"{topic} to have {n} partitions")
+                    self.out.notes.append(f"grew {topic} to {n} partitions")
+                    self.recovery, self.grown = None, False
+                    continue
+                fix = self.cli(self.recovery)
+                fix_code = self.finish(fix, 120)
+                if fix_code != 0:
+                    self.violate("recovery_command_failed", f"`{' '.join(self.recovery)}` exit {fix_code}: "
+                                 f"{fix.tail(2)!r}")
+                    return
+                self.out.notes.append(f"ran `{' '.join(self.recovery)}`")
+                self.recovery = None
+                self.replaced = False
+        self.violate("not_level", f"{RETRIES} runs after the faults healed: committed {self.committed()}, input "
+                     f"ends {self.lab.input_ends(self.shop)}")
+
+    def execute(self) -> Outcome:
+        t0 = time.monotonic()
+        try:
+            for i, op in enumerate(self.ops, 1):
+                self.step = i
+                log.info("seed %s step %d/%d: %s", self.seed, i, len(self.ops), op.describe())
+                getattr(self, f"op_{op.kind}")(**op.a)
+                self.heal()
+                self.check()
+            self.heal()
+            self.liveness()
+        except Exception as exc:  # noqa: BLE001 - reported as a history not carried out, never a pass
+            log.exception("seed %s: history could not be carried out", self.seed)
+            self.out.error = f"step {self.step}: {type(exc).__name__}: {exc}"[:500]
+            self.heal()
+        self.out.seconds = round(time.monotonic() - t0, 1)
+        return self.out
+
+
+def _wait(cond, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"waited {timeout_s:.0f}s for {what}")
+        time.sleep(0.5)
+
+
+def execute(lab: Lab, seed: int, partitions: int, ops: list[Op]) -> Outcome:
+    """Run ``ops`` on fresh topics, group and transactional ids of ``lab`` and judge them."""
+    return History(lab, seed, partitions, ops).execute()
+
+
+def shrink(lab: Lab, failing: Outcome, *, budget: int = 8) -> Outcome:
+    """Delta debugging (ddmin) over the operations: the smallest history found within ``budget``
+    re-executions that still shows ``failing``'s first violation kind (each on fresh topics)."""
+    target = failing.first_kind
+    best = failing
+    tries = 0
+    n = 2
+    while len(best.ops) > 1 and tries < budget:
+        ops = best.ops
+        size = max(1, len(ops) // n)
+        chunks = [ops[i:i + size] for i in range(0, len(ops), size)]
+        reduced = False
+        for i in range(len(chunks)):
+            candidate = [o for j, c in enumerate(chunks) if j != i for o in c]
+            if not candidate or not any(o.kind in RUN_OPS for o in candidate) or tries >= budget:
+                continue
+            tries += 1
+            log.info("shrinking seed %s: try %d, %d of %d operations", failing.seed, tries, len(candidate), len(ops))
+            outcome = execute(lab, failing.seed, failing.partitions, candidate)
+            if any(v.kind == target for v in outcome.violations):
+                best, reduced = outcome, True
+                n = max(n - 1, 2)
+                break
+        if not reduced:
+            if size == 1:
+                break
+            n = min(n * 2, len(ops))
+    return best
+
+
+@dataclass
+class ModelSoakOptions:
+    seeds: tuple[int, ...] = (1, 2, 3, 4, 5)
+    length: int = 8  # operations per history
+    shrink_budget: int = 8  # re-executions per failing seed
+    broker_ops: bool = True
+
+
+def run_histories(lab: Lab, opts: ModelSoakOptions, on_done=None) -> list[tuple[Outcome, Outcome | None]]:
+    """Every seed's history, executed and judged; a failing one shrunk: [(outcome, shortest failing)]."""
+    done = []
+    for seed in opts.seeds:
+        partitions, ops = draw_history(seed, opts.length, broker_ops=opts.broker_ops and lab.broker is not None)
+        log.info("%s", describe(seed, partitions, ops))
+        outcome = execute(lab, seed, partitions, ops)
+        shortest = None
+        if outcome.violations and opts.shrink_budget:
+            shortest = shrink(lab, outcome, budget=opts.shrink_budget)
+        done.append((outcome, shortest))
+        print(report_history(outcome, shortest), flush=True)
+        if on_done is not None:
+            on_done(done)
+    return done
+
+
+def report_history(outcome: Outcome, shortest: Outcome | None) -> str:
+    head = "ok" if outcome.ok else ("NOT CARRIED OUT: " + outcome.error if outcome.error else "VIOLATIONS")
+    lines = [f"{describe(outcome.seed, outcome.partitions, outcome.ops)}\n  -> {head} "
+             f"({outcome.seconds:.0f} s, recovery {outcome.recovery_s} s)"]
+    lines += [f"     {v}" for v in outcome.violations]
+    if shortest is not None:
+        lines.append(f"  shortest history still showing {outcome.first_kind}:")
+        lines.append("  " + describe(shortest.seed, shortest.partitions, shortest.ops).replace("\n", "\n  "))
+        lines += [f"       {v}" for v in shortest.violations]
+    return "\n".join(lines)
+
+
+def classify(v: Violation) -> str:
+    """Which known defect a violation is (or NEW)."""
+    if v.kind == "unexpected_exit_2" and "published before" in v.detail:
+        return "known: no committed offset but published before (stall after a killed first run)"
+    if v.kind in ("replaced_input_not_detected", "exit_2_names_no_partition"):
+        return "known: re-created input topic not detected"
+    if v.kind == "plan_fenced_run":
+        return "known: plan-window fences live transactions"
+    return "NEW"
+
+
+def as_trials(done: list[tuple[Outcome, Outcome | None]]) -> list[TrialResult]:
+    """The histories as the soaks' :class:`TrialResult` rows (results.json, the page)."""
+    rows = []
+    for outcome, shortest in done:
+        kinds: dict[str, int] = {}
+        for v in outcome.violations:
+            kinds[v.kind] = kinds.get(v.kind, 0) + 1
+        detail = "; ".join(str(v) for v in outcome.violations[:3])
+        if shortest is not None:
+            detail += " | shortest: " + ", ".join(f"{i}. {o.describe()}" for i, o in enumerate(shortest.ops, 1))
+        rows.append(TrialResult(scenario="model", trial=f"seed={outcome.seed}", records=outcome.records,
+                                kills=outcome.faults, violations=kinds, seconds=outcome.seconds, error=outcome.error,
+                                recovery_s=outcome.recovery_s, detail=detail or "ok",
+                                counters={"operations": len(outcome.ops),
+                                          "shortest": len(shortest.ops) if shortest else None}))
+    return rows
+
+
+def ops_json(ops: list[Op]) -> str:
+    return json.dumps([[o.kind, dict(o.args)] for o in ops])
+
+
+def run_model_soak(opts: ModelSoakOptions, on_done=None) -> tuple[list[tuple[Outcome, Outcome | None]], float]:
+    """Every seed on a private broker under var/soak-model (restarted, paused and killed freely)."""
+    import shutil
+
+    from .. import paths
+    from ..kafka.connection import KafkaConnection
+    from ..stack.kafka_cluster import KafkaCluster
+    from ..stack.tools import free_port
+    from .soak import save_results
+
+    home = paths.var_dir() / "soak-model" / "kafka"
+    shutil.rmtree(home, ignore_errors=True)
+    broker = KafkaCluster(home=home, port=free_port())
+    broker.start()
+    lab = Lab(KafkaConnection(broker.bootstrap_servers), broker=broker if opts.broker_ops else None,
+              log_dir=paths.var_dir() / "soak-model" / "logs")
+    t0 = time.monotonic()
+    results = paths.var_dir() / "soak-model" / "results.json"
+
+    def progress(done_so_far):
+        save_results(as_trials(done_so_far), time.monotonic() - t0, results)
+        if on_done is not None:
+            on_done(done_so_far)
+
+    try:
+        done = run_histories(lab, opts, progress)
+    finally:
+        broker.stop()
+    return done, time.monotonic() - t0
+
+
+MODEL_SECTION = "model soak"
+
+
+def write_markdown(done: list[tuple[Outcome, Outcome | None]], wall: float, opts: ModelSoakOptions, command: str,
+                   out=None):
+    """The model soak's section of docs/reliability.md (``templates/model_soak.md.j2``)."""
+    from datetime import datetime, timezone
+
+    from markupsafe import Markup
+
+    from .. import paths
+    from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
+    from . import reliability_page as page
+
+    out = out or paths.project_root() / "docs" / "reliability.md"
+    rows, counts = [], {}
+    for outcome, shortest in done:
+        for op in outcome.ops:
+            counts[op.kind] = counts.get(op.kind, 0) + 1
+        kinds: dict[str, int] = {}
+        for v in outcome.violations:
+            kinds[v.kind] = kinds.get(v.kind, 0) + 1
+        failing = shortest or (outcome if not outcome.ok else None)
+        history = ""
+        if failing is not None:
+            text = describe(failing.seed, failing.partitions, failing.ops) + "\n" + "\n".join(
+                f"  ! {str(v)[:240]}" for v in failing.violations) + (f"\n  ! NOT CARRIED OUT: {failing.error}"
+                                                                     if failing.error else "")
+            # Shown in a fenced code block, as it is: no entity, and no fence of its own to end the block.
+            history = Markup(text.replace("```", "'''"))
+        rows.append({"seed": outcome.seed, "partitions": outcome.partitions, "operations": len(outcome.ops),
+                     "faults": outcome.faults, "records": outcome.records,
+                     "violations": (", ".join(f"{k}={n}" for k, n in kinds.items()) or "0")
+                     + (f" (not carried out: {outcome.error})" if outcome.error else ""),
+                     "recovery_s": outcome.recovery_s, "seconds": outcome.seconds,
+                     "shortest": (f"{len(shortest.ops)} operations" if shortest else
+                                  ("not shrunk" if not outcome.ok else "-")),
+                     "failing": not outcome.ok, "history": history,
+                     "classes": ", ".join(sorted({classify(v) for v in (failing or outcome).violations}))
+                     or "not carried out"})
+    recoveries = [r["recovery_s"] for r in rows if r["recovery_s"] is not None]
+    totals = {"histories": len(rows), "operations": sum(r["operations"] for r in rows),
+              "faults": sum(r["faults"] for r in rows), "records": sum(r["records"] for r in rows),
+              "violations": sum(len(o.violations) for o, _ in done), "failing": sum(r["failing"] for r in rows),
+              "errors": sum(bool(o.error) for o, _ in done),
+              "longest_recovery_s": max(recoveries) if recoveries else None}
+    text = page.render("model_soak.md.j2", command=command, generated=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
+                       machine=page.machine(), kafka_version=KAFKA_VERSION, spark_version=SPARK_VERSION, rows=rows,
+                       totals=totals, ok=totals["failing"] == 0, wall_min=wall / 60, length=opts.length,
+                       retries=RETRIES, shrink_budget=opts.shrink_budget,
+                       op_counts=", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])))
+    page.write_section(out, MODEL_SECTION, text)
+    return out
