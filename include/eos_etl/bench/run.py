@@ -399,7 +399,7 @@ class Bench:
                 self.run_scale()
                 self.run_end_proof()
                 self.stop_spark_connect()
-            if self.opts.cluster_compare or self.opts.only_cluster_compare:
+            if (self.opts.cluster_compare and not self.opts.only_end_proof) or self.opts.only_cluster_compare:
                 ClusterComparison(self, SPARK_PRODUCER).run()
         finally:
             self.save()

@@ -43,6 +43,10 @@ class PartitionCheckpoint:
         self._input_partitions: int | None = None
         conf = config.consumer_settings()
         conf.setdefault("log_level", 3)
+        # Its reads are bounded ones (the window-end proof): a fetch that found nothing new must not
+        # hold the next assign for the broker's default long poll (500 ms), as a read that reached
+        # the range's end leaves one in flight.
+        conf.setdefault("fetch.wait.max.ms", 10)
         # Never subscribes: the group has no active members, so offsets are
         # committed with the "simple consumer" group metadata and the
         # transactional.id's epoch alone fences zombies.
