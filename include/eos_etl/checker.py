@@ -35,12 +35,16 @@ from .kafka.reader import ConsumedRecord, read_ranges
 
 
 def read_topic(
-    connection: KafkaConnection, topic: str, *, isolation: str = "read_committed", timeout_s: float = 60.0
+    connection: KafkaConnection, topic: str, *, isolation: str = "read_committed", timeout_s: float = 60.0,
+    start: dict[int, int] | None = None,
 ) -> list[ConsumedRecord]:
-    """Every record of ``topic`` visible at the given isolation level, in partition/offset order."""
+    """Every record of ``topic`` visible at the given isolation level, in partition/offset order
+    (from ``start``'s offset where it names the partition)."""
     admin = ClusterAdmin(connection)
     offsets = admin.offsets(topic, admin.partitions(topic))
-    ranges = {p: (o.earliest, o.last_stable if isolation == "read_committed" else o.high_watermark)
+    start = start or {}
+    ranges = {p: (max(o.earliest, start.get(p, 0)),
+                  o.last_stable if isolation == "read_committed" else o.high_watermark)
               for p, o in offsets.items()}
     return read_ranges(connection, topic, ranges, isolation=isolation, timeout_s=timeout_s)
 
@@ -106,12 +110,17 @@ def check(
     expected_ends: dict[int, int] | None = None,
     check_order: bool = True,
     checkpoint_topic: str | None = None,
+    outputs_from: dict[str, dict[int, int]] | None = None,
 ) -> CheckResult:
     """Judge the outputs of ``input_topic`` for ``group``.
 
     Each committed input record must have exactly one output in every topic of
     ``paired_topics`` (e.g. invoices and shipments) XOR exactly one in one of
     ``single_topics`` (e.g. the dead-letter topic).
+
+    ``outputs_from`` (topic -> partition -> offset): only outputs at or after those offsets
+    count. After the input topic was re-created, its new records reuse the old one's offsets
+    and the lineage headers cannot tell the two apart: judge the outputs written since.
     """
     admin = ClusterAdmin(connection)
     parts = admin.partitions(input_topic)
@@ -122,7 +131,7 @@ def check(
     reports = {p: PartitionResult(p, committed.get(p)) for p in parts}
     scan = _OutputScan(input_topic, committed, input_offsets, reports, check_order)
     for topic in (*paired_topics, *single_topics):
-        scan.read(connection, topic)
+        scan.read(connection, topic, (outputs_from or {}).get(topic))
     for p, rep in reports.items():
         c = committed.get(p)
         if expected_ends is not None and p in expected_ends and c != expected_ends[p]:
@@ -159,10 +168,11 @@ class _OutputScan:
         self.hidden: dict[str, int] = {}
         self._order_last: dict[tuple[str, int, int], int] = {}
 
-    def read(self, connection: KafkaConnection, topic: str) -> None:
-        records = read_topic(connection, topic)
+    def read(self, connection: KafkaConnection, topic: str, start: dict[int, int] | None = None) -> None:
+        records = read_topic(connection, topic, start=start)
         self.outputs[topic] = len(records)
-        self.hidden[topic] = len(read_topic(connection, topic, isolation="read_uncommitted")) - len(records)
+        uncommitted = read_topic(connection, topic, isolation="read_uncommitted", start=start)
+        self.hidden[topic] = len(uncommitted) - len(records)
         for r in records:
             if r.headers.get(H_SOURCE_TOPIC) == self.input_topic.encode():
                 self._record(topic, r)
@@ -202,8 +212,10 @@ def _judge_input(rep: PartitionResult, off: int, counts: Counter, paired_topics:
         rep.add("torn", {"source_offset": off, "counts": dict(counts)})
 
 
-def check_shop(settings, expected_ends: dict[int, int] | None = None) -> CheckResult:
+def check_shop(settings, expected_ends: dict[int, int] | None = None,
+               outputs_from: dict[str, dict[int, int]] | None = None) -> CheckResult:
     t = settings.topics
     return check(settings.connection, input_topic=t.purchases, group=settings.group,
                  paired_topics=(t.invoices, t.shipments), single_topics=(t.dead_letters,),
-                 expected_ends=expected_ends, checkpoint_topic=settings.pipeline().checkpoint_topic)
+                 expected_ends=expected_ends, checkpoint_topic=settings.pipeline().checkpoint_topic,
+                 outputs_from=outputs_from)
