@@ -23,7 +23,7 @@ from eos_etl.stack.tools import free_port
 CONFIGURATION = [ConfigurationError, kafka.KafkaSetupError, kafka.BrokerUnreachableError, kafka.MissingTopicError,
                  kafka.AuthenticationError, kafka.AuthorizationError, kafka.TopicMismatchError,
                  engine.WindowMismatchError, engine.InputDataLossError, engine.TransformContractError,
-                 engine.PositionLostError, engine.TransactionalIdNotAuthorizedError]
+                 engine.PositionLostError, engine.PositionBeyondLogError, engine.TransactionalIdNotAuthorizedError]
 RUNTIME = [kafka.BrokerLostError, kafka.UnstableOffsetsError, engine.EngineError, engine.PublishError,
            engine.ProducerFencedError, engine.NotEnoughReplicasError, TransactionOutcomeUnknown,
            SparkServerLostError]
