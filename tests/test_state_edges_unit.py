@@ -10,7 +10,7 @@ from eos_etl.cli.pipeline import _partition_list
 from eos_etl.engine.checkpoint_log import CheckpointEntry
 from eos_etl.engine.errors import PositionBeyondLogError, PositionLostError
 from eos_etl.engine.pipeline import PipelineConfig
-from eos_etl.engine.planner import check_within_log, recovered_positions
+from eos_etl.engine.planner import check_within_log, published_from, recovered_positions
 from eos_etl.engine.window import OffsetRange, Window
 from eos_etl.kafka.admin import PartitionOffsets
 from eos_etl.kafka.connection import KafkaConnection
@@ -83,3 +83,24 @@ def test_partition_lists_for_offsets_reset():
     for bad in ("0,x", "-1", ""):
         with pytest.raises(argparse.ArgumentTypeError):
             _partition_list(bad)
+
+
+class OutputsOnly:
+    """The two admin calls published_from makes before it reads any lineage."""
+
+    def __init__(self, offsets: dict[str, dict[int, PartitionOffsets]]):
+        self._offsets = offsets
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(self._offsets[topic])
+
+    def offsets(self, topic: str, partitions: list[int]) -> dict[int, PartitionOffsets]:
+        return {p: self._offsets[topic][p] for p in partitions}
+
+
+def test_empty_outputs_mean_nothing_was_published_and_truncated_ones_prove_nothing():
+    empty = OutputsOnly({"invoices": {0: PartitionOffsets(0, 0, 0)}, "dlq": {0: PartitionOffsets(0, 0, 0)}})
+    assert published_from(empty, "purchases", [0, 1], ("invoices", "dlq")) == set()
+    # Records deleted from an output (retention): no lineage can show a partition never published.
+    truncated = OutputsOnly({"invoices": {0: PartitionOffsets(40, 90, 90)}, "dlq": {0: PartitionOffsets(0, 3, 3)}})
+    assert published_from(truncated, "purchases", [0, 1], ("invoices", "dlq")) == {0, 1}
