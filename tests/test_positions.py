@@ -19,14 +19,15 @@ def entry(p: int, offset: int, partitions: int = 2) -> CheckpointEntry:
     return CheckpointEntry(p, offset, partitions, "run-1", 0)
 
 
-def resolve(missing, entries, outputs: bool = False):
+def resolve(missing, entries, published: set[int] = frozenset()):
+    """``published``: the input partitions the outputs' lineage names."""
     asked = []
 
-    def outputs_hold_records() -> bool:
-        asked.append(True)
-        return outputs
+    def published_from(partitions: list[int]) -> set[int]:
+        asked.append(list(partitions))
+        return set(published) & set(partitions)
 
-    return recovered_positions(missing, {e.partition: e for e in entries}, outputs_hold_records,
+    return recovered_positions(missing, {e.partition: e for e in entries}, published_from,
                                describe_lost=lambda lost: f"lost {lost}"), bool(asked)
 
 
@@ -35,19 +36,19 @@ def test_a_checkpoint_record_is_the_position_of_a_partition_whose_group_offset_e
 
 
 def test_fresh_topics_start_from_the_policy_without_a_flag():
-    assert resolve([0, 1], [], outputs=False) == ({0: None, 1: None}, True)
+    assert resolve([0, 1], [], published=set()) == ({0: None, 1: None}, True)
 
 
 def test_outputs_without_any_checkpoint_record_never_mean_start_from_earliest():
     with pytest.raises(PositionLostError, match=r"lost \[0, 1\]"):
-        resolve([0, 1], [], outputs=True)
+        resolve([0, 1], [], published={0, 1})
 
 
 def test_a_partition_added_after_the_last_run_is_new_one_it_knew_is_lost():
     found, _ = resolve([2], [entry(0, 10), entry(1, 12)])  # the runs knew 2 partitions
     assert found == {2: None}
     with pytest.raises(PositionLostError, match=r"lost \[1\]"):
-        resolve([1], [entry(0, 10, partitions=3)])
+        resolve([1], [entry(0, 10, partitions=3)], published={1})
 
 
 def test_checkpoint_records_round_trip_and_foreign_or_broken_ones_are_ignored():

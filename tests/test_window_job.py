@@ -199,7 +199,7 @@ def test_two_concurrent_runs_of_the_same_window(spark, shop_factory):
     # B started from A's first committed transaction and published the rest.
     assert b0.committed_before == 100 and b0.records_skipped == 100 and b0.records_published == 700
     assert run_b.task_attempts.to_dict() == {"total": 1, "succeeded": 1, "failed": 0, "fenced": 0, "killed": 0,
-                                             "visible": True}
+                                             "visible": True, "partitions": {"0": ["finished"]}}
     run_a = results["a"]
     if not isinstance(run_a, Exception):
         # A's attempt was fenced (its task failed and Spark retried it); the retry

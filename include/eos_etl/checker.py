@@ -35,12 +35,16 @@ from .kafka.reader import ConsumedRecord, read_ranges
 
 
 def read_topic(
-    connection: KafkaConnection, topic: str, *, isolation: str = "read_committed", timeout_s: float = 60.0
+    connection: KafkaConnection, topic: str, *, isolation: str = "read_committed", timeout_s: float = 60.0,
+    start: dict[int, int] | None = None,
 ) -> list[ConsumedRecord]:
-    """Every record of ``topic`` visible at the given isolation level, in partition/offset order."""
+    """Every record of ``topic`` visible at the given isolation level, in partition/offset order
+    (from ``start``'s offset where it names the partition)."""
     admin = ClusterAdmin(connection)
     offsets = admin.offsets(topic, admin.partitions(topic))
-    ranges = {p: (o.earliest, o.last_stable if isolation == "read_committed" else o.high_watermark)
+    start = start or {}
+    ranges = {p: (max(o.earliest, start.get(p, 0)),
+                  o.last_stable if isolation == "read_committed" else o.high_watermark)
               for p, o in offsets.items()}
     return read_ranges(connection, topic, ranges, isolation=isolation, timeout_s=timeout_s)
 
@@ -114,9 +118,9 @@ def check(
     ``paired_topics`` (e.g. invoices and shipments) XOR exactly one in one of
     ``single_topics`` (e.g. the dead-letter topic).
 
-    ``outputs_from``: per output topic and partition, the first offset to judge; outputs before
-    it belong to an input topic of the same name that was deleted (the input was re-created, its
-    offsets start again at 0) and are not this input's.
+    ``outputs_from`` (topic -> partition -> offset): only outputs at or after those offsets
+    count. After the input topic was re-created, its new records reuse the old one's offsets
+    and the lineage headers cannot tell the two apart: judge the outputs written since.
     """
     admin = ClusterAdmin(connection)
     parts = admin.partitions(input_topic)
@@ -125,9 +129,9 @@ def check(
     for r in read_topic(connection, input_topic):
         input_offsets[r.partition].add(r.offset)
     reports = {p: PartitionResult(p, committed.get(p)) for p in parts}
-    scan = _OutputScan(input_topic, committed, input_offsets, reports, check_order, outputs_from or {})
+    scan = _OutputScan(input_topic, committed, input_offsets, reports, check_order)
     for topic in (*paired_topics, *single_topics):
-        scan.read(connection, topic)
+        scan.read(connection, topic, (outputs_from or {}).get(topic))
     for p, rep in reports.items():
         c = committed.get(p)
         if expected_ends is not None and p in expected_ends and c != expected_ends[p]:
@@ -153,25 +157,22 @@ class _OutputScan:
     """What the output topics hold per input record, and the faults visible record by record."""
 
     def __init__(self, input_topic: str, committed: dict[int, int | None], input_offsets: dict[int, set[int]],
-                 reports: dict[int, PartitionResult], check_order: bool,
-                 outputs_from: dict[str, dict[int, int]]):
+                 reports: dict[int, PartitionResult], check_order: bool):
         self.input_topic = input_topic
         self.committed = committed
         self.input_offsets = input_offsets
         self.reports = reports
         self.check_order = check_order
-        self.outputs_from = outputs_from
         self.seen: dict[tuple[int, int], Counter] = defaultdict(Counter)  # (partition, offset) -> topic -> n
         self.outputs: dict[str, int] = {}
         self.hidden: dict[str, int] = {}
         self._order_last: dict[tuple[str, int, int], int] = {}
 
-    def read(self, connection: KafkaConnection, topic: str) -> None:
-        records = read_topic(connection, topic)
+    def read(self, connection: KafkaConnection, topic: str, start: dict[int, int] | None = None) -> None:
+        records = read_topic(connection, topic, start=start)
         self.outputs[topic] = len(records)
-        self.hidden[topic] = len(read_topic(connection, topic, isolation="read_uncommitted")) - len(records)
-        floor = self.outputs_from.get(topic, {})
-        records = [r for r in records if r.offset >= floor.get(r.partition, 0)]
+        uncommitted = read_topic(connection, topic, isolation="read_uncommitted", start=start)
+        self.hidden[topic] = len(uncommitted) - len(records)
         for r in records:
             if r.headers.get(H_SOURCE_TOPIC) == self.input_topic.encode():
                 self._record(topic, r)

@@ -76,7 +76,7 @@ def run_demo(args) -> int:
 
 
 def _run_directly(settings, spark_master: str | None = None) -> None:
-    window = settings.plan()
+    window = settings.plan(for_run=True)
     print(f"window: {window}", flush=True)
     spark = spark_session("eos-etl-demo", master=spark_master)
     try:

@@ -130,7 +130,7 @@ class Bench:
 
     def _window(self, settings: ShopSettings, size: int, pc: int, target: KafkaTarget):
         cap = size // pc if size < target.inputs[pc]["count"] else None
-        return settings.plan(max_records_per_partition=cap)
+        return settings.plan(max_records_per_partition=cap, for_run=True)
 
     def run_case(self, case: str, *, size: int, pc: int, rep: int, label: str | None = None,
                  extra: dict | None = None, keep_topics: bool = False, record: bool = True,

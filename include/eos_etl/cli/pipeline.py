@@ -1,6 +1,6 @@
 """The pipeline's commands: topics, demo purchases, windows, offsets, checks, transactions.
 
-create-topics | generate | plan-window | run-window | offsets {show,restore} | check | transactions | demo
+create-topics | generate | plan-window | run-window | offsets {show,restore,reset} | check | transactions | demo
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from ..checker import check_shop
 from ..demo import run_demo
 from ..engine import checkpoint_log
 from ..engine.lineage_positions import last_published
-from ..engine.publisher import publish_without_spark
+from ..engine.publisher import publish_without_spark, reset_positions
 from ..engine.preflight import preflight
 from ..engine.window import OffsetRange
 from ..errors import ConfigurationError
@@ -107,7 +107,7 @@ def _add_plan_window(sub) -> None:
 
 def cmd_plan_window(args) -> int:
     settings = shop_settings_from_args(args)
-    window = plan_from_args(settings, args)
+    window = plan_from_args(settings, args, for_run=False)  # writes nothing, fences nothing
     print(json.dumps(window.to_dict(), indent=None if args.compact else 2))
     return 0
 
@@ -152,7 +152,7 @@ def cmd_run_window(args) -> int:
     settings = shop_settings_from_args(args)
     pipeline = settings.pipeline(**_pipeline_overrides(args))
     features = preflight(pipeline).features  # before Spark starts: misconfiguration fails in seconds
-    window = plan_from_args(settings, args)
+    window = plan_from_args(settings, args, for_run=True)
     # A window with nothing new only renews its commits: no Spark session for that.
     spark = None if window.is_empty else spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master,
                                                        conf=spark_conf)
@@ -191,23 +191,57 @@ def _spark_conf_from_args(args) -> dict[str, str]:
 
 def _add_offsets(sub) -> None:
     p = sub.add_parser("offsets", help="each input partition's committed position and where it comes from (group "
-                       "offset, checkpoint topic, outputs' lineage); restore: commit it where the group's is gone")
-    p.add_argument("action", choices=["show", "restore"])
+                       "offset, checkpoint topic, outputs' lineage); restore: commit it where the group's is gone; "
+                       "reset: commit the input's earliest offset for the partitions named (a re-created topic)")
+    p.add_argument("action", choices=["show", "restore", "reset"])
     p.add_argument("--from-lineage", action="store_true",
                    help="for partitions with neither a group offset nor a checkpoint record: one past the largest "
                         "source_offset in the outputs' lineage headers (reads the outputs back from their end)")
+    p.add_argument("--to", choices=["earliest"],
+                   help="reset: where the partitions start again: the input's earliest offset (every record the "
+                        "partition holds now is published)")
+    p.add_argument("--partitions", type=_partition_list, metavar="0,1",
+                   help="reset: the input partitions to reset (the run's error line names them)")
     add_connection(p)
     add_shop(p)
     p.set_defaults(func=cmd_offsets)
 
 
+def _partition_list(text: str) -> list[int]:
+    try:
+        parts = sorted({int(p) for p in text.split(",")})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--partitions: expected partition numbers like 0,1, got {text!r}") from None
+    if any(p < 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"--partitions: partition numbers are never negative: {text!r}")
+    return parts
+
+
 def cmd_offsets(args) -> int:
-    """Each input partition's position and where it comes from; ``restore`` commits the recoverable ones."""
+    """Each input partition's position and where it comes from; ``restore`` commits the recoverable
+    ones; ``reset`` commits the input's earliest offset for the partitions named."""
     settings = shop_settings_from_args(args)
     pipeline = settings.pipeline()
+    if args.action == "reset" and not (args.to and args.partitions):
+        raise ConfigurationError("offsets reset needs --to earliest and --partitions (e.g. --partitions 0,1): "
+                                 "it moves the pipeline's position, so it is given explicitly")
+    if args.action != "reset" and (args.to or args.partitions):
+        raise ConfigurationError(f"--to and --partitions are for offsets reset, not offsets {args.action}")
     admin = ClusterAdmin(settings.connection)
     admin.check_reachable()
     parts = admin.partitions(pipeline.input_topic)
+    reset = {}
+    if args.action == "reset":
+        if unknown := [p for p in args.partitions if p not in parts]:
+            raise ConfigurationError(f"--partitions {','.join(map(str, unknown))}: {pipeline.input_topic} has "
+                                     f"partitions {parts[0]}..{parts[-1]}")
+        earliest = admin.offsets(pipeline.input_topic, args.partitions)
+        # Each partition's own transactional id, as every publish: fences any attempt still holding it first.
+        reset = {r.partition: r.committed_before for r in
+                 reset_positions(pipeline, {p: earliest[p].earliest for p in args.partitions})}
+        print(f"reset {pipeline.input_topic} partitions {args.partitions} of group {pipeline.group} to their "
+              f"earliest offsets (from {reset}; group offsets and checkpoint records, one transaction per "
+              "partition)", file=sys.stderr)
     group = admin.committed_offsets(pipeline.group, pipeline.input_topic, parts)
     entries = checkpoint_log.read_entries(settings.connection, pipeline.checkpoint_topic, pipeline.group,
                                           pipeline.input_topic)
@@ -221,7 +255,10 @@ def cmd_offsets(args) -> int:
     for p in parts:
         row = {"group_offset": group[p], "checkpoint": entries[p].to_dict() if p in entries else None,
                "input_earliest": inputs[p].earliest, "input_last_stable": inputs[p].last_stable}
-        if group[p] is not None:
+        if p in reset:
+            position, source = group[p], "reset to earliest"
+            row["reset_from"] = reset[p]
+        elif group[p] is not None:
             position, source = group[p], "group"
         elif p in entries:
             position = todo[p] = entries[p].next_offset

@@ -86,3 +86,12 @@ class PositionLostError(EngineError):
     recovers the position first (exit code 2)."""
 
     exit_code = EXIT_CONFIGURATION
+
+
+class PositionBeyondLogError(EngineError):
+    """A partition's committed position (the group's offset or its checkpoint record) lies beyond the
+    partition's log end: the input topic was deleted and created again, or truncated. Planning from it
+    would skip every record up to it without a word. An operator decides where the pipeline goes on
+    from (``offsets reset``) before anything is published (exit code 2)."""
+
+    exit_code = EXIT_CONFIGURATION

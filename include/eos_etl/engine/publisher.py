@@ -220,6 +220,39 @@ class PartitionPublisher:
         return None if first is None else f"offset {first} in [{after},{end}) is a record to publish"
 
 
+def reset_positions(config: PipelineConfig, positions: dict[int, int]) -> list[PartitionResult]:
+    """Commit each partition's position as given, whatever is committed now: an operator's reset
+    (the committed position points into a log that is gone). Per partition, like every publish:
+    ``init_transactions`` with its transactional.id first (fences any attempt still holding it and
+    aborts what it left open), then the group's offset and the checkpoint record in one transaction.
+    Nothing else is published."""
+    def reset(p: int, position: int) -> PartitionResult:
+        producer = TransactionalProducer(config.producer_settings(p), retry_deadline_s=config.retry_deadline_s)
+        checkpoint = PartitionCheckpoint(config, p)
+        try:
+            producer.init_transactions()
+            result = PartitionResult(partition=p, transactional_id=config.transactional_id(p), start=position,
+                                     end=position, committed_before=checkpoint.committed())
+            loop = TransactionLoop(
+                producer, checkpoint, LineageWriter(producer.produce, config.input_topic, p, config.run_id), result,
+                # After an abort the loop resumes at the position validated here: the reset's, never the old one.
+                position=position, validated_position=lambda _committed: position,
+                chunk_records=config.chunk_records, chunk_seconds=config.chunk_seconds,
+                max_abort_retries=config.max_abort_retries)
+            loop.refresh()
+            log.warning("%s[%d]: group %s position reset from %s to %d (as %s, run %s)", config.input_topic, p,
+                        config.group, result.committed_before, position, result.transactional_id, config.run_id)
+            return result
+        finally:
+            producer.close()
+            checkpoint.close()
+
+    if not positions:
+        return []
+    with ThreadPoolExecutor(max_workers=min(8, len(positions))) as pool:
+        return list(pool.map(lambda item: reset(*item), sorted(positions.items())))
+
+
 def publish_without_spark(config: PipelineConfig, ranges: dict[int, OffsetRange]) -> list[PartitionResult]:
     """Publish ranges that hold no visible record, on this process's threads (no Spark task).
 

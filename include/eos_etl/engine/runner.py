@@ -8,9 +8,9 @@ Spark task per input partition publishes them exactly once.
 2. An empty window: no Spark job; every partition's committed position is committed again
    (:func:`~.publisher.publish_without_spark`), so the group's offsets never expire while the
    pipeline runs. The run ends here.
-3. Partitions the group had no offset for (``Window.uncommitted``): their starts are committed
-   first, so a run that fails later still leaves every partition it planned with its position
-   committed and checkpointed.
+3. Partitions the group had no offset for (``Window.uncommitted``), empty ones included: their
+   starts are committed first, so a run that fails later still leaves every partition it planned
+   with its position committed and checkpointed.
 4. The query: ``transform(read_window(...))`` (:mod:`.kafka_source`), its columns checked
    (:mod:`.transform_contract`), while the executors' Python workers start alongside
    (:mod:`.worker_warmup`).
@@ -125,12 +125,14 @@ def run_window(
         summary.seconds = round(time.monotonic() - t0, 3)
         log.info("run %s: window is empty: nothing to publish, committed positions renewed", config.run_id)
         return summary
-    if starts := {p: OffsetRange(window.ranges[p].start, window.ranges[p].start)
-                  for p in window.uncommitted if p in window.nonempty()}:
-        # The group had no offset for these: their starts first, so a run that fails later still
-        # leaves every partition it planned with its position committed (and checkpointed).
+    early: dict[int, PartitionResult] = {}
+    if starts := {p: OffsetRange(window.ranges[p].start, window.ranges[p].start) for p in window.uncommitted}:
+        # The group had no offset for these: their starts first, the empty ones' too (their start is
+        # their end), so a run that fails later still leaves every partition it planned with its
+        # position committed (and checkpointed), as its checkpoint records' input_partitions claim.
         with failpoints.suspended():  # the publishing path's fault points are the tasks', not this
-            publish_without_spark(config, starts)
+            early = {r.partition: r for r in publish_without_spark(config, starts)
+                     if window.ranges[r.partition].is_empty}
     warmup = PythonWorkerWarmup(spark, tasks=len(window.nonempty())).start()
     t_build = time.monotonic()
     out = transform(read_window(spark, config, window))
@@ -164,8 +166,9 @@ def run_window(
     summary.task_attempts.name_partitions({r.spark_partition: p for p, r in done.items()})
     # Partitions whose range held no visible record (only aborted records or markers) had no
     # rows in Spark; their offsets still advance to the window end. Empty ranges renew their commit.
-    missed = publish_without_spark(config, {p: rng for p, rng in window.ranges.items() if p not in done})
-    summary.partitions = [*done.values(), *missed]
+    missed = publish_without_spark(config, {p: rng for p, rng in window.ranges.items()
+                                            if p not in done and p not in early})
+    summary.partitions = [*done.values(), *early.values(), *missed]
     summary.seconds = round(time.monotonic() - t0, 3)
     a = summary.task_attempts
     log.info(

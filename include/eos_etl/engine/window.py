@@ -43,6 +43,10 @@ class Window:
     # topic (the group's offsets expired), or never published from. A run commits their starts
     # first (engine.runner), so every partition it touches has a checkpoint record from then on.
     uncommitted: tuple[int, ...] = ()
+    # Partitions whose group offsets a transaction in flight held when the plan was made (only a
+    # plan that fences nothing has them): planned from their last completed commit. A run's own
+    # fencing decides them; its publishing tasks skip whatever the holder did commit.
+    held: tuple[int, ...] = ()
 
     @property
     def partitions(self) -> list[int]:
@@ -87,6 +91,8 @@ class Window:
         }
         if self.uncommitted:
             data["uncommitted"] = list(self.uncommitted)
+        if self.held:
+            data["held"] = list(self.held)
         return data
 
     def to_json(self) -> str:
@@ -105,7 +111,11 @@ class Window:
         uncommitted = data.get("uncommitted", [])
         if not isinstance(uncommitted, list) or not all(type(p) is int and p in ranges for p in uncommitted):
             raise ValueError("uncommitted: expected a list of the window's partitions")
-        return cls(topic=data["topic"], group=data["group"], ranges=ranges, uncommitted=tuple(uncommitted))
+        held = data.get("held", [])
+        if not isinstance(held, list) or not all(type(p) is int and p in ranges for p in held):
+            raise ValueError("held: expected a list of the window's partitions")
+        return cls(topic=data["topic"], group=data["group"], ranges=ranges, uncommitted=tuple(uncommitted),
+                   held=tuple(held))
 
     @classmethod
     def from_json(cls, text: str) -> "Window":

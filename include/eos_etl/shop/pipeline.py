@@ -60,9 +60,13 @@ class ShopSettings:
         """Kafka source rows -> the same rows with ``_reason`` (null: a valid purchase)."""
         return functools.partial(with_reject_reason, max_payload_bytes=self.max_payload_bytes)
 
-    def plan(self, **kwargs) -> Window:
+    def plan(self, *, for_run: bool = False, **kwargs) -> Window:
+        """The next window. Read-only unless ``for_run``: a run about to publish it takes the
+        pipeline's transactional ids over when an incomplete transaction holds the group's offsets
+        (its own publishers fence them anyway); a plan only looks and reports them as ``held``."""
         pipeline = self.pipeline()
-        kwargs.setdefault("recover", lambda parts: fence_transactional_ids(pipeline, parts))
+        if for_run:
+            kwargs.setdefault("recover", lambda parts: fence_transactional_ids(pipeline, parts))
         return plan_window(ClusterAdmin(self.connection), pipeline, **kwargs)
 
 

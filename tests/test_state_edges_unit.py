@@ -1,0 +1,106 @@
+"""Broker-free: the planner's rules for the edge states of tests/test_state_edges.py."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from eos_etl.cli.pipeline import _partition_list
+from eos_etl.engine.checkpoint_log import CheckpointEntry
+from eos_etl.engine.errors import PositionBeyondLogError, PositionLostError
+from eos_etl.engine.pipeline import PipelineConfig
+from eos_etl.engine.planner import check_within_log, published_from, recovered_positions
+from eos_etl.engine.window import OffsetRange, Window
+from eos_etl.kafka.admin import PartitionOffsets
+from eos_etl.kafka.connection import KafkaConnection
+
+
+def entry(p: int, offset: int, partitions: int) -> CheckpointEntry:
+    return CheckpointEntry(p, offset, partitions, "run-1", 0)
+
+
+def resolve(missing, entries, published=frozenset()):
+    asked: list[list[int]] = []
+
+    def published_from(partitions: list[int]) -> set[int]:
+        asked.append(list(partitions))
+        return set(published) & set(partitions)
+
+    found = recovered_positions(missing, {e.partition: e for e in entries}, published_from,
+                                describe_lost=lambda lost: f"lost {lost}")
+    return found, asked
+
+
+def test_a_partition_the_records_know_but_no_output_names_is_fresh():
+    """A first run killed while it committed the starts: 0 and 2 have records (3 partitions), 1 none."""
+    found, asked = resolve([1], [entry(0, 0, 3), entry(2, 0, 3)])
+    assert found == {1: None} and asked == [[1]]
+
+
+def test_a_partition_the_records_know_and_an_output_names_is_lost():
+    with pytest.raises(PositionLostError, match=r"lost \[1\]"):
+        resolve([0, 1], [entry(2, 5, 3)], published={1})
+
+
+def test_only_the_partitions_in_doubt_are_looked_up_in_the_lineage():
+    found, asked = resolve([0, 1, 3], [entry(0, 7, 3), entry(2, 9, 3)])
+    assert found == {0: 7, 1: None, 3: None} and asked == [[1]]  # 3 is newer than every record
+
+
+def config() -> PipelineConfig:
+    return PipelineConfig(connection=KafkaConnection("127.0.0.1:9"), input_topic="purchases",
+                          output_topics=("invoices",), group="shop", transactional_id_prefix="shop")
+
+
+def test_a_position_beyond_the_log_end_is_one_error_line_with_exit_code_2():
+    offsets = {0: PartitionOffsets(0, 510, 512), 1: PartitionOffsets(0, 488, 488), 2: PartitionOffsets(0, 9, 9)}
+    with pytest.raises(PositionBeyondLogError) as info:
+        check_within_log(config(), {0: 1524, 1: 1476, 2: 9}, offsets)
+    text = str(info.value)
+    assert info.value.exit_code == 2 and "\n" not in text
+    assert "purchases[0] position 1524, log end 512; purchases[1] position 1476, log end 488" in text
+    assert "purchases[2]" not in text and "re-created or truncated" in text
+    assert "offsets reset --to earliest --partitions 0,1 --input-topic purchases --group shop" in text
+
+
+def test_a_position_at_or_below_the_log_end_or_none_is_accepted():
+    offsets = {0: PartitionOffsets(0, 10, 12), 1: PartitionOffsets(0, 5, 5)}
+    check_within_log(config(), {0: 12, 1: None}, offsets)
+
+
+def test_held_partitions_round_trip_through_the_windows_json():
+    w = Window("purchases", "shop", {0: OffsetRange(0, 5), 1: OffsetRange(3, 3)}, uncommitted=(1,), held=(0,))
+    assert w.to_dict()["held"] == [0]
+    assert Window.from_json(w.to_json()) == w
+    assert "held" not in Window("purchases", "shop", {0: OffsetRange(0, 5)}).to_dict()
+    with pytest.raises(ValueError):
+        Window.from_dict({**w.to_dict(), "held": [7]})
+
+
+def test_partition_lists_for_offsets_reset():
+    assert _partition_list("1,0,1") == [0, 1]
+    for bad in ("0,x", "-1", ""):
+        with pytest.raises(argparse.ArgumentTypeError):
+            _partition_list(bad)
+
+
+class OutputsOnly:
+    """The two admin calls published_from makes before it reads any lineage."""
+
+    def __init__(self, offsets: dict[str, dict[int, PartitionOffsets]]):
+        self._offsets = offsets
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(self._offsets[topic])
+
+    def offsets(self, topic: str, partitions: list[int]) -> dict[int, PartitionOffsets]:
+        return {p: self._offsets[topic][p] for p in partitions}
+
+
+def test_empty_outputs_mean_nothing_was_published_and_truncated_ones_prove_nothing():
+    empty = OutputsOnly({"invoices": {0: PartitionOffsets(0, 0, 0)}, "dlq": {0: PartitionOffsets(0, 0, 0)}})
+    assert published_from(empty, "purchases", [0, 1], ("invoices", "dlq")) == set()
+    # Records deleted from an output (retention): no lineage can show a partition never published.
+    truncated = OutputsOnly({"invoices": {0: PartitionOffsets(40, 90, 90)}, "dlq": {0: PartitionOffsets(0, 3, 3)}})
+    assert published_from(truncated, "purchases", [0, 1], ("invoices", "dlq")) == {0, 1}
