@@ -24,6 +24,7 @@ from confluent_kafka import Producer
 
 import eos_etl
 from eos_etl import cli
+from eos_etl.engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from eos_etl.errors import EosEtlError
 from eos_etl.kafka import errors as kafka
 from eos_etl.kafka import reachability
@@ -210,10 +211,11 @@ def provoke_authentication(shop, connection, tmp_path, sasl_connection=None):
 
 
 def provoke_position_lost(shop, connection, tmp_path):
-    # The pipeline has published (its outputs hold a record) but neither the group nor the checkpoint
-    # topic knows a position: starting from the start policy would publish again.
+    # The pipeline has published from partition 0 (an output's lineage names it) but neither the group
+    # nor the checkpoint topic knows a position: starting from the start policy would publish again.
     producer = Producer(connection.client_config())
-    producer.produce(shop.topics.invoices, b"an invoice published earlier", b"k")
+    producer.produce(shop.topics.invoices, b"an invoice published earlier", b"k", partition=0,
+                     headers={H_SOURCE_TOPIC: shop.topics.purchases, H_SOURCE_PARTITION: "0", H_SOURCE_OFFSET: "3"})
     assert producer.flush(30) == 0
     return run_cli("run-window", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop), timeout=180)
 

@@ -96,7 +96,7 @@ def test_what_counts_as_retriable():
     assert is_retriable(TimeoutError())
     for code in (KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN,
                  KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-                 KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION):
+                 KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.OFFSET_NOT_AVAILABLE):
         assert is_retriable(kafka_exc(code)), code
     for code in (KafkaError.SASL_AUTHENTICATION_FAILED, KafkaError.UNKNOWN_TOPIC_OR_PART,
                  KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.INVALID_CONFIG):

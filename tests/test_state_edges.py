@@ -114,7 +114,9 @@ def test_a_first_run_killed_with_empty_partitions_is_a_fresh_start(lab):
     res = run_window(shop)
     assert res.returncode == 0, (starts, res.stderr[-3000:])
     summary = summary_of(res)
-    assert summary["invoices"] == first.valid
+    # The other non-empty partition's task may have published before the kill: together, every purchase.
+    published_before = sum(c or 0 for p, c in starts.items() if p != nonempty[0])
+    assert summary["invoices"] + published_before == first.valid, (starts, summary)
     # Every partition the killed run planned had its start committed before any task published.
     assert None not in starts.values(), starts
     more = generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.0, seed=63)

@@ -120,15 +120,11 @@ def compute(data: dict) -> dict:
     ratios = {"S/B3": _ratio(s, b3), "S/B3 (wall, incl. start-up)": _ratio(sw, b3w), "S/B1": _ratio(s, b1)}
     b2, b2_no_init = {}, {}
     for k in o["txn_sizes"]:
-        row = main.get(f"B2(k={k})")
-        if row:
-            b2[k] = _ratio(row["pps"], b1)
-            ratios[f"B2(k={k})/B1"] = b2[k]
+        if row := main.get(f"B2(k={k})"):
+            ratios[f"B2(k={k})/B1"] = b2[k] = _ratio(row["pps"], b1)
     for k in o["txn_sizes"]:
-        row = main.get(f"B2(k={k})")
-        if row and row.get("pps_no_init"):
-            b2_no_init[k] = _ratio(row["pps_no_init"], b1)
-            ratios[f"B2(k={k})/B1 excl. init_transactions"] = b2_no_init[k]
+        if (row := main.get(f"B2(k={k})")) and row.get("pps_no_init"):
+            ratios[f"B2(k={k})/B1 excl. init_transactions"] = b2_no_init[k] = _ratio(row["pps_no_init"], b1)
     ratios["S/N"] = _ratio(s, nn)
     if main.get("SC"):
         ratios["SC/N"] = _ratio(main["SC"]["pps"], nn)
@@ -187,9 +183,7 @@ def compute(data: dict) -> dict:
     for label in ("S", "SC"):
         if main.get(label):
             _publish_targets(target, label, main, sizes, fits.get(label), ratios, n)
-    for (label, size), share in sorted(end_proof_shares(data["rows"]).items()):
-        target(f"window-end proof, {label} at {size:,} (the slowest task's proof / the window's job time)",
-               f"{100 * share:.2f} %", share <= TARGETS["end_proof_share"], "<= 2 %")
+    _end_proof_targets(target, data["rows"])
     return {"agg": agg, "main": main, "ratios": ratios, "sizes": sizes, "parts": parts, "linear": linear,
             "targets": targets, "b2": b2, "fits": fits, "cluster": compute_cluster(data)}
 
@@ -204,6 +198,12 @@ def end_proof_shares(rows: list[dict]) -> dict[tuple[str, int], float]:
             key = (r["case"], r["size"])
             shares[key] = max(shares.get(key, 0.0), max(proofs) / r["job_s"])
     return shares
+
+
+def _end_proof_targets(target, rows: list[dict]) -> None:
+    for (label, size), share in sorted(end_proof_shares(rows).items()):
+        target(f"window-end proof, {label} at {size:,} (the slowest task's proof / the window's job time)",
+               f"{100 * share:.2f} %", share <= TARGETS["end_proof_share"], "<= 2 %")
 
 
 def _publish_targets(target, label: str, main: dict, sizes: dict, fit: dict | None, ratios: dict, n: int) -> None:

@@ -31,22 +31,33 @@ import logging
 import random
 import re
 import shlex
+import shutil
 import signal
 import sys
 import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from confluent_kafka.admin import AdminClient, NewPartitions
+from markupsafe import Markup
+
+from .. import paths
 
 from ..checker import check_shop
+from ..kafka.connection import KafkaConnection
 from ..kafka.errors import UnstableOffsetsError
 from ..kafka.topics import ensure_topics
 from ..shop.generator import generate
+from ..stack.kafka_cluster import KafkaCluster
+from ..stack.tools import free_port
+from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
+from . import reliability_page as page
 from .clear_failure import by_signal, error_lines, run_violations
 from .lab import Lab, TrialResult
 from .process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
+from .soak import save_results
 
 log = logging.getLogger(__name__)
 
@@ -643,14 +654,6 @@ def ops_json(ops: list[Op]) -> str:
 
 def run_model_soak(opts: ModelSoakOptions, on_done=None) -> tuple[list[tuple[Outcome, Outcome | None]], float]:
     """Every seed on a private broker under var/soak-model (restarted, paused and killed freely)."""
-    import shutil
-
-    from .. import paths
-    from ..kafka.connection import KafkaConnection
-    from ..stack.kafka_cluster import KafkaCluster
-    from ..stack.tools import free_port
-    from .soak import save_results
-
     home = paths.var_dir() / "soak-model" / "kafka"
     shutil.rmtree(home, ignore_errors=True)
     broker = KafkaCluster(home=home, port=free_port())
@@ -678,14 +681,6 @@ MODEL_SECTION = "model soak"
 def write_markdown(done: list[tuple[Outcome, Outcome | None]], wall: float, opts: ModelSoakOptions, command: str,
                    out=None):
     """The model soak's section of docs/reliability.md (``templates/model_soak.md.j2``)."""
-    from datetime import datetime, timezone
-
-    from markupsafe import Markup
-
-    from .. import paths
-    from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
-    from . import reliability_page as page
-
     out = out or paths.project_root() / "docs" / "reliability.md"
     rows, counts = [], {}
     for outcome, shortest in done:

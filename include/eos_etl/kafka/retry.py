@@ -45,6 +45,9 @@ RETRIABLE_CODES = frozenset({
     KafkaError.KAFKA_STORAGE_ERROR,
     KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.UNKNOWN_LEADER_EPOCH,
+    # A new leader that has not yet caught up its high watermark (a broker just lost): list-offsets
+    # answers this until it has, which Kafka's protocol marks retriable and librdkafka does not.
+    KafkaError.OFFSET_NOT_AVAILABLE,
 })
 
 
