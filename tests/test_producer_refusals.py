@@ -82,6 +82,14 @@ def topics(topic_factory):
                                                         config={"max.message.bytes": str(SMALL_TOPIC_MAX_BYTES)})
 
 
+def produce_by(producer, call: str, topic: str) -> None:
+    """One record through ``call``: the per-output ``produce`` or the checkpoint record's ``produce_to``."""
+    if call == "produce":
+        producer.produce(topic, b"k", b"v", [])
+    else:
+        producer.produce_to(topic, 0, b"k", b"v")
+
+
 @pytest.mark.parametrize("call", ["produce", "produce_to"])
 def test_a_produce_refused_after_the_fence_is_the_fenced_error(connection, topics, call):
     out, _ = topics
@@ -89,10 +97,7 @@ def test_a_produce_refused_after_the_fence_is_the_fenced_error(connection, topic
     try:
         assert refused_code(producer, out) == KafkaError._FATAL
         with pytest.raises(PublishError) as exc:
-            if call == "produce":
-                producer.produce(out, b"k", b"v", [])
-            else:
-                producer.produce_to(out, 0, b"k", b"v")
+            produce_by(producer, call, out)
         assert type(exc.value) is ProducerFencedError, f"{type(exc.value).__name__}: {exc.value}"
         assert producer.transactional_id in str(exc.value)
         assert exc.value.transaction_age_s is not None  # what superseded.step_aside needs
@@ -126,10 +131,7 @@ def test_a_produce_refused_in_an_abortable_transaction_is_abortable(connection, 
     try:
         assert refused_code(producer, out) == KafkaError._STATE
         with pytest.raises(TransactionAbortable) as exc:
-            if call == "produce":
-                producer.produce(out, b"k", b"v", [])
-            else:
-                producer.produce_to(out, 0, b"k", b"v")
+            produce_by(producer, call, out)
         assert "too large" in exc.value.reason.lower() or "size" in exc.value.reason.lower(), exc.value.reason
         producer.abort_transaction()  # the producer is still usable: abort, then a new transaction commits
         producer.begin_transaction()
