@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 import eos_etl
 from eos_etl import cli
@@ -33,7 +34,7 @@ from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.shop.generator import generate
 from eos_etl.stack.tools import free_port
 
-from . import test_broker_lost_in_task
+from . import test_broker_lost_in_task, test_state_edges
 from .test_cli import cli as run_cli
 from .test_cli import sasl_args, shop_args
 
@@ -97,6 +98,9 @@ PROVOKED_ELSEWHERE = {
     # A broker of its own, stopped under a running task.
     "BrokerLostError": (test_broker_lost_in_task,
                         "test_a_broker_lost_under_a_running_task_fails_the_run_with_exit_1_and_the_next_run_is_exact"),
+    # The input topic deleted and created again, its new log shorter and then longer than the old position.
+    "PositionBeyondLogError": (test_state_edges,
+                               "test_a_recreated_input_topic_stops_the_run_and_offsets_reset_brings_it_back"),
 }
 
 
@@ -232,8 +236,24 @@ def provoke_fenced(shop, connection, tmp_path):
                    timeout=300)
 
 
+def provoke_input_data_loss(shop, connection, tmp_path):
+    # The pipeline's position is 0 (committed by its own command), then records it never processed are
+    # deleted, as retention would.
+    reset = run_cli("offsets", "reset", "--to", "earliest", "--partitions", "0", "--bootstrap-servers",
+                    connection.bootstrap_servers, *shop_args(shop), timeout=180)
+    assert reset.returncode == 0, reset.stderr[-3000:]
+    client = AdminClient(connection.client_config())
+    for future in client.delete_records([TopicPartition(shop.topics.purchases, 0, 10)]).values():
+        future.result(30)
+    return run_cli("run-window", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop), timeout=180)
+
+
+#: Where each provoked exit-2 row leaves the group's offset of partition 0 (untouched by the run).
+POSITION_LEFT = {"InputDataLossError": 0}
+
 PROVOKE = {
     "BrokerUnreachableError": provoke_broker_unreachable,
+    "InputDataLossError": provoke_input_data_loss,
     "MissingTopicError": provoke_missing_topic,
     "AuthenticationError": provoke_authentication,
     "PositionLostError": provoke_position_lost,
@@ -258,5 +278,5 @@ def test_the_provoked_rows_end_the_cli_as_documented(name, shop_factory, connect
     assert_row(name, res)
     if ROWS[name].exit_code == 2:  # nothing published, no offset moved
         parts = admin.partitions(shop.topics.purchases)
-        assert set(admin.committed_offsets(shop.group, shop.topics.purchases, parts).values()) == {None}
+        assert admin.committed_offsets(shop.group, shop.topics.purchases, parts) == {0: POSITION_LEFT.get(name)}
     assert os.environ.get("EOS_ETL_FAILPOINTS") is None  # the failpoints were the run's own

@@ -24,6 +24,12 @@ def test_histories_are_reproducible_from_their_seed():
     _, ops = ms.draw_history(7, 10, broker_ops=False)
     assert ops[0].kind == "produce" and not {o.kind for o in ops} & set(ms.BROKER_OPS)
     assert any(o.kind in ms.RUN_OPS for o in ops)
+    # Without a Connect server nothing is drawn for it; with one, every run op has its route.
+    assert not any(o.kind in ms.CONNECT_OPS or "route" in o.a for o in ops)
+    _, ops = ms.draw_history(7, 40, connect=True)
+    runs = [o for o in ops if o.kind in ms.RUN_OPS and o.kind not in ms.CONNECT_OPS]
+    assert runs and all(o.a["route"] in ms.ROUTES for o in runs)
+    assert {o.a["route"] for o in runs} == set(ms.ROUTES)
 
 
 def test_recovery_command_is_read_from_the_error_line():
@@ -60,9 +66,35 @@ def test_shrinking_keeps_the_smallest_history_that_still_fails(monkeypatch):
     assert len(runs) <= 40
 
 
+def test_shrinking_cuts_after_the_failing_step_first_and_tries_a_racy_candidate_again(monkeypatch):
+    """The operations after the step that failed go first; a candidate that passed once is executed
+    again (a kill lands differently each time) before it counts as not failing."""
+    rng = random.Random(5)
+    culprit = Op("signal", (("sig", "KILL"), ("at", "publishing"), ("delay", 0.5)))
+    ops = [ms.draw_op(rng, "produce"), ms.draw_op(rng, "run"), culprit, ms.draw_op(rng, "produce"),
+           ms.draw_op(rng, "run"), Op("delete_group")]
+    runs = []
+
+    def racy_execute(_lab, seed, partitions, candidate):
+        runs.append(candidate)
+        out = ms.Outcome(seed, partitions, list(candidate))
+        tries_of_this = sum(r == candidate for r in runs)
+        if culprit in candidate and tries_of_this % 2 == 0:  # fails on every second execution only
+            out.violations.append(ms.Violation(candidate.index(culprit) + 1, "lost"))
+        return out
+
+    monkeypatch.setattr(ms, "execute", racy_execute)
+    failing = ms.Outcome(1, 2, ops, violations=[ms.Violation(3, "lost")])
+    shortest = ms.shrink(None, failing, budget=40, repeats=2)
+    assert runs[0] == runs[1] == ops[:3]  # cut after step 3, executed twice before it failed
+    assert shortest.ops == [culprit]
+    assert ms.shrink(None, failing, budget=40, repeats=1).ops != [culprit]  # one try each misses it
+
+
 #: Seeds whose short histories cover produces (committed, aborted, invalid), crashes at failpoints, SIGKILLs
-#: (one as a first run commits its partitions' starts), plan-window during a run and a replay.
-SEEDS = (8, 11)
+#: (one mid-publish), plan-window during a run, and input records deleted past the pipeline's position (the
+#: next runs stop with exit 2 until the command they name ran).
+SEEDS = (8, 29)
 LENGTH = 5
 
 

@@ -3,8 +3,9 @@
 * a first run killed while it committed the partitions' starts (some have a start, some not);
 * a first run killed while some input partitions are still empty;
 * a partition added to the input while a run is in flight;
-* an input topic deleted and created again (committed positions beyond the new log's end):
-  exit 2 with one line naming the command that recovers, that command, then exact again;
+* an input topic deleted and created again (the checkpoint records name the old topic's id; the
+  new log shorter, then longer, than the old positions): exit 2 with one line naming the command
+  that recovers, that command, then exact again;
 * ``plan-window`` while a transaction holds the group's offsets: it writes and fences nothing.
 
 Broker-free rules of the same: tests/test_state_edges_unit.py.
@@ -147,16 +148,19 @@ def test_a_partition_added_while_a_run_is_in_flight_starts_from_its_start(lab):
 
 def test_a_recreated_input_topic_stops_the_run_and_offsets_reset_brings_it_back(lab):
     """3,000 purchases run; the input topic is deleted and created again; 1,000 new purchases. The run
-    refuses (exit 2, one line: partition, position, log end, cause, command), publishes and moves
-    nothing; the command it names (the one docs/operations.md gives) resets the positions; the next
-    run publishes the 1,000 exactly once."""
+    refuses (exit 2, one line: partition, position, both topic ids, cause, command), publishes and
+    moves nothing; so it does once the new log is longer than the old positions (3,000 more: only
+    the topic id tells the logs apart then). The command it names (the one docs/operations.md
+    gives) resets the positions; the next run publishes the 4,000 exactly once."""
     shop = lab.make_shop(2, name="recreated")
     first = generate(shop.connection, shop.topics.purchases, 3000, invalid_share=0.05, seed=66)
     summary_of(run_window(shop))
     positions = {p: e.next_offset for p, e in checkpoint_records(shop).items()}
     assert sum(positions.values()) == first.produced
-
     admin = lab.admin
+    old_id = admin.topic_id(shop.topics.purchases)
+    assert {e.topic_id for e in checkpoint_records(shop).values()} == {old_id}
+
     admin.delete_topics([shop.topics.purchases])
     deadline = time.monotonic() + 60
     while True:  # the deletion completes in the background
@@ -167,24 +171,33 @@ def test_a_recreated_input_topic_stops_the_run_and_offsets_reset_brings_it_back(
         except Exception:
             assert time.monotonic() < deadline, "the input topic was not created again within 60s"
             time.sleep(1)
+    new_id = admin.topic_id(shop.topics.purchases)
+    assert new_id != old_id
     second = generate(shop.connection, shop.topics.purchases, 1000, invalid_share=0.05, seed=67)
     ends = lab.input_ends(shop)
     assert all(ends[p] < positions[p] for p in ends), (ends, positions)
     held_offsets, held_records = group_offsets(shop), checkpoint_records(shop)
     invoices_before = len(read_topic(shop.connection, shop.topics.invoices))
-
-    res = run_window(shop)
-    errors = error_lines(res)
-    assert res.returncode == 2 and len(errors) == 1, res.stderr[-3000:]
-    assert "Traceback" not in res.stderr
-    for p in (0, 1):
-        assert f"{shop.topics.purchases}[{p}]" in errors[0]
-        assert f"position {positions[p]}" in errors[0] and f"log end {ends[p]}" in errors[0]
-    assert "re-created or truncated" in errors[0]
     command = "offsets reset --to earliest --partitions 0,1"
-    assert command in errors[0]
-    assert len(read_topic(shop.connection, shop.topics.invoices)) == invoices_before  # nothing published
-    assert group_offsets(shop) == held_offsets and checkpoint_records(shop) == held_records  # nothing moved
+
+    def refused() -> None:
+        res = run_window(shop)
+        errors = error_lines(res)
+        assert res.returncode == 2 and len(errors) == 1, res.stderr[-3000:]
+        assert "Traceback" not in res.stderr
+        for p in (0, 1):
+            assert f"{shop.topics.purchases}[{p}] position {positions[p]}" in errors[0]
+        assert old_id in errors[0] and new_id in errors[0] and "deleted and created again" in errors[0]
+        assert command in errors[0]
+        assert len(read_topic(shop.connection, shop.topics.invoices)) == invoices_before  # nothing published
+        assert group_offsets(shop) == held_offsets and checkpoint_records(shop) == held_records  # nothing moved
+
+    refused()
+    # The new log grows past the old positions: a log-end check alone would resume there, skipping.
+    third = generate(shop.connection, shop.topics.purchases, 3000, invalid_share=0.05, seed=68)
+    ends = lab.input_ends(shop)
+    assert all(ends[p] > positions[p] for p in ends), (ends, positions)
+    refused()
 
     output_ends = {t: {p: o.last_stable for p, o in admin.offsets(t, admin.partitions(t)).items()}
                    for t in shop.topics.outputs}
@@ -194,13 +207,16 @@ def test_a_recreated_input_topic_stops_the_run_and_offsets_reset_brings_it_back(
     assert {int(p): r["position"] for p, r in rows.items()} == {0: 0, 1: 0}
     assert group_offsets(shop) == {0: 0, 1: 0}
 
+    assert {e.topic_id for e in checkpoint_records(shop).values()} == {new_id}
+
     summary = summary_of(run_window(shop))
-    assert summary["invoices"] == second.valid and summary["records_read"] == second.produced
+    assert summary["invoices"] == second.valid + third.valid
+    assert summary["records_read"] == second.produced + third.produced
     # The new topic's outputs, judged alone: the old topic's outputs carry the same source offsets.
     report = check_shop(shop, expected_ends=lab.input_ends(shop), outputs_from=output_ends)
     assert report.ok, report.to_dict()["violations"]
-    assert sum(p.covered_inputs for p in report.partitions.values()) == second.produced
-    assert len(read_topic(shop.connection, shop.topics.invoices)) == first.valid + second.valid
+    assert sum(p.covered_inputs for p in report.partitions.values()) == second.produced + third.produced
+    assert len(read_topic(shop.connection, shop.topics.invoices)) == first.valid + second.valid + third.valid
 
 
 def test_plan_window_fences_nothing_while_a_transaction_holds_the_offsets(lab):

@@ -7,10 +7,11 @@ import argparse
 import pytest
 
 from eos_etl.cli.pipeline import _partition_list
-from eos_etl.engine.checkpoint_log import CheckpointEntry
+from eos_etl.engine.checkpoint_log import CheckpointEntry, decode, key
+from eos_etl.errors import ConfigurationError
 from eos_etl.engine.errors import PositionBeyondLogError, PositionLostError
 from eos_etl.engine.pipeline import PipelineConfig
-from eos_etl.engine.planner import check_within_log, published_from, recovered_positions
+from eos_etl.engine.planner import check_same_topic, check_within_log, published_from, recovered_positions
 from eos_etl.engine.window import OffsetRange, Window
 from eos_etl.kafka.admin import PartitionOffsets
 from eos_etl.kafka.connection import KafkaConnection
@@ -67,6 +68,44 @@ def test_a_position_beyond_the_log_end_is_one_error_line_with_exit_code_2():
 def test_a_position_at_or_below_the_log_end_or_none_is_accepted():
     offsets = {0: PartitionOffsets(0, 10, 12), 1: PartitionOffsets(0, 5, 5)}
     check_within_log(config(), {0: 12, 1: None}, offsets)
+
+
+OLD_ID, NEW_ID = "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"
+
+
+def test_a_position_taken_on_another_topic_of_the_same_name_is_one_error_line_with_exit_code_2():
+    """The new log may be longer than the old position: only the checkpoint record's topic id tells."""
+    entries = {0: CheckpointEntry(0, 1524, 3, "run-1", 0, OLD_ID), 1: CheckpointEntry(1, 1476, 3, "run-1", 0, OLD_ID),
+               2: CheckpointEntry(2, 9, 3, "run-2", 0, NEW_ID)}
+    with pytest.raises(PositionBeyondLogError) as info:
+        check_same_topic(config(), NEW_ID, {0: 1524, 1: 1476, 2: 9}, entries)
+    text = str(info.value)
+    assert info.value.exit_code == 2 and "\n" not in text
+    assert "purchases[0] position 1524 (run run-1); purchases[1] position 1476 (run run-1)" in text
+    assert "purchases[2]" not in text and OLD_ID in text and NEW_ID in text and "deleted and created again" in text
+    assert "offsets reset --to earliest --partitions 0,1 --input-topic purchases --group shop" in text
+
+
+def test_records_without_a_topic_id_and_positions_of_the_same_topic_are_accepted():
+    entries = {0: CheckpointEntry(0, 5, 2, "old-run", 0), 1: CheckpointEntry(1, 7, 2, "run", 0, NEW_ID)}
+    check_same_topic(config(), NEW_ID, {0: 5, 1: 7}, entries)
+    check_same_topic(config(), NEW_ID, {0: None, 1: None, 2: 3}, {})
+
+
+def test_the_topic_id_round_trips_through_the_checkpoint_record_and_older_records_read_without_one():
+    e = CheckpointEntry(1, 42, 2, "run-9", 1000, NEW_ID)
+    assert decode("shop", "purchases", key("shop", "purchases", 1), e.value(), 1000) == e
+    old = b'{"next_offset":42,"input_partitions":2,"run_id":"run-9"}'
+    assert decode("shop", "purchases", key("shop", "purchases", 1), old, 1000).topic_id == ""
+
+
+def test_a_window_planned_on_another_topic_of_the_same_name_is_refused():
+    w = Window("purchases", "shop", {0: OffsetRange(0, 5)}, topic_id=OLD_ID)
+    assert Window.from_json(w.to_json()) == w
+    with pytest.raises(ConfigurationError, match="deleted and created again"):
+        w.check_against("purchases", "shop", {0: 9}, NEW_ID)
+    w.check_against("purchases", "shop", {0: 9}, OLD_ID)
+    Window("purchases", "shop", {0: OffsetRange(0, 5)}).check_against("purchases", "shop", {0: 9}, NEW_ID)
 
 
 def test_held_partitions_round_trip_through_the_windows_json():

@@ -125,11 +125,14 @@ def check(
     admin = ClusterAdmin(connection)
     parts = admin.partitions(input_topic)
     committed = _committed(connection, admin, input_topic, group, parts, checkpoint_topic)
+    # Records below a partition's log start were deleted (retention, deleteRecords): whether they
+    # were aborted can no longer be told, so their outputs are judged only against the commit.
+    log_start = {p: o.earliest for p, o in admin.offsets(input_topic, parts).items()}
     input_offsets: dict[int, set[int]] = defaultdict(set)
     for r in read_topic(connection, input_topic):
         input_offsets[r.partition].add(r.offset)
     reports = {p: PartitionResult(p, committed.get(p)) for p in parts}
-    scan = _OutputScan(input_topic, committed, input_offsets, reports, check_order)
+    scan = _OutputScan(input_topic, committed, input_offsets, reports, check_order, log_start)
     for topic in (*paired_topics, *single_topics):
         scan.read(connection, topic, (outputs_from or {}).get(topic))
     for p, rep in reports.items():
@@ -157,8 +160,9 @@ class _OutputScan:
     """What the output topics hold per input record, and the faults visible record by record."""
 
     def __init__(self, input_topic: str, committed: dict[int, int | None], input_offsets: dict[int, set[int]],
-                 reports: dict[int, PartitionResult], check_order: bool):
+                 reports: dict[int, PartitionResult], check_order: bool, log_start: dict[int, int]):
         self.input_topic = input_topic
+        self.log_start = log_start
         self.committed = committed
         self.input_offsets = input_offsets
         self.reports = reports
@@ -185,7 +189,7 @@ class _OutputScan:
         rep = self.reports.setdefault(sp, PartitionResult(sp, c))
         if c is None or so >= c:
             rep.add("beyond_commit", {"topic": topic, "source_offset": so, "committed": c})
-        if so not in self.input_offsets[sp]:
+        if so not in self.input_offsets[sp] and so >= self.log_start.get(sp, 0):
             rep.add("from_aborted_input", {"topic": topic, "source_offset": so})
         if self.check_order:
             k = (topic, r.partition, sp)

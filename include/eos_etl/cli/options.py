@@ -146,7 +146,9 @@ def _given_window(settings: ShopSettings, text: str) -> Window:
         raise ConfigurationError(f"--window-json is not a window from plan-window ({type(exc).__name__}: "
                                  f"{str(exc)[:80]})") from None
     admin = ClusterAdmin(settings.connection)
-    partitions = admin.partitions(settings.topics.purchases) if window.topic == settings.topics.purchases else []
+    same = window.topic == settings.topics.purchases
+    partitions = admin.partitions(settings.topics.purchases) if same else []
     window.check_against(settings.topics.purchases, settings.group,
-                         {p: o.last_stable for p, o in admin.offsets(window.topic, partitions).items()})
+                         {p: o.last_stable for p, o in admin.offsets(window.topic, partitions).items()},
+                         admin.topic_id(window.topic) if same and window.topic_id else "")
     return window

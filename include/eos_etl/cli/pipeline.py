@@ -10,6 +10,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .. import arguments
@@ -17,6 +18,7 @@ from ..checker import check_shop
 from ..demo import run_demo
 from ..engine import checkpoint_log
 from ..engine.lineage_positions import last_published
+from ..engine.planner import reset_command
 from ..engine.publisher import publish_without_spark, reset_positions
 from ..engine.preflight import preflight
 from ..engine.window import OffsetRange
@@ -230,6 +232,8 @@ def cmd_offsets(args) -> int:
     admin = ClusterAdmin(settings.connection)
     admin.check_reachable()
     parts = admin.partitions(pipeline.input_topic)
+    topic_id = admin.topic_id(pipeline.input_topic)
+    pipeline = replace(pipeline, input_topic_id=topic_id)  # the checkpoint records it commits name this topic
     reset = {}
     if args.action == "reset":
         if unknown := [p for p in args.partitions if p not in parts]:
@@ -260,6 +264,10 @@ def cmd_offsets(args) -> int:
             row["reset_from"] = reset[p]
         elif group[p] is not None:
             position, source = group[p], "group"
+        elif p in entries and entries[p].on_other_topic(topic_id):
+            position = None
+            source = (f"unknown: the checkpoint record is of an earlier topic of this name (id {entries[p].topic_id}; "
+                      f"re-created since): `{reset_command(pipeline, [p])}` if its records are all new")
         elif p in entries:
             position = todo[p] = entries[p].next_offset
             source = "checkpoint topic"

@@ -50,7 +50,12 @@ def register(sub) -> None:
     p.add_argument("--shrink-budget", type=int, default=8,
                    help="with --model: re-executions to shrink a failing history (0: do not shrink)")
     p.add_argument("--no-broker-faults", action="store_true",
-                   help="with --model: draw no broker restart or pause")
+                   help="with --model: draw no broker restart, pause or offsets expiry")
+    p.add_argument("--connect", action="store_true",
+                   help="with --model: a Spark Connect server of its own; each run on a drawn route (spark-submit "
+                        "or Connect client), and the server killed under a run")
+    p.add_argument("--shrink-repeats", type=int, default=2,
+                   help="with --model: executions of a shrinking candidate before it counts as not failing")
     p.add_argument("--transaction-versions", default="1,2",
                    help="with --partitions: the transaction.version levels to format a cluster with (default 1,2)")
     p.add_argument("--rolling-records", type=int, default=200_000,
@@ -95,7 +100,8 @@ def _cmd_soak_model(args) -> int:
     seeds = (tuple(int(s) for s in args.seed_list.split(",")) if args.seed_list
              else tuple(range(1, args.seeds + 1)))
     opts = ModelSoakOptions(seeds=seeds, length=args.length, shrink_budget=args.shrink_budget,
-                            broker_ops=not args.no_broker_faults)
+                            broker_ops=not args.no_broker_faults, connect=args.connect,
+                            shrink_repeats=args.shrink_repeats)
     out = Path(args.out) if args.out else None
     t0 = time.monotonic()
     done, wall = model_soak.run_model_soak(

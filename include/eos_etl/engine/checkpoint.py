@@ -39,6 +39,7 @@ class PartitionCheckpoint:
         self.log_topic = config.checkpoint_topic
         self._connection = config.connection
         self._run_id = config.run_id
+        self._topic_id = config.input_topic_id
         self._timeout_s = timeout_s
         self._input_partitions: int | None = None
         conf = config.consumer_settings()
@@ -115,7 +116,8 @@ class PartitionCheckpoint:
     def stage(self, producer, next_offset: int) -> None:
         """Add the position ``next_offset`` to ``producer``'s open transaction: the checkpoint
         record, then the group's offset. Both commit with the transaction or not at all."""
-        entry = CheckpointEntry(self.partition, next_offset, self._partitions_of_input(), self._run_id, 0)
+        entry = CheckpointEntry(self.partition, next_offset, self._partitions_of_input(), self._run_id, 0,
+                                self._topic_id)
         producer.produce_to(self.log_topic, self.partition,
                             checkpoint_log.key(self.group, self.topic, self.partition), entry.value())
         producer.send_offsets_to_transaction(self.offsets(next_offset), self.group_metadata())

@@ -13,7 +13,8 @@ segment, rolled hourly).
 
 A record: key ``["<group>", "<input topic>", <partition>]`` (JSON), value
 ``{"next_offset": N, "input_partitions": P, "run_id": "..."}`` (JSON),
-timestamp the time of the commit. ``input_partitions`` is how many partitions
+timestamp the time of the commit; ``"topic_id"`` (the input topic's id, see
+:meth:`~eos_etl.kafka.admin.ClusterAdmin.topic_id`) when the run knew it. ``input_partitions`` is how many partitions
 the input topic had when the record was written, so a reader can tell "this
 partition is newer than the pipeline's last run" from "this partition was never
 checkpointed". The record for input partition ``p`` goes to partition ``p`` of
@@ -98,14 +99,24 @@ class CheckpointEntry:
     input_partitions: int
     run_id: str
     timestamp_ms: int
+    topic_id: str = ""  # the input topic's id the position was taken on; empty: not recorded
 
     def value(self) -> bytes:
-        return json.dumps({"next_offset": self.next_offset, "input_partitions": self.input_partitions,
-                           "run_id": self.run_id}, separators=(",", ":")).encode()
+        data = {"next_offset": self.next_offset, "input_partitions": self.input_partitions, "run_id": self.run_id}
+        if self.topic_id:
+            data["topic_id"] = self.topic_id
+        return json.dumps(data, separators=(",", ":")).encode()
+
+    def on_other_topic(self, topic_id: str) -> bool:
+        """The position was taken on another topic of the same name (deleted and created again since)."""
+        return bool(self.topic_id and topic_id and self.topic_id != topic_id)
 
     def to_dict(self) -> dict:
-        return {"next_offset": self.next_offset, "input_partitions": self.input_partitions, "run_id": self.run_id,
+        data = {"next_offset": self.next_offset, "input_partitions": self.input_partitions, "run_id": self.run_id,
                 "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.timestamp_ms / 1000))}
+        if self.topic_id:
+            data["topic_id"] = self.topic_id
+        return data
 
 
 def decode(group: str, input_topic: str, raw_key: bytes | None, raw_value: bytes | None,
@@ -118,7 +129,7 @@ def decode(group: str, input_topic: str, raw_key: bytes | None, raw_value: bytes
             return None
         data = json.loads(raw_value)
         return CheckpointEntry(int(p), int(data["next_offset"]), int(data["input_partitions"]),
-                               str(data.get("run_id", "")), timestamp_ms)
+                               str(data.get("run_id", "")), timestamp_ms, str(data.get("topic_id", "")))
     except (ValueError, TypeError, KeyError):
         return None
 

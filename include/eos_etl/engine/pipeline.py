@@ -61,6 +61,10 @@ class PipelineConfig:
     # A publishing task with no progress for this long is crashed so Spark
     # retries it (engine.watchdog); None: transaction timeout + 30 s; 0: off.
     stall_timeout_s: float | None = None
+    # The input topic's id (ClusterAdmin.topic_id) when the window was planned: every checkpoint
+    # record carries it, so a later plan tells a topic deleted and created again from the one the
+    # position was taken on. Empty: not known (a config not yet bound to a plan).
+    input_topic_id: str = ""
 
     def __post_init__(self) -> None:
         if not self.transactional_id_prefix or any(c.isspace() for c in self.transactional_id_prefix):

@@ -8,8 +8,10 @@ Only a partition the pipeline never published from (no output's lineage names
 it) starts where the start policy says (``earliest`` by default); one it
 published from but whose position is gone stops the run
 (:class:`PositionLostError`), never republishes. A position past the
-partition's log end (the topic was re-created or truncated) stops the run too
-(:class:`PositionBeyondLogError`), never skips the new log's records.
+partition's log end (the topic was re-created or truncated), or taken on a topic
+of the same name deleted since (the checkpoint record's topic id is not the
+topic's), stops the run too (:class:`PositionBeyondLogError`), never skips the
+new log's records.
 
 Planning writes nothing and fences nothing: only a run passes ``recover``,
 which takes the pipeline's transactional ids over when an incomplete
@@ -131,7 +133,8 @@ def _group_offsets(admin: ClusterAdmin, group: str, topic: str, parts: list[int]
 
 
 def committed_positions(admin: ClusterAdmin, config: PipelineConfig, parts: list[int], *,
-                        recover: Callable[[list[int]], None] | None = None
+                        recover: Callable[[list[int]], None] | None = None,
+                        entries: Mapping[int, CheckpointEntry] | None = None,
                         ) -> tuple[dict[int, int | None], list[int], list[int]]:
     """Each partition's committed position: the group's offset, else its checkpoint record, else
     None for a partition the pipeline never published from; the partitions the group had no
@@ -143,12 +146,15 @@ def committed_positions(admin: ClusterAdmin, config: PipelineConfig, parts: list
     fence the pipeline's transactional ids, which aborts that transaction, so the run can go on
     instead of waiting for the broker's transaction timeout. Without it (a plan), nothing is fenced:
     held partitions are planned from their last completed commit and reported as held.
+    ``entries``: the checkpoint records, if the caller read them already.
     """
     committed, held = _group_offsets(admin, config.group, config.input_topic, parts, recover)
     missing = [p for p in parts if committed.get(p) is None]
     if not missing:
         return committed, [], held
-    entries = checkpoint_log.read_entries(admin.connection, config.checkpoint_topic, config.group, config.input_topic)
+    if entries is None:
+        entries = checkpoint_log.read_entries(admin.connection, config.checkpoint_topic, config.group,
+                                              config.input_topic)
 
     def describe_lost(lost: list[int]) -> str:
         names = ", ".join(f"{config.input_topic}[{p}]" for p in lost)
@@ -178,6 +184,24 @@ def reset_command(config: PipelineConfig, partitions: list[int]) -> str:
             "topic options)")
 
 
+def check_same_topic(config: PipelineConfig, topic_id: str, committed: Mapping[int, int | None],
+                     entries: Mapping[int, CheckpointEntry]) -> None:
+    """:class:`PositionBeyondLogError` for the partitions whose position was taken on another topic of
+    the same name: their checkpoint record (written with every commit) names a topic id that is not
+    ``topic_id``. The topic was deleted and created again; its new log may already be longer than
+    the old position, which the log-end check cannot see."""
+    replaced = sorted(p for p, e in entries.items() if committed.get(p) is not None and e.on_other_topic(topic_id))
+    if not replaced:
+        return
+    where = "; ".join(f"{config.input_topic}[{p}] position {committed[p]} (run {entries[p].run_id})"
+                      for p in replaced)
+    raise PositionBeyondLogError(
+        f"{where}: the position of group {config.group} was committed on {config.input_topic} with topic id "
+        f"{entries[replaced[0]].topic_id}, and the topic's id is now {topic_id}: it was deleted and created again "
+        f"since the last run. Nothing was published and no offset moved; if the new log's records are all new "
+        f"to this pipeline, start them from the beginning with `{reset_command(config, replaced)}`, then run again")
+
+
 def check_within_log(config: PipelineConfig, committed: Mapping[int, int | None],
                      offsets: Mapping[int, PartitionOffsets]) -> None:
     """:class:`PositionBeyondLogError` for the partitions whose committed position lies past their log end.
@@ -196,6 +220,20 @@ def check_within_log(config: PipelineConfig, committed: Mapping[int, int | None]
         f"{config.input_topic} was likely re-created or truncated since the last run. Nothing was published "
         f"and no offset moved; if the new log's records are all new to this pipeline, start them from the "
         f"beginning with `{reset_command(config, beyond)}`, then run again")
+
+
+def check_above_log_start(config: PipelineConfig, committed: Mapping[int, int | None],
+                          offsets: Mapping[int, PartitionOffsets]) -> None:
+    """:class:`InputDataLossError` naming every partition whose position lies below its log start:
+    records the pipeline never processed were deleted (retention, deleteRecords)."""
+    below = sorted(p for p, c in committed.items() if c is not None and p in offsets and c < offsets[p].earliest)
+    if not below:
+        return
+    where = "; ".join(f"{config.input_topic}[{p}]: records [{committed[p]},{offsets[p].earliest})" for p in below)
+    raise InputDataLossError(
+        f"{where} were deleted before being processed (the committed positions of group {config.group} are below "
+        f"the earliest retained offsets). Nothing was published and no offset moved; to accept the loss, move the "
+        f"positions forward deliberately with `{reset_command(config, below)}`")
 
 
 def plan_window(
@@ -224,9 +262,13 @@ def plan_window(
     topic, group = config.input_topic, config.group
     admin.check_reachable()  # in 1 s slices: rejected credentials fail in about a second
     parts = partitions if partitions is not None else admin.partitions(topic)
+    topic_id = admin.topic_id(topic)
     offsets = admin.offsets(topic, parts)
-    committed, missing, held = committed_positions(admin, config, parts, recover=recover)
+    entries = checkpoint_log.read_entries(admin.connection, config.checkpoint_topic, group, topic)
+    committed, missing, held = committed_positions(admin, config, parts, recover=recover, entries=entries)
+    check_same_topic(config, topic_id, committed, entries)
     check_within_log(config, committed, offsets)
+    check_above_log_start(config, committed, offsets)
     time_caps = admin.offsets_for_time(topic, parts, until_timestamp_ms) if until_timestamp_ms is not None else {}
     ranges: dict[int, OffsetRange] = {}
     for p in parts:
@@ -236,12 +278,6 @@ def plan_window(
             if policy is StartPolicy.FAIL:
                 raise InputDataLossError(f"group {group} has no committed offset for {topic}[{p}] and policy is 'fail'")
             start = off.earliest if policy is StartPolicy.EARLIEST else off.last_stable
-        elif start < off.earliest:
-            raise InputDataLossError(
-                f"group {group} committed offset {start} for {topic}[{p}] is below the earliest retained offset "
-                f"{off.earliest}: records [{start},{off.earliest}) were deleted before being processed. "
-                f"To accept the loss, move the position forward deliberately with `{reset_command(config, [p])}`"
-            )
         end = off.last_stable
         if p in time_caps and time_caps[p] is not None:
             end = min(end, time_caps[p])
@@ -249,6 +285,7 @@ def plan_window(
             end = min(end, start + max_records_per_partition)
         end = max(end, start)
         ranges[p] = OffsetRange(start, end)
-    window = Window(topic=topic, group=group, ranges=ranges, uncommitted=tuple(missing), held=tuple(held))
+    window = Window(topic=topic, group=group, ranges=ranges, uncommitted=tuple(missing), held=tuple(held),
+                    topic_id=topic_id)
     log.info("planned window %s", window)
     return window

@@ -31,7 +31,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..kafka import reachability
 from . import failpoints
@@ -114,6 +114,8 @@ def run_window(
 ) -> RunSummary:
     """Publish ``transform(window)`` exactly once; return what this run did."""
     t0 = time.monotonic()
+    if window.topic_id:  # every checkpoint record this run writes names the topic it was planned on
+        config = replace(config, input_topic_id=window.topic_id)
     if check:
         preflight(config)
     t_preflight = time.monotonic() - t0

@@ -47,6 +47,9 @@ class Window:
     # plan that fences nothing has them): planned from their last completed commit. A run's own
     # fencing decides them; its publishing tasks skip whatever the holder did commit.
     held: tuple[int, ...] = ()
+    # The topic's id when the window was planned (empty: not known): a window is never run on a
+    # topic of the same name created since.
+    topic_id: str = ""
 
     @property
     def partitions(self) -> list[int]:
@@ -67,12 +70,15 @@ class Window:
         parts = ", ".join(f"{p}:[{r.start},{r.end})" for p, r in sorted(self.ranges.items()))
         return f"{self.topic} group={self.group} {{{parts}}} span={self.span}"
 
-    def check_against(self, topic: str, group: str, last_stable: dict[int, int]) -> None:
-        """Raise :class:`ConfigurationError` unless this window is over ``topic`` for ``group``
-        and every range lies within what the partition holds now (``last_stable``: partition ->
-        last stable offset; a partition missing there does not exist)."""
+    def check_against(self, topic: str, group: str, last_stable: dict[int, int], topic_id: str = "") -> None:
+        """Raise :class:`ConfigurationError` unless this window is over ``topic`` (whose id is now
+        ``topic_id``) for ``group`` and every range lies within what the partition holds now
+        (``last_stable``: partition -> last stable offset; a partition missing there does not exist)."""
         if self.topic != topic:
             raise ConfigurationError(f"the window is over topic {self.topic!r}, the pipeline reads {topic!r}")
+        if self.topic_id and topic_id and self.topic_id != topic_id:
+            raise ConfigurationError(f"the window was planned on topic {topic!r} with id {self.topic_id}; the topic "
+                                     f"now has id {topic_id} (deleted and created again since): plan a new window")
         if self.group != group:
             raise ConfigurationError(f"the window was planned for group {self.group!r}, the pipeline's is {group!r}")
         for p, r in sorted(self.ranges.items()):
@@ -93,6 +99,8 @@ class Window:
             data["uncommitted"] = list(self.uncommitted)
         if self.held:
             data["held"] = list(self.held)
+        if self.topic_id:
+            data["topic_id"] = self.topic_id
         return data
 
     def to_json(self) -> str:
@@ -114,8 +122,11 @@ class Window:
         held = data.get("held", [])
         if not isinstance(held, list) or not all(type(p) is int and p in ranges for p in held):
             raise ValueError("held: expected a list of the window's partitions")
+        topic_id = data.get("topic_id", "")
+        if not isinstance(topic_id, str):
+            raise ValueError("topic_id: expected a string")
         return cls(topic=data["topic"], group=data["group"], ranges=ranges, uncommitted=tuple(uncommitted),
-                   held=tuple(held))
+                   held=tuple(held), topic_id=topic_id)
 
     @classmethod
     def from_json(cls, text: str) -> "Window":

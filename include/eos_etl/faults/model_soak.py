@@ -4,8 +4,12 @@ A seeded generator (:func:`draw_history`, ``random.Random(seed)``) draws a histo
 and faults against the real pipeline on a real broker: purchases produced (committed, aborted,
 invalid), windows run, runs crashed at a failpoint or signalled, two runs of one window at once,
 ``plan-window`` during a run, a replay of a planned window, ``offsets restore``, input partitions
-added, the input topic deleted and re-created, the consumer group deleted, the broker restarted or
-paused under a run. :func:`execute` runs a history on fresh topics and judges it after every step:
+added, the input topic deleted and re-created, its records deleted (retention) below or beyond the
+pipeline's position, the consumer group deleted, the broker restarted or paused under a run, the
+group's offsets left to expire (the private broker keeps them one minute), and, with a Spark
+Connect server, every run on either route (``route=local``: a spark-submit of its own;
+``route=connect``: a client of the server) and the server killed under a run.
+:func:`execute` runs a history on fresh topics and judges it after every step:
 
 * safety, by the independent checker (:mod:`eos_etl.checker`): nothing committed without its
   outputs (unless a run stopped with exit 2 naming the partition), no duplicate, no torn pair, no
@@ -14,14 +18,16 @@ paused under a run. :func:`execute` runs a history on fresh topics and judges it
   retry may help; 2 the operator must act, with one ``error:`` line naming the command that
   recovers; exit 2 only where the operator really must act (the input topic was replaced);
 * per operation: ``plan-window`` writes and fences nothing (the run it overlaps is not fenced);
-  a run after the input topic was re-created stops with exit 2 naming the partition;
+  a run after the input topic was re-created, or after records it had not processed were
+  deleted, stops with exit 2 naming the partition;
 * liveness, once the faults healed: at most :data:`RETRIES` runs (exit 1 retried, the named
   command of an exit 2 run first) bring the committed offsets level with the input's end, and the
   checker is exact.
 
-A failing history is shrunk (:func:`shrink`, delta debugging: chunks, then single operations
-removed, each candidate re-run on fresh topics) to the shortest that still shows the first
-violation's kind, and printed as a numbered list with its seed (:func:`describe`).
+A failing history is shrunk (:func:`shrink`: cut after the step that first failed, then delta
+debugging, chunks then single operations removed; each candidate re-run on fresh topics, a racy
+one up to ``repeats`` times) to the shortest that still shows the first violation's kind, and
+printed as a numbered list with its seed (:func:`describe`).
 """
 
 from __future__ import annotations
@@ -40,24 +46,29 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+import psutil
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from markupsafe import Markup
 
 from .. import paths
 
 from ..checker import check_shop
+from ..engine import checkpoint_log
+from ..engine.checkpoint_log import read_entries
 from ..kafka.connection import KafkaConnection
 from ..kafka.errors import UnstableOffsetsError
 from ..kafka.topics import ensure_topics
 from ..shop.generator import generate
 from ..stack.kafka_cluster import KafkaCluster
+from ..stack.spark_connect import SparkConnectServer
 from ..stack.tools import free_port
 from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from . import reliability_page as page
 from .clear_failure import by_signal, error_lines, run_violations
 from .lab import Lab, TrialResult
 from .process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
-from .soak import save_results
+from .soak import CONNECT_MASTER, SHORT_RETENTION, save_results
 
 log = logging.getLogger(__name__)
 
@@ -76,13 +87,20 @@ CRASH_EXIT = 97
 CRASH_POINTS = ("after_init", "after_committed_read", "mid_produce", "before_send_offsets", "after_send_offsets",
                 "before_commit", "after_commit", "before_report")
 
-#: Operation kinds and their weights; ``broker`` ones need a lab that owns its broker.
+#: Operation kinds and their weights; ``broker`` ones need a lab that owns its broker (one whose
+#: group offsets expire a minute after their last commit), ``connect`` ones a Spark Connect server.
 WEIGHTS = {"produce": 6, "run": 5, "crash": 3, "signal": 3, "concurrent": 1, "plan_during_run": 1,
            "replay": 1, "offsets_restore": 1, "add_partitions": 1, "recreate_input": 1, "delete_group": 1,
-           "broker_restart": 1, "broker_pause": 1}
-BROKER_OPS = ("broker_restart", "broker_pause")
+           "truncate_input": 1, "broker_restart": 2, "broker_pause": 1, "expire_offsets": 1, "server_kill": 1}
+BROKER_OPS = ("broker_restart", "broker_pause", "expire_offsets")
+CONNECT_OPS = ("server_kill",)
 #: Kinds that start a run-window process (a history without one checks nothing of the engine).
-RUN_OPS = ("run", "crash", "signal", "concurrent", "plan_during_run", "replay", "broker_restart", "broker_pause")
+RUN_OPS = ("run", "crash", "signal", "concurrent", "plan_during_run", "replay", "broker_restart", "broker_pause",
+           "server_kill")
+#: Where a run's Spark is: a spark-submit of its own, or a client of the lab's Spark Connect server.
+ROUTES = ("local", "connect")
+#: The private broker's offsets retention: a group's offsets are deleted a minute after its last commit.
+OFFSETS_EXPIRE_S = 150.0
 
 
 @dataclass(frozen=True)
@@ -102,8 +120,15 @@ def _op(kind: str, **args) -> Op:
     return Op(kind, tuple(args.items()))
 
 
-def draw_op(rng: random.Random, kind: str) -> Op:
-    """One operation of ``kind`` with its parameters drawn from ``rng``."""
+def draw_op(rng: random.Random, kind: str, *, connect: bool = False) -> Op:
+    """One operation of ``kind`` with its parameters drawn from ``rng``; with ``connect``, a run's route too."""
+    op = _draw_args(rng, kind)
+    if connect and kind in RUN_OPS and kind != "server_kill":
+        op = Op(op.kind, op.args + (("route", rng.choice(ROUTES)),))
+    return op
+
+
+def _draw_args(rng: random.Random, kind: str) -> Op:
     if kind == "produce":
         return _op("produce", count=rng.choice((3, 40, 200, 400)), invalid=rng.choice((0.0, 0.1)),
                    aborted=rng.choice((0.0, 0.0, 0.3)), txn=rng.choice((None, 50)), seed=rng.randrange(1_000_000))
@@ -122,21 +147,26 @@ def draw_op(rng: random.Random, kind: str) -> Op:
         return _op("broker_restart", down=round(rng.uniform(0.5, 3.0), 1), delay=round(rng.uniform(0.0, 1.5), 2))
     if kind == "broker_pause":
         return _op("broker_pause", pause=round(rng.uniform(1.0, 6.0), 1), delay=round(rng.uniform(0.0, 1.5), 2))
+    if kind == "truncate_input":  # records deleted as retention would: only processed ones, or past the position
+        return _op("truncate_input", beyond=rng.random() < 0.4, share=round(rng.uniform(0.2, 1.0), 2))
+    if kind == "server_kill":
+        return _op("server_kill", sig=rng.choice(("KILL", "KILL", "TERM")), delay=round(rng.uniform(0.0, 3.0), 2))
     return _op(kind)
 
 
-def draw_history(seed: int, length: int, *, broker_ops: bool = True) -> tuple[int, list[Op]]:
+def draw_history(seed: int, length: int, *, broker_ops: bool = True, connect: bool = False) -> tuple[int, list[Op]]:
     """(input partitions, ``length`` operations), reproducible from ``seed``. The history starts with
-    purchases, holds at least one run, and each kind at most as often as its weight allows."""
+    purchases, holds at least one run; ``broker_ops``/``connect``: the kinds that need the lab's own
+    broker or a Spark Connect server may be drawn (and, with ``connect``, every run's route)."""
     rng = random.Random(seed)
-    kinds = [k for k in WEIGHTS if broker_ops or k not in BROKER_OPS]
+    kinds = [k for k in WEIGHTS if (broker_ops or k not in BROKER_OPS) and (connect or k not in CONNECT_OPS)]
     weights = [WEIGHTS[k] for k in kinds]
     partitions = rng.choice((1, 2, 2, 3))
     ops = [draw_op(rng, "produce")]
     while len(ops) < length:
-        ops.append(draw_op(rng, rng.choices(kinds, weights)[0]))
+        ops.append(draw_op(rng, rng.choices(kinds, weights)[0], connect=connect))
     if not any(o.kind in RUN_OPS for o in ops):
-        ops[-1] = draw_op(rng, "run")
+        ops[-1] = draw_op(rng, "run", connect=connect)
     return partitions, ops
 
 
@@ -209,6 +239,8 @@ class History:
         self.step = 0
         self.excused: set[int] = set()  # partitions an exit 2 named (or a replaced input's, until its next run)
         self.replaced = False  # the input was re-created after commits: the next run must stop with exit 2
+        # Partitions whose records past the committed position were deleted: the next run must stop with exit 2.
+        self.truncated: set[int] = set()
         # Input partitions were added: a run may stop with exit 2 until the checkpoint topic has as many.
         self.grown = False
         self.outputs_from: dict[str, dict[int, int]] = {}
@@ -236,8 +268,34 @@ class History:
             i += 1 + has_value
         return JobProcess([sys.executable, "-m", "eos_etl", *command, *keep], failpoints=failpoints).start()
 
-    def run_job(self, extra: list[str] = (), *, failpoints: str = "") -> JobProcess:
-        return self.lab.job(self.shop, [*RUN_EXTRA, *extra], failpoints=failpoints).start()
+    def run_job(self, extra: list[str] = (), *, failpoints: str = "", route: str = "local") -> JobProcess:
+        """A run on ``route``; a Connect run's tasks log to the server's log, read from where it stood now."""
+        server = self.lab.connect if route == "connect" else None
+        if route == "connect" and server is None:
+            raise ValueError("a run on the Connect route needs a lab with a Spark Connect server")
+        since = server.log_file.stat().st_size if server is not None and server.log_file.is_file() else 0
+        job = self.lab.job(self.shop, [*RUN_EXTRA, *extra], failpoints=failpoints,
+                           env=server.client_env() if server is not None else None)
+        job.server, job.server_since = server, since
+        return job.start()
+
+    def seen(self, job: JobProcess, needle: str) -> bool:
+        """``needle`` in the run's own log or, on the Connect route, in what its server logged since."""
+        if job.count(needle):
+            return True
+        server = getattr(job, "server", None)
+        return server is not None and needle in server._log_since(job.server_since)
+
+    def wait_seen(self, job: JobProcess, needle: str, timeout_s: float) -> bool:
+        """Wait until :meth:`seen`; False once the run ended without it or on timeout."""
+        if getattr(job, "server", None) is None:
+            return job.wait_for(needle, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while not self.seen(job, needle):
+            if not job.alive or time.monotonic() > deadline:
+                return self.seen(job, needle)
+            time.sleep(0.2)
+        return True
 
     def once(self) -> str:
         return f"once={self.tmp}/fp-{uuid.uuid4().hex}"
@@ -263,7 +321,12 @@ class History:
             if self.replaced:
                 self.violate("replaced_input_not_detected", f"{what} exited 0 after the input topic was deleted "
                              "and re-created (it must stop with exit 2 naming the partition and a recovery command)")
+            if self.truncated:
+                self.violate("deleted_input_not_detected", f"{what} exited 0 after records of partitions "
+                             f"{sorted(self.truncated)} past the committed position were deleted (it must stop with "
+                             "exit 2 naming them and a recovery command)")
             self.replaced = self.grown = False
+            self.truncated.clear()
             self.excused.clear()
             self.recovery = None
         elif code == 1 and not exit1_ok:
@@ -277,6 +340,9 @@ class History:
                 self.violate("exit_2_names_no_partition", line)
         elif self.grown and "checkpoint topic" in line:
             pass  # the checkpoint topic must grow with the input (the line names how)
+        elif self.truncated and "deleted before being processed" in line:
+            if not named:
+                self.violate("exit_2_names_no_partition", line)
         else:
             self.violate("unexpected_exit_2", f"{what}: {line}")
         if command is None:
@@ -315,27 +381,28 @@ class History:
                          transaction_size=txn if txn or not aborted else 50, abort_share=aborted)
         self.out.records += stats.produced + stats.aborted
 
-    def op_run(self) -> None:
-        job = self.run_job()
+    def op_run(self, route="local") -> None:
+        job = self.run_job(route=route)
         self.judge_run(job, self.finish(job))
 
-    def op_crash(self, point, action, partition, once, after=None) -> None:
+    def op_crash(self, point, action, partition, once, after=None, route="local") -> None:
         spec = f"{point}={action},partition={partition}" + (f",after={after}" if after else "")
         if once:
             spec += "," + self.once()
-        job = self.run_job(failpoints=spec)
+        job = self.run_job(failpoints=spec, route=route)
         code = self.finish(job)
-        self.out.faults += job.count(FAILPOINT_FIRED) > 0
-        if code is not None and (by_signal(code) or code == CRASH_EXIT) and job.count(FAILPOINT_FIRED):
+        fired = self.seen(job, FAILPOINT_FIRED)
+        self.out.faults += fired
+        if code is not None and (by_signal(code) or code == CRASH_EXIT) and fired:
             return  # the failpoint fired in the driver (a window with nothing to read publishes there): the fault
         self.judge_run(job, code, what=f"run crashed at {point}")
 
-    def op_signal(self, sig, at, delay) -> None:
-        job = self.run_job()
+    def op_signal(self, sig, at, delay, route="local") -> None:
+        job = self.run_job(route=route)
         needle = {"starts_commit": STARTS_COMMIT, "publishing": PUBLISHING}.get(at)
         if needle is None:
             job.wait(2.0 + delay * 3)
-        elif not job.wait_for(needle, 180):
+        elif not self.wait_seen(job, needle, 180):
             # Nothing to publish (or the window had no partition to start): the run ended first.
             self.judge_run(job, self.finish(job))
             return
@@ -355,18 +422,18 @@ class History:
         elif code > 0 and code not in (1, 2, 143):
             self.violate("unclear_exit", f"SIGTERM: exit {code}: {job.tail(3)!r}")
 
-    def op_concurrent(self) -> None:
-        jobs = [self.run_job(["--run-id", f"twin{i}-{uuid.uuid4().hex[:6]}"]) for i in (1, 2)]
+    def op_concurrent(self, route="local") -> None:
+        jobs = [self.run_job(["--run-id", f"twin{i}-{uuid.uuid4().hex[:6]}"], route=route) for i in (1, 2)]
         codes = [self.finish(j) for j in jobs]
         self.out.faults += 1
         for j, code in zip(jobs, codes):
             self.judge_run(j, code, what="concurrent run")
 
-    def op_plan_during_run(self, hold) -> None:
+    def op_plan_during_run(self, hold, route="local") -> None:
         """A run holds a transaction open (a failpoint sleeps in it); plan-window runs meanwhile."""
         job = self.run_job(failpoints=f"{hold}=sleep:5,partition=0" + (",after=20" if hold == "mid_produce" else "")
-                           + "," + self.once())
-        if not job.wait_for(FAILPOINT_FIRED, 180):
+                           + "," + self.once(), route=route)
+        if not self.wait_seen(job, FAILPOINT_FIRED, 180):
             self.judge_run(job, self.finish(job))
             return
         plan = self.cli(["plan-window", "--compact"])
@@ -381,7 +448,7 @@ class History:
                          f"{(error_lines(job.stderr) or [job.tail(1)])[0]}")
         self.judge_run(job, code, what="run overlapped by plan-window")
 
-    def op_replay(self) -> None:
+    def op_replay(self, route="local") -> None:
         """Run the last planned window (plan-window's JSON) again; without one, plan one now."""
         if self.last_window is None:
             plan = self.cli(["plan-window", "--compact"])
@@ -390,7 +457,7 @@ class History:
             if code != 0:
                 return
             self.last_window = plan.stdout.strip().splitlines()[-1]
-        job = self.run_job(["--window-json", self.last_window])
+        job = self.run_job(["--window-json", self.last_window], route=route)
         code = self.finish(job)
         # A stale window is refused (exit 2: "plan again") or renews nothing; either is the contract's.
         bad = run_violations(code, job.stderr)
@@ -448,9 +515,9 @@ class History:
             if "GROUP_ID_NOT_FOUND" not in str(exc):
                 raise
 
-    def _broker_under_run(self, fault, heal, delay) -> None:
-        job = self.run_job()
-        if not job.wait_for(PUBLISHING, 180):
+    def _fault_under_run(self, fault, heal, delay, route="local", what="run under a broker fault") -> None:
+        job = self.run_job(route=route)
+        if not self.wait_seen(job, PUBLISHING, 180):
             self.judge_run(job, self.finish(job))
             return
         time.sleep(delay)
@@ -460,18 +527,64 @@ class History:
             heal()
         finally:
             code = self.finish(job)
-            self.judge_run(job, code, what="run under a broker fault")
+            self.judge_run(job, code, what=what)
 
-    def op_broker_restart(self, down, delay) -> None:
+    def op_broker_restart(self, down, delay, route="local") -> None:
         broker = self.lab.broker
-        self._broker_under_run(broker.kill, lambda: (time.sleep(down), broker.start()), delay)
+        self._fault_under_run(broker.kill, lambda: (time.sleep(down), broker.start()), delay, route)
 
-    def op_broker_pause(self, pause, delay) -> None:
+    def op_broker_pause(self, pause, delay, route="local") -> None:
         node = self.lab.broker.nodes[0]
-        self._broker_under_run(node.pause, lambda: (time.sleep(pause), node.resume()), delay)
+        self._fault_under_run(node.pause, lambda: (time.sleep(pause), node.resume()), delay, route)
+
+    def op_server_kill(self, sig, delay) -> None:
+        """The Spark Connect server SIGKILLed or stopped (SIGTERM) while a client's window publishes;
+        the client must end with a clear error, the restarted server then serve the next run."""
+        server = self.lab.connect
+        self._fault_under_run(lambda: psutil.Process(server.pid()).send_signal(getattr(signal, f"SIG{sig}")),
+                              lambda: None, delay, "connect", what=f"run whose Connect server got SIG{sig}")
+
+    def op_truncate_input(self, beyond, share) -> None:
+        """Delete input records as retention would: up to ``share`` of the way to the pipeline's position,
+        or (``beyond``) ``share`` of the way past it into records no run processed yet."""
+        topic = self.shop.topics.purchases
+        admin = self.lab.admin
+        parts = admin.partitions(topic)
+        entries = read_entries(self.shop.connection, checkpoint_log.topic_for(self.shop.group), self.shop.group,
+                               topic)
+        committed = self.committed()
+        offsets = admin.offsets(topic, parts)
+        upto = {}
+        for p in parts:
+            position = committed.get(p) if committed.get(p) is not None else (
+                entries[p].next_offset if p in entries else None)
+            low, end = offsets[p].earliest, offsets[p].high_watermark
+            if beyond and position is not None and end > position:
+                upto[p] = position + max(1, int((end - position) * share))
+            elif not beyond:
+                top = position if position is not None else 0
+                if top > low:
+                    upto[p] = low + max(1, int((top - low) * share))
+        if not upto:
+            self.out.notes.append(f"step {self.step}: nothing to delete")
+            return
+        client = AdminClient(self.shop.connection.client_config())  # held: its futures die with it
+        for p, fut in client.delete_records([TopicPartition(topic, p, o) for p, o in upto.items()]).items():
+            fut.result(30)
+        if beyond:
+            self.truncated |= set(upto)
+            self.out.faults += 1
+
+    def op_expire_offsets(self) -> None:
+        """Wait until the broker deleted the group's committed offsets (a minute after its last commit)."""
+        if any(c is not None for c in self.committed().values()):
+            _wait(lambda: all(c is None for c in self.committed().values()), OFFSETS_EXPIRE_S,
+                  "the broker to expire the group's offsets")
 
     # -- the whole history ---------------------------------------------------------------------
     def heal(self) -> None:
+        if self.lab.connect is not None and not self.lab.connect.is_running():
+            self.lab.connect.start()
         broker = self.lab.broker
         if broker is not None:
             for node in broker.nodes:
@@ -517,6 +630,7 @@ class History:
                 self.out.notes.append(f"ran `{' '.join(self.recovery)}`")
                 self.recovery = None
                 self.replaced = False
+                self.truncated.clear()
         self.violate("not_level", f"{RETRIES} runs after the faults healed: committed {self.committed()}, input "
                      f"ends {self.lab.input_ends(self.shop)}")
 
@@ -552,12 +666,32 @@ def execute(lab: Lab, seed: int, partitions: int, ops: list[Op]) -> Outcome:
     return History(lab, seed, partitions, ops).execute()
 
 
-def shrink(lab: Lab, failing: Outcome, *, budget: int = 8) -> Outcome:
-    """Delta debugging (ddmin) over the operations: the smallest history found within ``budget``
-    re-executions that still shows ``failing``'s first violation kind (each on fresh topics)."""
+def shrink(lab: Lab, failing: Outcome, *, budget: int = 8, repeats: int = 1) -> Outcome:
+    """The smallest history found within ``budget`` re-executions that still shows ``failing``'s first
+    violation kind (each on fresh topics): first the history cut after the step that failed (what
+    came later cannot have caused it), then delta debugging (ddmin) over the operations. A candidate
+    that does not fail is executed again up to ``repeats`` times in all: a kill lands a little
+    differently each time, so one clean execution does not clear it."""
     target = failing.first_kind
     best = failing
     tries = 0
+
+    def fails(candidate: list[Op]) -> Outcome | None:
+        nonlocal tries
+        for _ in range(repeats):
+            if tries >= budget:
+                return None
+            tries += 1
+            log.info("shrinking seed %s: try %d, %d of %d operations", failing.seed, tries, len(candidate),
+                     len(best.ops))
+            outcome = execute(lab, failing.seed, failing.partitions, candidate)
+            if any(v.kind == target for v in outcome.violations):
+                return outcome
+        return None
+
+    step = failing.violations[0].step if failing.violations else 0
+    if 0 < step < len(best.ops) and any(o.kind in RUN_OPS for o in best.ops[:step]):
+        best = fails(best.ops[:step]) or best
     n = 2
     while len(best.ops) > 1 and tries < budget:
         ops = best.ops
@@ -568,10 +702,7 @@ def shrink(lab: Lab, failing: Outcome, *, budget: int = 8) -> Outcome:
             candidate = [o for j, c in enumerate(chunks) if j != i for o in c]
             if not candidate or not any(o.kind in RUN_OPS for o in candidate) or tries >= budget:
                 continue
-            tries += 1
-            log.info("shrinking seed %s: try %d, %d of %d operations", failing.seed, tries, len(candidate), len(ops))
-            outcome = execute(lab, failing.seed, failing.partitions, candidate)
-            if any(v.kind == target for v in outcome.violations):
+            if (outcome := fails(candidate)) is not None:
                 best, reduced = outcome, True
                 n = max(n - 1, 2)
                 break
@@ -588,18 +719,21 @@ class ModelSoakOptions:
     length: int = 8  # operations per history
     shrink_budget: int = 8  # re-executions per failing seed
     broker_ops: bool = True
+    connect: bool = False  # a Spark Connect server: runs on either route, the server killed under a run
+    shrink_repeats: int = 2  # executions of a candidate before it counts as not failing
 
 
 def run_histories(lab: Lab, opts: ModelSoakOptions, on_done=None) -> list[tuple[Outcome, Outcome | None]]:
     """Every seed's history, executed and judged; a failing one shrunk: [(outcome, shortest failing)]."""
     done = []
     for seed in opts.seeds:
-        partitions, ops = draw_history(seed, opts.length, broker_ops=opts.broker_ops and lab.broker is not None)
+        partitions, ops = draw_history(seed, opts.length, broker_ops=opts.broker_ops and lab.broker is not None,
+                                       connect=lab.connect is not None)
         log.info("%s", describe(seed, partitions, ops))
         outcome = execute(lab, seed, partitions, ops)
         shortest = None
         if outcome.violations and opts.shrink_budget:
-            shortest = shrink(lab, outcome, budget=opts.shrink_budget)
+            shortest = shrink(lab, outcome, budget=opts.shrink_budget, repeats=opts.shrink_repeats)
         done.append((outcome, shortest))
         print(report_history(outcome, shortest), flush=True)
         if on_done is not None:
@@ -653,13 +787,22 @@ def ops_json(ops: list[Op]) -> str:
 
 
 def run_model_soak(opts: ModelSoakOptions, on_done=None) -> tuple[list[tuple[Outcome, Outcome | None]], float]:
-    """Every seed on a private broker under var/soak-model (restarted, paused and killed freely)."""
-    home = paths.var_dir() / "soak-model" / "kafka"
-    shutil.rmtree(home, ignore_errors=True)
-    broker = KafkaCluster(home=home, port=free_port())
+    """Every seed on a private broker under var/soak-model (restarted, paused and killed freely; it
+    deletes a group's offsets a minute after their last commit), with ``opts.connect`` a Spark
+    Connect server of its own there too."""
+    root = paths.var_dir() / "soak-model"
+    shutil.rmtree(root / "kafka", ignore_errors=True)
+    broker = KafkaCluster(home=root / "kafka", port=free_port(), overrides=SHORT_RETENTION)
     broker.start()
     lab = Lab(KafkaConnection(broker.bootstrap_servers), broker=broker if opts.broker_ops else None,
-              log_dir=paths.var_dir() / "soak-model" / "logs")
+              log_dir=root / "logs")
+    if opts.connect:
+        try:
+            lab.connect = SparkConnectServer(home=root / "spark-connect", port=free_port(),
+                                             master=CONNECT_MASTER).start()
+        except BaseException:
+            broker.stop()
+            raise
     t0 = time.monotonic()
     results = paths.var_dir() / "soak-model" / "results.json"
 
@@ -671,6 +814,8 @@ def run_model_soak(opts: ModelSoakOptions, on_done=None) -> tuple[list[tuple[Out
     try:
         done = run_histories(lab, opts, progress)
     finally:
+        if lab.connect is not None:
+            lab.connect.stop()
         broker.stop()
     return done, time.monotonic() - t0
 

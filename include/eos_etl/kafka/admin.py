@@ -17,7 +17,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
 
 from .connection import KafkaConnection
@@ -208,6 +208,24 @@ class ClusterAdmin:
                                          "`python -m eos_etl acl grant`")
             raise KafkaSetupError(f"topic {topic!r} is not usable: {tmd.error.str()}")
         return sorted(tmd.partitions)
+
+    def topic_id(self, topic: str) -> str:
+        """``topic``'s id: Kafka gives a topic a new one when it is deleted and created again, so
+        the id tells the log a position was taken on from a log of the same name made since."""
+
+        def ask(timeout: float) -> str | None:
+            future = self._admin.describe_topics(TopicCollection([topic]), request_timeout=timeout)[topic]
+            try:
+                return str(future.result(timeout=timeout + 1).topic_id)
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    return None
+                raise
+
+        found = self._ask(f"the id of topic {topic!r}", ask)
+        if found is None:
+            raise MissingTopicError(f"topic {topic!r} does not exist on {self.connection.bootstrap_servers}")
+        return found
 
     def require_topics(self, *topics: str) -> dict[str, list[int]]:
         return {t: self.partitions(t) for t in dict.fromkeys(topics)}
