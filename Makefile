@@ -33,14 +33,15 @@ soak-cluster: setup
 soak-partitions: setup
 	$(PY) -m eos_etl soak --partitions
 
-## Randomized operation soak (Jepsen-style): seeded histories of produces, runs, crashes, signals, concurrent runs,
-## plan-window, replays, offsets restore, partitions added, input re-created, group deleted, broker restarts/pauses;
-## checked after every step, failing histories shrunk; writes the model section of docs/reliability.md.
-## MODEL_SEEDS=5 MODEL_LENGTH=8 by default.
-MODEL_SEEDS ?= 5
-MODEL_LENGTH ?= 8
+## Randomized operation soak (Jepsen-style): seeded histories of produces, runs on the local and the Connect route,
+## crashes, signals, concurrent runs, plan-window, replays, offsets restore, partitions added, input re-created,
+## input records deleted, group deleted, offsets expired, broker restarts/pauses, Connect server kills; checked after
+## every step, failing histories shrunk; writes the model section of docs/reliability.md.
+## MODEL_SEEDS=20 MODEL_LENGTH=10 by default (about an hour).
+MODEL_SEEDS ?= 20
+MODEL_LENGTH ?= 10
 soak-model: setup
-	$(PY) -m eos_etl soak --model --seeds $(MODEL_SEEDS) --length $(MODEL_LENGTH)
+	$(PY) -m eos_etl soak --model --connect --seeds $(MODEL_SEEDS) --length $(MODEL_LENGTH)
 
 ## Benchmarks (~40 min, not part of the tests): writes docs/benchmarks.md and docs/benchmarks.png.
 bench: setup

@@ -42,6 +42,11 @@ def test_recovery_command_is_read_from_the_error_line():
     grow = ("error: checkpoint topic 'g.checkpoints' has 1 partitions, 'p' 2: give it one per input partition "
             "(kafka-topics --alter --topic g.checkpoints --partitions 2)")
     assert ms.parse_recovery_command(grow) == ["kafka-topics", "g.checkpoints", "2"]
+    grow = ("error: checkpoint topic 'g.checkpoints' has 1 partitions, 'p' 2 (partitions were added to it): give it "
+            "one per input partition with `python -m eos_etl create-topics --allow-existing (and this run's "
+            "connection and topic options)`, which grows it (or kafka-topics --alter --topic g.checkpoints "
+            "--partitions 2), then run again")
+    assert ms.parse_recovery_command(grow) == ["create-topics", "--allow-existing"]
 
 
 def test_shrinking_keeps_the_smallest_history_that_still_fails(monkeypatch):

@@ -67,10 +67,12 @@ def checkpoint_records(shop: ShopSettings) -> dict[int, checkpoint_log.Checkpoin
     return checkpoint_log.read_entries(shop.connection, pipeline.checkpoint_topic, shop.group, pipeline.input_topic)
 
 
-def add_partitions(shop: ShopSettings, count: int) -> None:
+def add_partitions(shop: ShopSettings, count: int, *, checkpoint_too: bool = True) -> None:
     admin = AdminClient(shop.connection.client_config())
-    for fut in admin.create_partitions([NewPartitions(shop.topics.purchases, count),
-                                        NewPartitions(shop.pipeline().checkpoint_topic, count)]).values():
+    grow = [NewPartitions(shop.topics.purchases, count)]
+    if checkpoint_too:
+        grow.append(NewPartitions(shop.pipeline().checkpoint_topic, count))
+    for fut in admin.create_partitions(grow).values():
         fut.result(30)
 
 
@@ -126,20 +128,31 @@ def test_a_first_run_killed_with_empty_partitions_is_a_fresh_start(lab):
 
 
 def test_a_partition_added_while_a_run_is_in_flight_starts_from_its_start(lab):
-    """A run pauses in its task of partition 0 while the input (and checkpoint) topics get a third
-    partition; its records then say 3 partitions. The next run picks partition 2 up from offset 0."""
+    """A run pauses in its task of partition 0 while the input topic gets a third partition; its
+    records then say 3 partitions. The next run stops (exit 2) until the checkpoint topic has a
+    partition for it too, naming the pipeline's command that grows it; after that command it picks
+    partition 2 up from offset 0."""
     shop = lab.make_shop(2, name="added-in-flight")
     first = generate(shop.connection, shop.topics.purchases, 200, invalid_share=0.0, seed=64)
     job = lab.job(shop, failpoints="after_init=sleep:25,partition=0").start()
     try:
         assert job.wait_for("fired:", 300), job.tail(30)
-        add_partitions(shop, 3)
+        add_partitions(shop, 3, checkpoint_too=False)
         assert job.wait(300) == 0, job.tail(30)
     finally:
         job.kill()
     assert max(e.input_partitions for e in checkpoint_records(shop).values()) == 3
     more = generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.0, seed=65)
     assert lab.admin.offsets(shop.topics.purchases, [2])[2].last_stable > 0
+
+    res = run_window(shop)
+    errors = error_lines(res)
+    assert res.returncode == 2 and len(errors) == 1, res.stderr[-3000:]
+    command = "create-topics --allow-existing"
+    assert f"`python -m eos_etl {command}" in errors[0] and shop.pipeline().checkpoint_topic in errors[0]
+    grow = cli(*command.split(), "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop))
+    assert grow.returncode == 0, grow.stderr[-3000:]
+    assert len(lab.admin.partitions(shop.pipeline().checkpoint_topic)) == 3
 
     summary = summary_of(run_window(shop))
     assert summary["window"]["partitions"]["2"][0] == 0

@@ -64,6 +64,10 @@ def cmd_create_topics(args) -> int:
     brokers = admin.broker_count()
     durability = Durability.for_cluster(brokers, args.replication_factor, args.min_insync_replicas)
     print(f"create-topics: {brokers} live broker(s): {durability.describe()}", file=sys.stderr)
+    checkpoint_topic = settings.pipeline().checkpoint_topic
+    if grown := checkpoint_log.grow_topic(admin, checkpoint_topic, settings.topics.purchases):
+        print(f"create-topics: grew {checkpoint_topic} to {grown} partitions, one per partition of "
+              f"{settings.topics.purchases}", file=sys.stderr)
     states = ensure_topics(admin, settings.specs(args.partitions), durability,
                            allow_existing=args.allow_existing)
     print(json.dumps({name: state.to_dict() for name, state in states.items()}))

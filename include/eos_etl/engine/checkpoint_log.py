@@ -82,8 +82,24 @@ def require_topic(admin, topic: str, input_topic: str) -> None:
     inputs = len(admin.partitions(input_topic))
     if partitions < inputs:
         raise ConfigurationError(f"checkpoint topic {topic!r} has {partitions} partitions, {input_topic!r} "
-                                 f"{inputs}: give it one per input partition (kafka-topics --alter --topic {topic} "
-                                 f"--partitions {inputs})")
+                                 f"{inputs} (partitions were added to it): give it one per input partition with "
+                                 f"`python -m eos_etl create-topics --allow-existing (and this run's connection and "
+                                 f"topic options)`, which grows it (or kafka-topics --alter --topic {topic} "
+                                 f"--partitions {inputs}), then run again")
+
+
+def grow_topic(admin, topic: str, input_topic: str) -> int | None:
+    """Give the checkpoint topic one partition per input partition where partitions were added to the
+    input: the record of input partition ``p`` goes to partition ``p``, so new partitions only add
+    room. The new count, or None when there was nothing to do (or either topic does not exist)."""
+    try:
+        have, inputs = len(admin.partitions(topic)), len(admin.partitions(input_topic))
+    except MissingTopicError:
+        return None
+    if have >= inputs:
+        return None
+    admin.grow_topic(topic, inputs)
+    return inputs
 
 
 def key(group: str, input_topic: str, partition: int) -> bytes:

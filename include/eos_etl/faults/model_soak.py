@@ -213,10 +213,8 @@ class Outcome:
 
 def parse_recovery_command(error_line: str) -> list[str] | None:
     """The ``python -m eos_etl ...`` command an exit-2 line names (in backticks), without its
-    trailing parenthesis, or its ``kafka-topics --alter --topic T --partitions N`` (as
+    trailing parenthesis, or else its ``kafka-topics --alter --topic T --partitions N`` (as
     ``["kafka-topics", T, N]``); None when it names none."""
-    if m := re.search(r"kafka-topics --alter --topic (\S+) --partitions (\d+)", error_line):
-        return ["kafka-topics", m.group(1), m.group(2)]
     for quoted in re.findall(r"`([^`]+)`", error_line):
         if "eos_etl" in quoted or "eos-etl" in quoted:
             text = re.sub(r"\s*\(.*$", "", quoted).strip()
@@ -225,6 +223,8 @@ def parse_recovery_command(error_line: str) -> list[str] | None:
                 return args[3:]
             if args[:1] == ["eos-etl"]:
                 return args[1:]
+    if m := re.search(r"kafka-topics --alter --topic (\S+) --partitions (\d+)", error_line):
+        return ["kafka-topics", m.group(1), m.group(2)]
     return None
 
 
@@ -861,7 +861,8 @@ def write_markdown(done: list[tuple[Outcome, Outcome | None]], wall: float, opts
     text = page.render("model_soak.md.j2", command=command, generated=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M}",
                        machine=page.machine(), kafka_version=KAFKA_VERSION, spark_version=SPARK_VERSION, rows=rows,
                        totals=totals, ok=totals["failing"] == 0, wall_min=wall / 60, length=opts.length,
-                       retries=RETRIES, shrink_budget=opts.shrink_budget,
+                       retries=RETRIES, shrink_budget=opts.shrink_budget, shrink_repeats=opts.shrink_repeats,
+                       connect=opts.connect,
                        op_counts=", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])))
     page.write_section(out, MODEL_SECTION, text)
     return out

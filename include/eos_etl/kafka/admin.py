@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic, OffsetSpec
 
 from .connection import KafkaConnection
 from .errors import (
@@ -444,6 +444,22 @@ class ClusterAdmin:
                        or not md.topics[t].partitions}
             if pending:
                 time.sleep(0.1)
+
+    def grow_topic(self, topic: str, partitions: int) -> None:
+        """Give ``topic`` ``partitions`` partitions (it has fewer), and wait until the metadata shows them."""
+
+        def ask(timeout: float) -> None:
+            future = self._admin.create_partitions([NewPartitions(topic, partitions)], request_timeout=timeout)[topic]
+            try:
+                future.result(timeout=timeout + 1)
+            except KafkaException as exc:  # a retry after an answer that got lost finds it grown already
+                if exc.args[0].code() != KafkaError.INVALID_PARTITIONS or len(self.partitions(topic)) < partitions:
+                    raise
+
+        self._ask(f"{partitions} partitions for topic {topic!r}", ask)
+        deadline = time.monotonic() + self.retry_deadline_s
+        while len(self.partitions(topic)) < partitions and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def delete_topics(self, topics: list[str]) -> None:
         for _t, fut in self._admin.delete_topics(topics, request_timeout=self.timeout).items():
