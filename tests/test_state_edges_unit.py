@@ -90,6 +90,8 @@ def test_records_without_a_topic_id_and_positions_of_the_same_topic_are_accepted
     entries = {0: CheckpointEntry(0, 5, 2, "old-run", 0), 1: CheckpointEntry(1, 7, 2, "run", 0, NEW_ID)}
     check_same_topic(config(), NEW_ID, {0: 5, 1: 7}, entries)
     check_same_topic(config(), NEW_ID, {0: None, 1: None, 2: 3}, {})
+    # Only a partition's start was committed on the old topic: position 0 skips nothing on the new one.
+    check_same_topic(config(), NEW_ID, {0: 0}, {0: CheckpointEntry(0, 0, 1, "run", 0, OLD_ID)})
 
 
 def test_the_topic_id_round_trips_through_the_checkpoint_record_and_older_records_read_without_one():

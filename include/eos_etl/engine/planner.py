@@ -189,8 +189,10 @@ def check_same_topic(config: PipelineConfig, topic_id: str, committed: Mapping[i
     """:class:`PositionBeyondLogError` for the partitions whose position was taken on another topic of
     the same name: their checkpoint record (written with every commit) names a topic id that is not
     ``topic_id``. The topic was deleted and created again; its new log may already be longer than
-    the old position, which the log-end check cannot see."""
-    replaced = sorted(p for p, e in entries.items() if committed.get(p) is not None and e.on_other_topic(topic_id))
+    the old position, which the log-end check cannot see. A position of 0 skips nothing on any log
+    (a run that committed only the partition's start): it stands, and the run's next commit
+    records the new id."""
+    replaced = sorted(p for p, e in entries.items() if committed.get(p) and e.on_other_topic(topic_id))
     if not replaced:
         return
     where = "; ".join(f"{config.input_topic}[{p}] position {committed[p]} (run {entries[p].run_id})"

@@ -371,9 +371,18 @@ class History:
             self.violate("hanging_transaction", "an output partition's LSO stays below its high watermark for 45 s")
 
     def committed(self) -> dict[int, int | None]:
+        """The group's committed offsets (None: none, or expired)."""
         admin = self.lab.admin
         topic = self.shop.topics.purchases
         return admin.committed_offsets(self.shop.group, topic, admin.partitions(topic))
+
+    def positions(self) -> dict[int, int | None]:
+        """Each partition's position as the pipeline knows it: the group's offset, else its checkpoint record's."""
+        topic = self.shop.topics.purchases
+        entries = read_entries(self.shop.connection, checkpoint_log.topic_for(self.shop.group), self.shop.group,
+                               topic)
+        return {p: c if c is not None else (entries[p].next_offset if p in entries else None)
+                for p, c in self.committed().items()}
 
     # -- operations ----------------------------------------------------------------------------
     def op_produce(self, count, invalid, aborted, txn, seed) -> None:
@@ -485,7 +494,7 @@ class History:
         topic = self.shop.topics.purchases
         admin = self.lab.admin
         n = len(admin.partitions(topic))
-        had_commits = any(c for c in self.committed().values())
+        had_commits = any(c for c in self.positions().values())  # a position past 0 would skip new records
         for t in self.shop.topics.outputs:  # outputs before now are the old input's
             self.outputs_from[t] = {p: o.high_watermark for p, o in admin.offsets(t, admin.partitions(t)).items()}
         admin.delete_topics([topic])
@@ -550,14 +559,11 @@ class History:
         topic = self.shop.topics.purchases
         admin = self.lab.admin
         parts = admin.partitions(topic)
-        entries = read_entries(self.shop.connection, checkpoint_log.topic_for(self.shop.group), self.shop.group,
-                               topic)
-        committed = self.committed()
+        positions = self.positions()
         offsets = admin.offsets(topic, parts)
         upto = {}
         for p in parts:
-            position = committed.get(p) if committed.get(p) is not None else (
-                entries[p].next_offset if p in entries else None)
+            position = positions.get(p)
             low, end = offsets[p].earliest, offsets[p].high_watermark
             if beyond and position is not None and end > position:
                 upto[p] = position + max(1, int((end - position) * share))
