@@ -81,6 +81,8 @@ RUN_EXTRA = ("--chunk-records", "100", "--chunk-seconds", "4", "--transaction-ti
 RUN_BOUND_S = 240.0
 #: Logged by the driver right before it commits the starts of partitions the group had no offset for.
 STARTS_COMMIT = "transactional ids"
+#: What a run logs when one of its attempts was fenced (not the summary's "fenced 0").
+FENCED = re.compile(r"was fenced|the attempt that fenced|\bfenced [1-9]|ProducerFencedError|PRODUCER_FENCED")
 #: The exit code of a process a ``crash`` failpoint ended (engine.failpoints: ``os._exit(97)``).
 CRASH_EXIT = 97
 #: Failpoints a crash may land on (engine.failpoints), in the publishing tasks.
@@ -279,12 +281,14 @@ class History:
         job.server, job.server_since = server, since
         return job.start()
 
+    def output_of(self, job: JobProcess) -> str:
+        """The run's own log and, on the Connect route, what its server logged since it started."""
+        server = getattr(job, "server", None)
+        return job.stderr + (server._log_since(job.server_since) if server is not None else "")
+
     def seen(self, job: JobProcess, needle: str) -> bool:
         """``needle`` in the run's own log or, on the Connect route, in what its server logged since."""
-        if job.count(needle):
-            return True
-        server = getattr(job, "server", None)
-        return server is not None and needle in server._log_since(job.server_since)
+        return bool(job.count(needle)) or needle in self.output_of(job)
 
     def wait_seen(self, job: JobProcess, needle: str, timeout_s: float) -> bool:
         """Wait until :meth:`seen`; False once the run ended without it or on timeout."""
@@ -452,7 +456,7 @@ class History:
             self.last_window = plan.stdout.strip().splitlines()[-1]
         code = self.finish(job)
         self.out.faults += 1
-        if "fenced" in job.stderr.lower():
+        if FENCED.search(self.output_of(job)):
             self.violate("plan_fenced_run", f"plan-window during the run fenced it (run exit {code}): "
                          f"{(error_lines(job.stderr) or [job.tail(1)])[0]}")
         self.judge_run(job, code, what="run overlapped by plan-window")
