@@ -3,7 +3,7 @@ PY := .venv/bin/python
 # pytest-xdist workers for `make test` (CI has 2 cores; each worker starts its own broker and Spark session)
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test test-fast soak soak-cluster soak-partitions soak-model bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
+.PHONY: setup demo test test-fast test-unit soak soak-cluster soak-partitions soak-model bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
 
 setup:
 	@bash scripts/setup.sh
@@ -18,6 +18,10 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
+
+## The tests that need no broker, cluster or Spark (seconds): marked `unit` by tests/conftest.py.
+test-unit: setup
+	$(PY) -m pytest -q -p no:cacheprovider -m unit --durations=10 -n $(TEST_WORKERS)
 
 ## Fault-injection soak at full counts (~30-40 min); writes docs/reliability.md.
 soak: setup

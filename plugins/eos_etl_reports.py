@@ -22,6 +22,7 @@ from eos_etl.reports.app import create_app
 
 
 def readable_dag_ids(user, dag_ids: set[str]) -> set[str]:
+    # At request time: the API server's app (and its auth manager) exists only once it serves.
     from airflow.api_fastapi.app import get_auth_manager
 
     return get_auth_manager().filter_authorized_dag_ids(dag_ids=dag_ids, user=user, method="GET")
@@ -30,6 +31,8 @@ def readable_dag_ids(user, dag_ids: set[str]) -> set[str]:
 def list_backfills(dag_id: str, limit: int) -> list[dict]:
     """The DAG's ``limit`` newest backfills, each with its intervals: the run it created or cleared,
     or why it made none."""
+    # At request time: Airflow's ORM models and session load the metadata database's machinery,
+    # which a plugin's import (every API server start, every DAG processor) does not need.
     from airflow.models.backfill import Backfill, BackfillDagRun
     from airflow.models.dagrun import DagRun
     from airflow.utils.session import create_session

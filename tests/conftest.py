@@ -23,7 +23,7 @@ from eos_etl.kafka.acls import grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics
-from eos_etl.shop.pipeline import ShopSettings
+from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.stack.jvm import JVM_OPTIONS_ENV
 from eos_etl.stack.kafka_cluster import KafkaCluster
@@ -147,10 +147,25 @@ def read_all(
 SHARED_CLUSTER_FIXTURES = {"kafka_cluster", "healthy_cluster", "spark_cluster"}
 
 
+#: Fixtures that start a broker, a cluster or Spark (directly or through the fixtures they use): these
+#: names, and every fixture whose name says broker or cluster (a module's own broker).
+RUNTIME_FIXTURES = {"spark"}
+RUNTIME_WORDS = ("broker", "cluster")
+
+
+def _needs_runtime(item) -> bool:
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return bool(RUNTIME_FIXTURES & fixtures or any(w in f for f in fixtures for w in RUNTIME_WORDS)
+                or any(item.get_closest_marker(m) for m in ("spark", "slow", "integration")))
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
-        if SHARED_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if SHARED_CLUSTER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.xdist_group("shared-clusters"))
+        if not _needs_runtime(item):  # `make test-unit` runs these alone
+            item.add_marker(pytest.mark.unit)
     # Long tests first, so the last minutes are not one worker finishing a long test alone.
     # A stable sort: every worker collects the same order, as xdist requires.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -9,7 +9,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 from eos_etl.errors import ConfigurationError
-from eos_etl.kafka.acls import Grant, grant
+from eos_etl.kafka.acls import grant
+from eos_etl.kafka.grants import Grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import AuthorizationError, BrokerUnreachableError

@@ -38,8 +38,8 @@ from dockerfile_parse import DockerfileParser
 from dockerfile_parse.parser import image_from
 from dotenv import dotenv_values
 
-from eos_etl.kafka.acls import WATCH_GROUP_SUFFIX
-from eos_etl.shop.pipeline import DEFAULT_GROUP
+from eos_etl.kafka.grants import WATCH_GROUP_SUFFIX
+from eos_etl.shop.settings import DEFAULT_GROUP
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_FILE = ROOT / "docker-compose.yaml"
@@ -590,7 +590,7 @@ def test_kafka_init_script_sets_up_a_working_least_privilege_login(kafka_broker)
     over SASL_SSL, the shop's topics exist, and the user holds exactly the pipeline, validator and watcher ACLs."""
     from eos_etl.kafka.admin import ClusterAdmin
     from eos_etl.kafka.connection import KafkaConnection
-    from eos_etl.shop.pipeline import ShopSettings
+    from eos_etl.shop.settings import ShopSettings
     from eos_etl.shop.schema import ShopTopics
 
     from .conftest import unique
@@ -652,6 +652,7 @@ def _serve_tls_once(pem: Path, port_out: list, ready: threading.Event) -> None:
                 pass  # the client that does not trust this CA
 
 
+@pytest.mark.integration
 def test_tls_script_makes_certificates_a_real_broker_and_a_tls_client_accept(tmp_path):
     """docker/tls/make-tls.sh, run as is: a Kafka broker serves SASL_SSL with its PEM keystore and a
     client verifying against ca.pem (host name included) logs in; the Spark Connect certificate

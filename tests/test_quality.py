@@ -364,7 +364,8 @@ _VALIDATE_ON_A_CLUSTER = textwrap.dedent("""
     from pathlib import Path
     from eos_etl.kafka.connection import KafkaConnection
     from eos_etl.quality import validate_run
-    from eos_etl.shop.pipeline import ShopSettings, run_shop_window
+    from eos_etl.shop.settings import ShopSettings
+    from eos_etl.shop.pipeline import run_shop_window
     from eos_etl.shop.schema import ShopTopics
     from eos_etl.stack.session import spark_session
 

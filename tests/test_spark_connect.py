@@ -242,7 +242,7 @@ import pyspark
 from eos_etl.engine.window import Window
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.quality import validate_run
-from eos_etl.shop.pipeline import ShopSettings
+from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.stack.session import spark_session, stop_session
 

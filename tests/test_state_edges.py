@@ -29,7 +29,7 @@ from eos_etl.faults import Lab
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
 from eos_etl.shop.generator import generate
-from eos_etl.shop.pipeline import ShopSettings
+from eos_etl.shop.settings import ShopSettings
 
 from .test_cli import cli, shop_args
 

@@ -18,7 +18,7 @@ from eos_etl.faults.leaders import replicas
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import Durability, durability_warnings
-from eos_etl.shop.pipeline import ShopSettings
+from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
 
 from .conftest import unique

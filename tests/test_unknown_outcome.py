@@ -19,7 +19,7 @@ import time
 import pytest
 
 from eos_etl.engine.checkpoint import PartitionCheckpoint
-from eos_etl.engine import checkpoint_log
+from eos_etl.engine import checkpoint_topic
 from eos_etl.engine.lineage import H_SOURCE_OFFSET
 from eos_etl.engine.pipeline import DEFAULT_PRODUCER_CONFIG, PipelineConfig
 from eos_etl.engine.producer import TransactionalProducer
@@ -110,7 +110,7 @@ def test_a_commit_of_unknown_outcome_ends_the_producer_and_a_new_epoch_finishes_
     config = PipelineConfig(connection, input_topic=source, group=group, output_topics=(sink,),
                             transactional_id_prefix=tid)
     admin.create_topics({source: 1, sink: 1})
-    ensure_topics(admin, [checkpoint_log.topic_spec(config.checkpoint_topic, 1)])
+    ensure_topics(admin, [checkpoint_topic.topic_spec(config.checkpoint_topic, 1)])
     end = 12
     settings = {**DEFAULT_PRODUCER_CONFIG, **connection.client_config(), "transactional.id": tid,
                 "transaction.timeout.ms": 60_000, "log_level": 0}

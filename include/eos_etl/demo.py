@@ -25,7 +25,8 @@ from .kafka.topics import ensure_topics
 from .kafka.connection import KafkaConnection
 from .run_files import REPORT_PAGE, SUMMARY, direct_run_summary, run_dir
 from .shop.generator import generate
-from .shop.pipeline import ShopSettings, run_shop_window, summary_dict
+from .shop.settings import ShopSettings
+from .shop.pipeline import run_shop_window, summary_dict
 from .stack.airflow import AirflowStandalone
 from .stack.kafka_cluster import KafkaCluster
 from .stack.session import spark_session

@@ -43,6 +43,7 @@ from ..kafka.connection import KafkaConnection
 from ..kafka.produce import produce_waiting
 from ..logging_setup import configure
 from ..shop.schema import ShopTopics
+from ..shop.settings import ShopSettings
 from ..stack.session import spark_session
 
 log = logging.getLogger("eos_etl.bench.cases")
@@ -61,8 +62,6 @@ def _window(spec):
 
 
 def _settings(spec):
-    from ..shop.pipeline import ShopSettings  # deferred: the shop's pipeline imports pyspark; B1, B2 and N never load Spark
-
     t = spec["topics"]
     return ShopSettings(
         connection=_connection(spec),

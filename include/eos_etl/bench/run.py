@@ -22,7 +22,7 @@ from pathlib import Path
 from .. import paths
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
 from ..kafka.topics import ensure_topics
-from ..shop.pipeline import ShopSettings
+from ..shop.settings import ShopSettings
 from ..shop.jvm_training import SHOP_JVM_WORKLOAD
 from ..shop.schema import ShopTopics
 from ..stack import class_data

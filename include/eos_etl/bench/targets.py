@@ -16,7 +16,8 @@ from pathlib import Path
 
 from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
-from ..kafka.topics import TopicSpec, TopicState, ensure_topics
+from ..kafka.topic_spec import TopicSpec
+from ..kafka.topics import TopicState, ensure_topics
 from ..shop.generator import generate
 from ..stack.kafka_cluster import KafkaCluster
 from .harness import process_cpu_seconds

@@ -64,7 +64,8 @@ from ..kafka.topics import ensure_topics
 from ..quality import validate_run
 from ..quality.collect import CLOCK_SKEW_MARGIN_MS, read_outputs
 from ..shop.generator import generate
-from ..shop.pipeline import ShopSettings, run_shop_window
+from ..shop.settings import ShopSettings
+from ..shop.pipeline import run_shop_window
 from ..shop.schema import ShopTopics
 from ..stack.session import spark_session, stop_session
 from ..stack.spark_connect import SparkConnectServer
@@ -111,7 +112,7 @@ from eos_etl.engine.window import Window
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.quality import validate_run
 try:
-    from eos_etl.shop.pipeline import ShopSettings
+    from eos_etl.shop.settings import ShopSettings
 except ImportError:  # the before column's code, where the module had another name
     from eos_etl.shop.job import ShopSettings
 from eos_etl.shop.schema import ShopTopics

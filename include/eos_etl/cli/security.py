@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 
 from ..errors import ConfigurationError
-from ..kafka.acls import ROLES, grant, principal_name
+from ..kafka.acls import grant, principal_name
+from ..kafka.grants import ROLES
 from ..kafka.users import MECHANISM, set_scram_users
 from .options import ID, add_connection, add_shop, connection_from_args, read_file, shop_settings_from_args
 

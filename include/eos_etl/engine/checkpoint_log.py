@@ -38,29 +38,7 @@ from ..kafka.errors import KafkaSetupError, MissingTopicError
 from ..kafka.reachability import unreachable
 from ..kafka.reader import iter_ranges
 from ..kafka.retry import describe_kafka_exception, is_retriable
-from ..kafka.topics import TopicSpec
-
-#: The checkpoint topic's settings: compacted, never deleted by time, rolled (and so compactable) hourly.
-TOPIC_CONFIG = {
-    "cleanup.policy": "compact",
-    "retention.ms": "-1",
-    "segment.ms": "3600000",
-    "min.cleanable.dirty.ratio": "0.1",
-}
-#: What an existing checkpoint topic must have: a ``delete`` policy would let Kafka drop the checkpoint.
-REQUIRED_POLICY = "compact"
-SUFFIX = ".checkpoints"
-
-
-def topic_for(group: str) -> str:
-    """The checkpoint topic of the pipeline whose consumer group is ``group``."""
-    return f"{group}{SUFFIX}"
-
-
-def topic_spec(topic: str, input_partitions: int):
-    """How ``create-topics`` makes the checkpoint topic: one partition per input partition, compacted."""
-    return TopicSpec(topic, input_partitions, dict(TOPIC_CONFIG))
-
+from .checkpoint_topic import REQUIRED_POLICY
 
 def require_topic(admin, topic: str, input_topic: str) -> None:
     """Fail (one :class:`ConfigurationError` line) unless ``topic`` can hold the pipeline's checkpoint:

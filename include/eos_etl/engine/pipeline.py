@@ -16,9 +16,9 @@ import uuid
 from dataclasses import asdict, dataclass, field
 
 from ..errors import ConfigurationError
-from ..kafka.acls import PipelineResources
+from ..kafka.grants import PipelineResources
 from ..kafka.connection import KafkaConnection
-from . import checkpoint_log
+from . import checkpoint_topic
 
 # Producer settings tuned for batch throughput; anything can be overridden.
 DEFAULT_PRODUCER_CONFIG: dict[str, str | int] = {
@@ -71,7 +71,7 @@ class PipelineConfig:
             raise ConfigurationError("transactional_id_prefix must be a non-empty string without spaces")
         if len(self.checkpoint_topic) > 249:
             raise ConfigurationError(f"group {self.group[:40]!r}... is too long: its checkpoint topic "
-                                     f"<group>{checkpoint_log.SUFFIX} would exceed Kafka's 249 characters")
+                                     f"<group>{checkpoint_topic.SUFFIX} would exceed Kafka's 249 characters")
         if self.chunk_records < 1:
             raise ConfigurationError("chunk_records must be >= 1")
         if self.chunk_seconds * 1000 * 2 > self.transaction_timeout_ms:
@@ -90,7 +90,7 @@ class PipelineConfig:
     def checkpoint_topic(self) -> str:
         """The pipeline's compacted checkpoint topic (:mod:`.checkpoint_log`): its position per
         input partition, written in every transaction, kept after the group's offsets expire."""
-        return checkpoint_log.topic_for(self.group)
+        return checkpoint_topic.topic_for(self.group)
 
     @property
     def transactional_id_stem(self) -> str:
@@ -101,7 +101,7 @@ class PipelineConfig:
         return f"{self.transactional_id_stem}{partition}"
 
     def resources(self):
-        """The Kafka resources this pipeline uses, for its ACLs (:mod:`eos_etl.kafka.acls`)."""
+        """The Kafka resources this pipeline uses, for its ACLs (:mod:`eos_etl.kafka.grants`)."""
         return PipelineResources(self.input_topic, tuple(self.output_topics), self.group,
                                  self.transactional_id_stem, self.checkpoint_topic)
 

@@ -22,7 +22,7 @@ from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
 from ..kafka.group_offsets import GroupOffsetsReader
 from ..kafka.topics import ensure_topics
-from ..shop.pipeline import ShopSettings
+from ..shop.settings import ShopSettings
 from ..shop.schema import ShopTopics
 from .process import JobProcess, run_window_args
 

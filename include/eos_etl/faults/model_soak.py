@@ -54,7 +54,7 @@ from markupsafe import Markup
 from .. import paths
 
 from ..checker import check_shop
-from ..engine import checkpoint_log
+from ..engine import checkpoint_topic
 from ..engine.checkpoint_log import read_entries
 from ..kafka.connection import KafkaConnection
 from ..kafka.errors import UnstableOffsetsError
@@ -383,7 +383,7 @@ class History:
     def positions(self) -> dict[int, int | None]:
         """Each partition's position as the pipeline knows it: the group's offset, else its checkpoint record's."""
         topic = self.shop.topics.purchases
-        entries = read_entries(self.shop.connection, checkpoint_log.topic_for(self.shop.group), self.shop.group,
+        entries = read_entries(self.shop.connection, checkpoint_topic.topic_for(self.shop.group), self.shop.group,
                                topic)
         return {p: c if c is not None else (entries[p].next_offset if p in entries else None)
                 for p, c in self.committed().items()}

@@ -14,11 +14,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import ConfigurationError
 from .admin import CLEANUP_POLICY, MIN_ISR, ClusterAdmin, TopicState
 from .errors import TopicMismatchError
+from .topic_spec import TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +51,6 @@ class Durability:
 
     def describe(self) -> str:
         return f"replication factor {self.replication_factor}, {MIN_ISR} {self.min_insync_replicas}"
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    name: str
-    partitions: int
-    config: dict[str, str] = field(default_factory=dict)
 
 
 def mismatches(spec: TopicSpec, durability: Durability, state: TopicState) -> list[str]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
-from ..shop.pipeline import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX, ShopSettings
+from ..shop.settings import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX, ShopSettings
 from ..shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
 from ..stack.spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
 

@@ -23,7 +23,7 @@ def run(spark) -> None:
     from ..stack.class_data import ClassDataError
     from ..stack.class_data_training import arrow_count
     from .generator import purchases
-    from .pipeline import ShopSettings
+    from .settings import ShopSettings
 
     now = datetime.now(timezone.utc)
     rows = [(key, value, "purchases", i % 2, i // 2, now, 0, None)

@@ -1,73 +1,10 @@
-"""The shop pipeline: the generic engine configured with the shop's topics and transform."""
+"""The shop pipeline: the generic engine run with the shop's settings and transform."""
 
 from __future__ import annotations
 
-import dataclasses
-import functools
-from dataclasses import dataclass
-
-from ..engine import checkpoint_log
-from ..engine.pipeline import PipelineConfig
-from ..engine.planner import plan_window
-from ..engine.recovery import fence_transactional_ids
 from ..engine.runner import RunSummary, run_window
 from ..engine.window import Window
-from ..kafka.admin import ClusterAdmin
-from ..kafka.connection import KafkaConnection
-from .schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
-from .transform import purchases_to_outputs, with_reject_reason
-
-DEFAULT_GROUP = "shop-invoicing"
-DEFAULT_TRANSACTIONAL_ID_PREFIX = "shop-invoicing"
-
-
-@dataclass(frozen=True)
-class ShopSettings:
-    connection: KafkaConnection
-    topics: ShopTopics = ShopTopics()
-    group: str = DEFAULT_GROUP
-    transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
-    max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
-
-    def pipeline(self, **overrides) -> PipelineConfig:
-        return PipelineConfig(
-            connection=self.connection,
-            input_topic=self.topics.purchases,
-            group=self.group,
-            output_topics=self.topics.outputs,
-            transactional_id_prefix=self.transactional_id_prefix,
-            **overrides,
-        )
-
-    def replay(self, version: str) -> "ShopSettings":
-        """The settings of a replay under output version ``version``: its own output topics
-        (``<topic>.<version>``), group and transactional ids; the same input."""
-        t = self.topics
-        topics = ShopTopics(purchases=t.purchases, invoices=f"{t.invoices}.{version}",
-                            shipments=f"{t.shipments}.{version}", dead_letters=f"{t.dead_letters}.{version}")
-        return dataclasses.replace(self, topics=topics, group=f"{self.group}-replay-{version}",
-                                   transactional_id_prefix=f"{self.transactional_id_prefix}-replay-{version}")
-
-    def specs(self, partitions: int, *, outputs_only: bool = False) -> list:
-        """Every topic the pipeline needs (:meth:`ShopTopics.specs`) and its checkpoint topic."""
-        return [*self.topics.specs(partitions, outputs_only=outputs_only),
-                checkpoint_log.topic_spec(self.pipeline().checkpoint_topic, partitions)]
-
-    def transform(self):
-        return functools.partial(purchases_to_outputs, topics=self.topics, max_payload_bytes=self.max_payload_bytes)
-
-    def reject_reasons(self):
-        """Kafka source rows -> the same rows with ``_reason`` (null: a valid purchase)."""
-        return functools.partial(with_reject_reason, max_payload_bytes=self.max_payload_bytes)
-
-    def plan(self, *, for_run: bool = False, **kwargs) -> Window:
-        """The next window. Read-only unless ``for_run``: a run about to publish it takes the
-        pipeline's transactional ids over when an incomplete transaction holds the group's offsets
-        (its own publishers fence them anyway); a plan only looks and reports them as ``held``."""
-        pipeline = self.pipeline()
-        if for_run:
-            kwargs.setdefault("recover", lambda parts: fence_transactional_ids(pipeline, parts))
-        return plan_window(ClusterAdmin(self.connection), pipeline, **kwargs)
+from .settings import ShopSettings
 
 
 def summary_dict(settings: ShopSettings, summary: RunSummary) -> dict:

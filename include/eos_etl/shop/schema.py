@@ -39,6 +39,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..kafka.topic_spec import TopicSpec
+
 REQUIRED_FIELDS = (
     "purchase_id",
     "user_id",
@@ -93,9 +95,6 @@ class ShopTopics:
         """The shop's topic layout: input, invoices and shipments with the same partition count (a
         purchase's invoice and shipment land in the same-numbered partition), one partition of dead
         letters, which keep the original bytes and so accept larger records."""
-        # Deferred: kafka.topics loads confluent_kafka's admin client; the schema module stays light.
-        from ..kafka.topics import TopicSpec
-
         specs = [] if outputs_only else [TopicSpec(self.purchases, partitions)]
         return specs + [TopicSpec(self.invoices, partitions), TopicSpec(self.shipments, partitions),
                         TopicSpec(self.dead_letters, 1, {"max.message.bytes": str(DEAD_LETTER_TOPIC_MAX_BYTES)})]

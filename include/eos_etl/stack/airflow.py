@@ -19,7 +19,7 @@ and ``[core] simple_auth_manager_passwords_file`` points to a JSON file
 generates (and prints) a random password. There is no default password:
 ``EOS_ETL_AIRFLOW_PASSWORD`` when set, else the one already in that file, else
 a random one made on the first start and kept there (``make demo`` and
-``python -m eos_etl status`` print it).
+``python -m eos_etl status`` say where, never the password itself).
 
 The API server listens on loopback only (``host``). The scheduler and the
 triggerer also serve task logs on ``worker_log_server_port`` (8793) and
@@ -490,11 +490,13 @@ class AirflowStandalone:
         )
 
     def describe(self) -> str:
-        """URL, login (including the password: the user asked for it) and log file."""
+        """URL, login and log file. The password stays in its file (mode 0600): a terminal's
+        scrollback and a CI log keep what is printed."""
         return "\n".join(
             [
                 f"Airflow UI: {self.url}",
-                f"  login: {self.username} / {self.password}",
+                f"  login: {self.username}, password in {self.passwords_file} (mode 0600; "
+                f"EOS_ETL_AIRFLOW_PASSWORD sets it)",
                 f"  log: {self.log_file}",
                 f"  home: {self.home}",
             ]
