@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eos_etl.faults import scenarios as sc
+from eos_etl.faults import broker_scenarios as sc
 from eos_etl.faults.clear_failure import failed_clearly, run_violations, trial_failed_clearly
 from eos_etl.faults.lab import TrialResult
 from eos_etl.faults.partition_soak import summarize

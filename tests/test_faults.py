@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from eos_etl.faults import Lab
-from eos_etl.faults import scenarios as sc
+from eos_etl.faults import broker_scenarios as sc
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -20,7 +20,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from eos_etl.checker import check_shop
 from eos_etl.faults import Lab
-from eos_etl.faults import scenarios as sc
+from eos_etl.faults import broker_scenarios as sc
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import BrokerLostError, BrokerUnreachableError

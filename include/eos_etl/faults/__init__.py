@@ -6,6 +6,6 @@ at scale and writes ``docs/reliability.md``.
 """
 
 from .lab import Lab, TrialResult
-from .scenarios import STEP_POINTS, kill_at_step
+from .broker_scenarios import STEP_POINTS, kill_at_step
 
 __all__ = ["Lab", "STEP_POINTS", "TrialResult", "kill_at_step"]

@@ -26,11 +26,11 @@ from ..checker import read_topic
 from ..stack.kafka_cluster import KafkaCluster, KafkaNode
 from ..errors import EXIT_RUNTIME
 from . import leaders
-from . import scenarios as sc
+from . import broker_scenarios as sc
 from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly
 from .lab import Lab, TrialResult
-from .process import PUBLISHING, JobProcess
-from .scenarios import _once, _shop_with_purchases, trial
+from .job_process import PUBLISHING, JobProcess
+from .trial import once, shop_with_purchases, trial
 
 log = logging.getLogger(__name__)
 
@@ -88,10 +88,10 @@ def _node_fault_at_failpoint(lab: Lab, scenario: str, seed: int, *, failpoint: s
     rng = random.Random(seed)
     with trial(scenario, f"seed={seed}") as result:
         _restore(cluster)
-        shop, ends = _shop_with_purchases(lab, result, partitions, scenario.replace("_", "-"), records,
+        shop, ends = shop_with_purchases(lab, result, partitions, scenario.replace("_", "-"), records,
                                           invalid_share=0.05, seed=seed, transaction_size=250, abort_share=0.1)
         extra = ["--chunk-records", str(chunk_records)]
-        job = lab.job(shop, extra, failpoints=f"{failpoint},{_once(scenario)}").start()
+        job = lab.job(shop, extra, failpoints=f"{failpoint},{once(scenario)}").start()
         try:
             if not job.wait_for_failpoint_stop(FAILPOINT_WAIT_S):
                 raise RuntimeError(f"the job never reached {failpoint}:\n{job.tail()}")
@@ -201,7 +201,7 @@ def rolling_restart(lab: Lab, seed: int, *, records: int = 200_000, partitions: 
     rng = random.Random(seed)
     with trial("rolling_restart", f"{records} records seed={seed}") as result:
         _restore(cluster)
-        shop, ends = _shop_with_purchases(lab, result, partitions, "rolling-restart", records,
+        shop, ends = shop_with_purchases(lab, result, partitions, "rolling-restart", records,
                                           invalid_share=0.05, seed=seed, transaction_size=1000, abort_share=0.05)
         extra = ["--chunk-records", str(chunk_records)]
         job = lab.job(shop, extra).start()
@@ -243,10 +243,10 @@ def two_brokers_down(lab: Lab, seed: int) -> TrialResult:
     rng = random.Random(seed)
     with trial("two_brokers_down", f"seed={seed}") as result:
         _restore(cluster)
-        shop, ends = _shop_with_purchases(lab, result, 2, "two-down", 2000, invalid_share=0.05, seed=seed,
+        shop, ends = shop_with_purchases(lab, result, 2, "two-down", 2000, invalid_share=0.05, seed=seed,
                                           transaction_size=250, abort_share=0.1)
         extra = ["--chunk-records", "100000"]  # one transaction per partition: nothing commits before the fault
-        job = lab.job(shop, extra, failpoints=f"mid_produce=stop,after={50 + seed * 29 % 300},{_once('two-down')}"
+        job = lab.job(shop, extra, failpoints=f"mid_produce=stop,after={50 + seed * 29 % 300},{once('two-down')}"
                       ).start()
         try:
             if not job.wait_for_failpoint_stop(FAILPOINT_WAIT_S):

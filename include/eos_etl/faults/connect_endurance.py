@@ -26,7 +26,7 @@ import psutil
 from .. import paths
 from ..shop.generator import generate
 from .lab import Lab, TrialResult
-from .scenarios import trial
+from .trial import trial
 
 log = logging.getLogger(__name__)
 

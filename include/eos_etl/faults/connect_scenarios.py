@@ -39,8 +39,8 @@ from ..stack.spark_connect import (DETACHED_TIMEOUT, MAINTENANCE_INTERVAL, SENDE
                                    SparkConnectServer)
 from .lab import Lab, TrialResult
 from .landing import Landing, python_task_workers
-from .process import JobProcess
-from .scenarios import _once, _shop_with_purchases, trial
+from .job_process import JobProcess
+from .trial import once, shop_with_purchases, trial
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _in_flight(lab: Lab, shop, scenario: str, seed: int, extra: list[str] = EXTR
     server.ensure_running()
     since = server.log_file.stat().st_size if server.log_file.is_file() else 0
     job = _client(lab, shop, f"mid_produce=sleep:{SLEEP_S},partition={seed % 2},after={10 + seed * 13 % 90},"
-                             f"{_once(scenario)}", extra=extra).start()
+                             f"{once(scenario)}", extra=extra).start()
     deadline = time.monotonic() + 240
     while "failpoint mid_produce fired" not in server._log_since(since):
         if not job.alive or time.monotonic() > deadline:
@@ -89,7 +89,7 @@ def _in_flight(lab: Lab, shop, scenario: str, seed: int, extra: list[str] = EXTR
 
 def _window_in_flight(lab: Lab, result: TrialResult, scenario: str, seed: int, extra: list[str] = EXTRA):
     """A fresh shop with 600 purchases (committed, aborted and invalid ones) and a client in flight on it."""
-    shop, ends = _shop_with_purchases(lab, result, 2, scenario.replace("_", "-"), 600, invalid_share=0.05,
+    shop, ends = shop_with_purchases(lab, result, 2, scenario.replace("_", "-"), 600, invalid_share=0.05,
                                       seed=seed, transaction_size=100, abort_share=0.1)
     return shop, ends, _in_flight(lab, shop, scenario, seed, extra)
 
@@ -187,7 +187,7 @@ def _landing(lab: Lab, shop, ends: dict[int, int]) -> Landing:
 def _streaming(lab: Lab, result: TrialResult, scenario: str, seed: int, window: MidStream):
     """A fresh shop with ``window.purchases`` and a client streaming it, up to the moment to fault it:
     (shop, ends, client, where the fault lands)."""
-    shop, ends = _shop_with_purchases(lab, result, window.partitions, scenario.replace("_", "-"), window.purchases,
+    shop, ends = shop_with_purchases(lab, result, window.partitions, scenario.replace("_", "-"), window.purchases,
                                       invalid_share=0.05, seed=seed, transaction_size=window.transaction_size,
                                       abort_share=0.02)
     _server(lab).ensure_running()
@@ -291,7 +291,7 @@ def connect_client_term_midstream(lab: Lab, seed: int, window: MidStream = SOAK_
 
 def connect_two_clients(lab: Lab, seed: int) -> TrialResult:
     with trial("connect_two_clients", f"seed={seed}") as result:
-        shop, ends = _shop_with_purchases(lab, result, 2, "connect-two", 3000, invalid_share=0.05, seed=seed,
+        shop, ends = shop_with_purchases(lab, result, 2, "connect-two", 3000, invalid_share=0.05, seed=seed,
                                           transaction_size=200, abort_share=0.1)
         _server(lab).ensure_running()
         t0 = time.monotonic()
@@ -311,7 +311,7 @@ def connect_two_clients(lab: Lab, seed: int) -> TrialResult:
 
 def connect_server_restart(lab: Lab, seed: int) -> TrialResult:
     with trial("connect_server_restart", f"seed={seed}") as result:
-        shop, ends = _shop_with_purchases(lab, result, 2, "connect-restart", 600, invalid_share=0.05, seed=seed)
+        shop, ends = shop_with_purchases(lab, result, 2, "connect-restart", 600, invalid_share=0.05, seed=seed)
         server = _server(lab)
         server.ensure_running()
         lab.recover(shop, EXTRA + ["--max-records-per-partition", "100"], env=server.client_env())
@@ -328,7 +328,7 @@ def connect_server_restart(lab: Lab, seed: int) -> TrialResult:
 def connect_broker_kill(lab: Lab, seed: int) -> TrialResult:
     rng = random.Random(seed)
     with trial("connect_broker_kill", f"seed={seed}") as result:
-        shop, ends = _shop_with_purchases(lab, result, 2, "connect-broker", 3000, invalid_share=0.05, seed=seed,
+        shop, ends = shop_with_purchases(lab, result, 2, "connect-broker", 3000, invalid_share=0.05, seed=seed,
                                           transaction_size=200, abort_share=0.1)
         _server(lab).ensure_running()
         job = _client(lab, shop).start()

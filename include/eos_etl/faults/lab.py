@@ -24,7 +24,7 @@ from ..kafka.group_offsets import GroupOffsetsReader
 from ..kafka.topics import ensure_topics
 from ..shop.settings import ShopSettings
 from ..shop.schema import ShopTopics
-from .process import JobProcess, run_window_args
+from .job_process import JobProcess, run_window_args
 
 log = logging.getLogger(__name__)
 

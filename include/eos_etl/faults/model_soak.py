@@ -67,7 +67,7 @@ from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from . import reliability_page as page
 from .clear_failure import by_signal, error_lines, run_violations
 from .lab import Lab, TrialResult
-from .process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
+from .job_process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
 from .soak import CONNECT_MASTER, SHORT_RETENTION, save_results
 
 log = logging.getLogger(__name__)

@@ -45,8 +45,8 @@ from .cluster_scenarios import FAILPOINT_WAIT_S, _finish
 from . import leaders
 from .lab import Lab, TrialResult
 from .network_lab import NetworkLab
-from .process import PUBLISHING, JobProcess
-from .scenarios import _once, _shop_with_purchases, trial
+from .job_process import PUBLISHING, JobProcess
+from .trial import once, shop_with_purchases, trial
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +155,10 @@ def _cut_at_failpoint(lab: Lab, scenario: str, seed: int, *, failpoint: str, cut
     net = _network(lab)
     with trial(scenario, f"seed={seed}") as result:
         restore(net)
-        shop, ends = _shop_with_purchases(lab, result, PARTITIONS, scenario.replace("_", "-"), records,
+        shop, ends = shop_with_purchases(lab, result, PARTITIONS, scenario.replace("_", "-"), records,
                                           invalid_share=0.05, seed=seed, transaction_size=250, abort_share=0.1)
         extra = ["--chunk-records", str(CHUNK_RECORDS)]
-        job = lab.job(shop, extra, failpoints=f"{failpoint},{_once(scenario)}").start()
+        job = lab.job(shop, extra, failpoints=f"{failpoint},{once(scenario)}").start()
         try:
             if not job.wait_for_failpoint_stop(FAILPOINT_WAIT_S):
                 raise RuntimeError(f"the job never reached {failpoint}:\n{job.tail()}")
@@ -350,7 +350,7 @@ def lossy_link(lab: Lab, seed: int, *, records: int = RECORDS, partitions: int =
     rate = _pick(seed, (0.1, 0.2, 0.3))
     with trial("lossy_link", f"{rate:.0%} seed={seed}") as result:
         restore(net)
-        shop, ends = _shop_with_purchases(lab, result, partitions, "lossy", records, invalid_share=0.05,
+        shop, ends = shop_with_purchases(lab, result, partitions, "lossy", records, invalid_share=0.05,
                                           seed=seed, transaction_size=250, abort_share=0.1)
         extra = ["--chunk-records", str(chunk_records)]
         net.lossy("job", [n.node_id for n in net.cluster.nodes], rate)
@@ -393,12 +393,12 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
     scenario = "late_produce_after_takeover"
     with trial(scenario, f"seed={seed}") as result:
         restore(net)
-        shop, ends = _shop_with_purchases(lab, result, PARTITIONS, "late-produce", RECORDS, invalid_share=0.05,
+        shop, ends = shop_with_purchases(lab, result, PARTITIONS, "late-produce", RECORDS, invalid_share=0.05,
                                           seed=seed, transaction_size=250, abort_share=0.1)
         extra = ["--chunk-records", str(CHUNK_RECORDS)]
         first_id, retry_id = f"first-{seed}", f"retry-{seed}"
         first = lab.job(shop, extra + ["--run-id", first_id],
-                        failpoints=f"mid_produce=stop,partition={p},after={150 + seed * 17 % 200},{_once(scenario)}"
+                        failpoints=f"mid_produce=stop,partition={p},after={150 + seed * 17 % 200},{once(scenario)}"
                         ).start()
         retry = recovery = None
         try:

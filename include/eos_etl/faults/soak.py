@@ -28,7 +28,7 @@ from ..stack.spark_connect import SparkConnectServer
 from ..stack.tools import free_port
 from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from . import reliability_page as page
-from . import scenarios as sc
+from . import broker_scenarios as sc
 from .clear_failure import CLEAR_EXITS, by_signal, trial_failed_clearly
 from .cluster_scenarios import CLUSTER_SCENARIOS, MIN_ISR_BOUND_S, PAUSE_S, RUN_BOUND_S, rolling_restart
 from .connect_endurance import run_endurance

@@ -72,8 +72,8 @@ from .clear_failure import error_lines
 from .cluster_scenarios import FAILPOINT_WAIT_S, MIN_ISR_BOUND_S, RUN_BOUND_S, _finish, _restore, register
 from .lab import Lab, TrialResult
 from .landing import Landing, python_task_workers
-from .process import JobProcess
-from .scenarios import _once, _shop_with_purchases, trial
+from .job_process import JobProcess
+from .trial import once, shop_with_purchases, trial
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +158,7 @@ def _executor_or_worker_kill(lab: Lab, scenario: str, seed: int, *, whole_worker
     with trial(scenario, f"seed={seed}") as result:
         _restore(cluster)
         spark.start()
-        shop, ends = _shop_with_purchases(lab, result, partitions, scenario.replace("_", "-"), records,
+        shop, ends = shop_with_purchases(lab, result, partitions, scenario.replace("_", "-"), records,
                                           invalid_share=0.05, seed=seed, transaction_size=250, abort_share=0.1)
         env = None
         if connect:
@@ -167,7 +167,7 @@ def _executor_or_worker_kill(lab: Lab, scenario: str, seed: int, *, whole_worker
         else:
             extra = _cluster_args(lab, chunk_records)
         p = seed % partitions
-        failpoint = f"mid_produce=stop,partition={p},after={100 + seed * 37 % 300},{_once(scenario)}"
+        failpoint = f"mid_produce=stop,partition={p},after={100 + seed * 37 % 300},{once(scenario)}"
         job = lab.job(shop, extra, failpoints=failpoint, env=env).start()
         try:
             executor = _stopped_task(spark, FAILPOINT_WAIT_S, job)
@@ -221,13 +221,13 @@ def spark_speculation(lab: Lab, seed: int, *, records: int = 3000, partitions: i
     with trial("spark_speculation", f"seed={seed}") as result:
         _restore(cluster)
         spark.start()
-        shop, ends = _shop_with_purchases(lab, result, partitions, "speculation", records,
+        shop, ends = shop_with_purchases(lab, result, partitions, "speculation", records,
                                           invalid_share=0.05, seed=seed, transaction_size=250, abort_share=0.1)
         extra = _cluster_args(lab, chunk_records)
         speculative = [*extra, *(a for k, v in SPECULATION_CONF.items() for a in ("--spark-conf", f"{k}={v}"))]
         p = seed % partitions
         after = rng.randrange(50, 450)
-        failpoint = f"mid_produce=sleep:{STRAGGLE_S:.0f},partition={p},after={after},{_once('speculation')}"
+        failpoint = f"mid_produce=sleep:{STRAGGLE_S:.0f},partition={p},after={after},{once('speculation')}"
         job = lab.job(shop, speculative, failpoints=failpoint).start()
         t_start = time.monotonic()
         try:
@@ -338,7 +338,7 @@ def _midstream_kill(lab: Lab, scenario: str, seed: int, fault) -> TrialResult:
     with trial(scenario, f"{MIDSTREAM_PURCHASES:,} purchases seed={seed}") as result:
         _restore(cluster)
         spark.start()
-        shop, ends = _shop_with_purchases(lab, result, MIDSTREAM_PARTITIONS, scenario.replace("_", "-"),
+        shop, ends = shop_with_purchases(lab, result, MIDSTREAM_PARTITIONS, scenario.replace("_", "-"),
                                           MIDSTREAM_PURCHASES, invalid_share=0.05, seed=seed,
                                           transaction_size=10_000, abort_share=0.02)
         extra = _cluster_args(lab, MIDSTREAM_CHUNK)
@@ -416,14 +416,14 @@ def spark_speculation_streaming(lab: Lab, seed: int, *, records: int = 40_000, p
     with trial("spark_speculation_streaming", f"{records:,} purchases seed={seed}") as result:
         _restore(cluster)
         spark.start()
-        shop, ends = _shop_with_purchases(lab, result, partitions, "speculation-streaming", records,
+        shop, ends = shop_with_purchases(lab, result, partitions, "speculation-streaming", records,
                                           invalid_share=0.05, seed=seed, transaction_size=1000, abort_share=0.02)
         extra = _cluster_args(lab, chunk_records)
         speculative = [*extra, *FAULTED_TXN_TIMEOUT, *STREAMING_ARROW_BATCH,
                        *(a for k, v in SPECULATION_CONF.items() for a in ("--spark-conf", f"{k}={v}"))]
         p = seed % partitions
         failpoint = (f"mid_produce=throttle:{STRAGGLER_THROTTLE_S},partition={p},after=100,"
-                     f"{_once('speculation-streaming')}")
+                     f"{once('speculation-streaming')}")
         job = lab.job(shop, speculative, failpoints=failpoint).start()
         t_start = time.monotonic()
         try:
@@ -465,7 +465,7 @@ def two_brokers_down_midstream(lab: Lab, seed: int, *, records: int = 60_000, pa
     with trial("two_brokers_down_midstream", f"{records:,} purchases seed={seed}") as result:
         _restore(cluster)
         spark.start()
-        shop, ends = _shop_with_purchases(lab, result, partitions, "two-down-midstream", records,
+        shop, ends = shop_with_purchases(lab, result, partitions, "two-down-midstream", records,
                                           invalid_share=0.05, seed=seed, transaction_size=1000, abort_share=0.02)
         extra = [*_cluster_args(lab, 1000), *STREAMING_ARROW_BATCH]
         job = lab.job(shop, [*extra, *FAULTED_TXN_TIMEOUT],

@@ -1,4 +1,5 @@
-"""Read-only questions to the cluster: topics, offsets, committed group offsets, configs.
+"""The cluster's admin API: questions (topics, topic ids, offsets, committed group offsets,
+configs) and the few changes the pipeline makes (topics created, grown, deleted).
 
 Every question is asked of whichever broker answers and retried on retriable
 failures (a broker lost, a leader or coordinator moving) until a stated

@@ -1,4 +1,4 @@
-"""Fault scenarios: each kills, pauses or starves real processes, recovers and is judged.
+"""Fault scenarios on one broker: each kills, pauses or starves real processes, recovers and is judged.
 
 Every function returns :class:`TrialResult` rows; a trial that could not be
 carried out (the job never reached its failpoint, a recovery run failed) has
@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import logging
 import random
-import tempfile
 import time
-import uuid
 from collections.abc import Callable
-from contextlib import contextmanager
 
 from confluent_kafka import Producer
 
@@ -25,49 +22,19 @@ from ..shop.generator import generate, hostile_purchases
 from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly, run_violations
 from ..stack.tools import free_port
 from .lab import Lab, TrialResult
-from .process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
+from .trial import once, shop_with_purchases, trial, written
+from .job_process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
 
 log = logging.getLogger(__name__)
 
 STEP_POINTS = ("after_init", "mid_produce", "after_send_offsets", "before_commit", "after_commit", "before_report")
 
 
-@contextmanager
-def trial(scenario: str, name: str):
-    result = TrialResult(scenario=scenario, trial=name)
-    t0 = time.monotonic()
-    log.info("trial %s/%s: start", scenario, name)
-    try:
-        yield result
-    except Exception as exc:  # noqa: BLE001 - a broken trial is a failed trial, reported, not a crashed soak
-        log.exception("trial %s/%s could not be carried out", scenario, name)
-        result.error = f"{type(exc).__name__}: {exc}"[:500]
-    result.seconds = round(time.monotonic() - t0, 1)
-    log.info("trial %s/%s: %s in %.1fs violations=%s settled=%s %s", scenario, name,
-             "ok" if result.ok else "FAILED", result.seconds, result.violations, result.lso_settled, result.detail)
-
-
-def _written(stats) -> int:
-    return stats.produced + stats.aborted
-
-
-def _shop_with_purchases(lab: Lab, result: TrialResult, partitions: int, name: str, count: int, **generate_options):
-    """Fresh topics with ``count`` purchases written (counted in ``result``); returns (shop, the input's ends)."""
-    shop = lab.make_shop(partitions, name=name)
-    result.records = _written(generate(shop.connection, shop.topics.purchases, count, **generate_options))
-    return shop, lab.input_ends(shop)
-
-
-def _once(tag: str) -> str:
-    """Failpoint option making it fire in one process, once: a resumed or retried attempt goes on."""
-    return f"once={tempfile.gettempdir()}/eos-etl-failpoint-{tag}-{uuid.uuid4().hex}"
-
-
 # -- 1. SIGKILL at every step boundary of a transaction ---------------------------------------------
 def kill_at_step(lab: Lab, point: str, seed: int, *, records: int = 600) -> TrialResult:
     """Stop the job exactly at ``point`` (the worker SIGSTOPs itself), SIGKILL the group, restart."""
     with trial("kill_at_step", f"{point} seed={seed}") as result:
-        shop, ends = _shop_with_purchases(lab, result, 2, f"step-{point.replace('_', '-')}", records,
+        shop, ends = shop_with_purchases(lab, result, 2, f"step-{point.replace('_', '-')}", records,
                                           invalid_share=0.1, seed=seed, transaction_size=100, abort_share=0.2)
         spec = f"{point}=stop"
         if point == "mid_produce":
@@ -104,7 +71,7 @@ def random_kills(lab: Lab, *, records: int = 100_000, kills: int = 20, seed: int
         shop = lab.make_shop(partitions, name="random-kills")
         stats = generate(shop.connection, shop.topics.purchases, records, invalid_share=0.05, seed=seed,
                          transaction_size=1000, abort_share=0.05)
-        result.records = _written(stats)
+        result.records = written(stats)
         extra = ["--chunk-records", str(chunk_records)]
         attempts = completed = topups = 0
         while result.kills < kills and attempts < kills * 3:
@@ -124,7 +91,7 @@ def random_kills(lab: Lab, *, records: int = 100_000, kills: int = 20, seed: int
             top_up = generate(shop.connection, shop.topics.purchases, max(1000, records // 10),
                               invalid_share=0.05, seed=seed * 1000 + attempts, transaction_size=1000,
                               abort_share=0.05)
-            result.records += _written(top_up)
+            result.records += written(top_up)
             topups += 1
         lab.recover(shop, extra)
         result.detail = f"{attempts} runs, {completed} finished between kills, {topups} top-ups"
@@ -139,7 +106,7 @@ def broker_restart(lab: Lab, seed: int, *, records: int = 20_000, partitions: in
         raise ValueError("broker_restart needs a lab that owns its broker")
     rng = random.Random(seed)
     with trial("broker_restart", f"seed={seed}") as result:
-        shop, ends = _shop_with_purchases(lab, result, partitions, "broker-restart", records,
+        shop, ends = shop_with_purchases(lab, result, partitions, "broker-restart", records,
                                           invalid_share=0.05, seed=seed, transaction_size=500, abort_share=0.05)
         extra = ["--chunk-records", "1000"]
         job = lab.job(shop, extra).start()
@@ -180,12 +147,12 @@ def _outputs_of_run(lab: Lab, shop, run_id: str) -> int:
 
 def zombie(lab: Lab, seed: int) -> TrialResult:
     with trial("zombie", f"seed={seed}") as result:
-        shop, ends = _shop_with_purchases(lab, result, 1, "zombie", 600,
+        shop, ends = shop_with_purchases(lab, result, 1, "zombie", 600,
                                           invalid_share=0.1, seed=seed, transaction_size=100, abort_share=0.1)
         extra = ["--chunk-records", "100"]
         zombie_id, successor_id = f"zombie-{seed}", f"successor-{seed}"
         old = lab.job(shop, extra + ["--run-id", zombie_id],
-                      failpoints=f"mid_produce=stop,after={150 + seed * 17},{_once('zombie')}").start()
+                      failpoints=f"mid_produce=stop,after={150 + seed * 17},{once('zombie')}").start()
         # Wait for the worker's own SIGSTOP, not only its log line: a SIGCONT sent before it stopped
         # itself would leave it stopped for good (a hang that is the harness's, not the job's).
         if not old.wait_for_failpoint_stop(240):
@@ -213,7 +180,7 @@ def zombie(lab: Lab, seed: int) -> TrialResult:
 # -- 5. two runs of the same window at once ---------------------------------------------------------
 def concurrent_runs(lab: Lab, seed: int) -> TrialResult:
     with trial("concurrent_runs", f"seed={seed}") as result:
-        shop, ends = _shop_with_purchases(lab, result, 2, "concurrent", 4000,
+        shop, ends = shop_with_purchases(lab, result, 2, "concurrent", 4000,
                                           invalid_share=0.05, seed=seed, transaction_size=200, abort_share=0.1)
         extra = ["--chunk-records", "200"]
         jobs = [lab.job(shop, extra + ["--run-id", f"twin-{i}-{seed}"]).start() for i in (1, 2)]
@@ -232,10 +199,10 @@ def concurrent_runs(lab: Lab, seed: int) -> TrialResult:
 def transaction_timeout(lab: Lab, seed: int, *, timeout_ms: int = 6000) -> TrialResult:
     """Freeze the job just before commit until the broker aborts the transaction itself."""
     with trial("transaction_timeout", f"timeout={timeout_ms}ms seed={seed}") as result:
-        shop, ends = _shop_with_purchases(lab, result, 1, "txn-timeout", 400, invalid_share=0.1, seed=seed)
+        shop, ends = shop_with_purchases(lab, result, 1, "txn-timeout", 400, invalid_share=0.1, seed=seed)
         extra = ["--chunk-records", "100000", "--transaction-timeout-ms", str(timeout_ms),
                  "--chunk-seconds", str(timeout_ms / 2000)]
-        job = lab.job(shop, extra, failpoints=f"before_commit=stop,{_once('timeout')}").start()
+        job = lab.job(shop, extra, failpoints=f"before_commit=stop,{once('timeout')}").start()
         if not job.wait_for_failpoint_stop(240):  # stopped itself: only then may it be resumed
             raise RuntimeError(f"the job never reached before_commit:\n{job.tail()}")
         job.pause()
@@ -269,7 +236,7 @@ def hostile_input(lab: Lab, seed: int) -> TrialResult:
         shop = lab.make_shop(2, name="hostile")
         stats = generate(shop.connection, shop.topics.purchases, 1000, invalid_share=0.3, seed=seed,
                          transaction_size=50, abort_share=0.3)
-        written = _written(stats)
+        in_log = written(stats)
         conf = shop.connection.client_config()
         conf.update({"transactional.id": f"hostile-writer-{seed}-{shop.group}", "message.max.bytes": 2_000_000,
                      "log_level": 3})
@@ -282,8 +249,8 @@ def hostile_input(lab: Lab, seed: int) -> TrialResult:
                 producer.produce(shop.topics.purchases, value, key, partition=(i + round_) % 2)
             producer.flush(60)
             (producer.abort_transaction if round_ == 1 else producer.commit_transaction)(60)
-            written += len(corpus)
-        result.records = written
+            in_log += len(corpus)
+        result.records = in_log
         ends = lab.input_ends(shop)
         extra = ["--chunk-records", "100"]
         job = lab.job(shop, extra, failpoints=f"mid_produce=stop,after={rng.randrange(50, 400)}").start()
@@ -319,19 +286,19 @@ def offsets_expired(lab: Lab, point: str, seed: int, *, records: int = 2000,
     with trial("offsets_expired", f"{point} seed={seed}") as result:
         shop = lab.make_shop(2, name=f"expired-{point.replace('_', '-')}")
         options = dict(invalid_share=0.05, transaction_size=100, abort_share=0.1)
-        result.records = _written(generate(shop.connection, shop.topics.purchases, records, seed=seed, **options))
+        result.records = written(generate(shop.connection, shop.topics.purchases, records, seed=seed, **options))
         # A short transaction timeout: an attempt's open transaction (which holds the group's offsets
         # back from expiring) is aborted by the broker within seconds of the attempt's death.
         extra = ["--chunk-records", "200", "--transaction-timeout-ms", "10000", "--chunk-seconds", "4"]
         lab.recover(shop, extra)  # the first window: committed offsets to lose
-        result.records += _written(generate(shop.connection, shop.topics.purchases, records // 2, seed=seed + 1,
+        result.records += written(generate(shop.connection, shop.topics.purchases, records // 2, seed=seed + 1,
                                             **options))
         job = None
         if point != "between_windows":
             step = rng.choice(_KILL_POINTS)
             spec = f"{step}=stop,partition={seed % 2}" + (f",after={rng.randint(20, 150)}" if step == "mid_produce"
                                                           else ",after=1" if step == "after_commit" else "")
-            spec += f",{_once('expired')}"  # a resumed zombie's retried task must not stop itself again
+            spec += f",{once('expired')}"  # a resumed zombie's retried task must not stop itself again
             job = lab.job(shop, extra, failpoints=spec).start()
             if not job.wait_for_failpoint_stop(240):
                 raise RuntimeError(f"the attempt never reached {step}:\n{job.tail()}")
@@ -373,7 +340,7 @@ def misconfiguration(lab: Lab) -> list[TrialResult]:
     for name, mutate in cases:
         with trial("misconfiguration", name) as result:
             shop = lab.make_shop(1, name="misconfig")
-            result.records = _written(generate(shop.connection, shop.topics.purchases, 50, seed=3))
+            result.records = written(generate(shop.connection, shop.topics.purchases, 50, seed=3))
             env = {}
             args = run_window_args(shop)
             if mutate is None:
@@ -438,7 +405,7 @@ def start_phase_broker_kill(lab: Lab, seed: int, *, records: int = 1000, partiti
     with trial("start_phase_broker_kill", f"seed={seed}") as result:
         # The input's ends are taken when judging, not here: right after the generator's last commit
         # a cluster may not have written its markers yet, and the ends would be one marker short.
-        shop, _ = _shop_with_purchases(lab, result, partitions, "start-kill", records,
+        shop, _ = shop_with_purchases(lab, result, partitions, "start-kill", records,
                                        invalid_share=0.05, seed=seed, transaction_size=500, abort_share=0.05)
         extra = ["--chunk-records", "500"]
         node = rng.choice(lab.broker.nodes)
