@@ -658,7 +658,10 @@ class History:
         except Exception as exc:  # noqa: BLE001 - reported as a history not carried out, never a pass
             log.exception("seed %s: history could not be carried out", self.seed)
             self.out.error = f"step {self.step}: {type(exc).__name__}: {exc}"[:500]
-            self.heal()
+            try:
+                self.heal()
+            except Exception:  # noqa: BLE001 - the next history heals again; this one is reported already
+                log.exception("seed %s: healing after the history failed", self.seed)
         self.out.seconds = round(time.monotonic() - t0, 1)
         return self.out
 

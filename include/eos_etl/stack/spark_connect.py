@@ -79,7 +79,7 @@ from .spark import (
     spark_home,
 )
 from .spark_cluster import STOP_TIMEOUT_S
-from .tools import free_port, port_accepts, require_free_port
+from .tools import free_port, port_accepts, port_is_free, require_free_port
 
 log = logging.getLogger(__name__)
 
@@ -329,6 +329,11 @@ class SparkConnectServer:
                         self.master or "the default")
             self.stop()
         port = self._state().get("port") or self.port or free_port(self.host)
+        # A server of this home that was just killed is gone as a process a moment before the kernel
+        # has closed its listening socket (its threads still exit): give the port that moment.
+        deadline = time.monotonic() + STOP_TIMEOUT_S
+        while not port_is_free(port, self.host) and time.monotonic() < deadline:
+            time.sleep(0.2)
         require_free_port(port, "the Spark Connect server", self.host)
         for sub in ("logs", "local", "conf", "events"):
             (self.home / sub).mkdir(mode=0o700, parents=True, exist_ok=True)
