@@ -101,58 +101,9 @@ class ScalingOptions:
     out: Path = Path("docs")
 
 
-# What a fresh process does, as the DAG's validate task: a session (a Connect client with
-# $SPARK_REMOTE, else a local Spark application of its own), then validate_run. Only APIs that
-# the before column's code has too.
-_VALIDATE_TASK = """
-import json, sys, time
-t0 = time.monotonic()
-from pathlib import Path
-from eos_etl.engine.window import Window
-from eos_etl.kafka.connection import KafkaConnection
-from eos_etl.quality import validate_run
-try:
-    from eos_etl.shop.settings import ShopSettings
-except ImportError:  # the before column's code, where the module had another name
-    from eos_etl.shop.job import ShopSettings
-from eos_etl.shop.schema import ShopTopics
-from eos_etl.stack.session import spark_session, stop_session
-spec = json.loads(sys.argv[1])
-settings = ShopSettings(connection=KafkaConnection(spec["bootstrap_servers"]), topics=ShopTopics(**spec["topics"]),
-                        group=spec["group"], transactional_id_prefix=spec["group"])
-spark = spark_session(spec["app_name"], master=spec.get("master"))
-t1 = time.monotonic()
-try:
-    result = validate_run(spark, settings, Window.from_dict(spec["window"]), run_id=spec["run_id"],
-                          context_root=Path(spec["gx"]), clock_skew_margin_ms=spec["margin_ms"])
-    seconds = time.monotonic() - t0
-finally:
-    stop_session(spark)
-hwm = [int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")][0]
-print(json.dumps({"task_s": round(seconds, 3), "session_s": round(t1 - t0, 3), "validate_s": result.seconds,
-                  "success": result.success, "failures": result.to_dict()["failures"],
-                  "timings": result.timings, "python_peak_rss_mb": round(hwm / 1024, 1)}), flush=True)
-"""
-
-# The read floor as a fresh client process: imports, a session, the reads validation must do.
-_READ_FLOOR_TASK = """
-import json, sys, time
-t0 = time.monotonic()
-from eos_etl.bench.validation_scaling import read_floor, shop_settings
-from eos_etl.engine.window import Window
-from eos_etl.stack.session import spark_session, stop_session
-spec = json.loads(sys.argv[1])
-spark = spark_session(spec["app_name"])
-try:
-    floor = read_floor(spark, shop_settings(spec), Window.from_dict(spec["window"]), spec["output_read"],
-                       contract=False)
-    task_s = time.monotonic() - t0
-finally:
-    stop_session(spark)
-t1 = time.monotonic()
-import great_expectations
-print(json.dumps({**floor, "task_s": round(task_s, 3), "ge_import_s": round(time.monotonic() - t1, 3)}), flush=True)
-"""
+#: The fresh processes the bench times, run by file path (see their docstrings).
+VALIDATE_TASK = Path(__file__).with_name("validate_task.py")
+READ_FLOOR_TASK = Path(__file__).with_name("read_floor_task.py")
 
 
 def shop_settings(spec: dict) -> ShopSettings:
@@ -222,8 +173,8 @@ class _Shop:
         return result
 
 
-def _task(script: str, spec: dict, env: dict) -> dict:
-    proc = subprocess.run([sys.executable, "-c", script, json.dumps(spec)], capture_output=True, text=True,
+def _task(script: Path, spec: dict, env: dict) -> dict:
+    proc = subprocess.run([sys.executable, str(script), json.dumps(spec)], capture_output=True, text=True,
                           timeout=TASK_TIMEOUT_S, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"bench task failed ({proc.returncode}): {proc.stderr[-3000:]}")
@@ -334,7 +285,7 @@ def _before_column(shop: _Shop, window, run_id: str, run_s: float, opts: Scaling
     result too (the code before ran out of memory at 1,000,000 purchases): recorded, not raised."""
     code = str(opts.before_code or "this checkout")
     try:
-        before = _task(_VALIDATE_TASK, shop.spec(window, run_id=f"{run_id}-before", margin_ms=opts.margin_ms,
+        before = _task(VALIDATE_TASK, shop.spec(window, run_id=f"{run_id}-before", margin_ms=opts.margin_ms,
                                                  master="local[2]", gx=str(work / f"gx-before-{records}")),
                        _before_env(opts))
     except (RuntimeError, subprocess.TimeoutExpired) as exc:
@@ -371,7 +322,7 @@ def size_phase(target: KafkaTarget, server: SparkConnectServer, spark, opts: Sca
     server_kb, self_kb = _hwm_kb(jvm), _hwm_kb("self")
     # The validate task as the DAG runs it on this route: a fresh client process, the Great
     # Expectations project on disk as every window after the first finds it.
-    task = _task(_VALIDATE_TASK, shop.spec(window, run_id=f"{summary['run_id']}-task", margin_ms=opts.margin_ms),
+    task = _task(VALIDATE_TASK, shop.spec(window, run_id=f"{summary['run_id']}-task", margin_ms=opts.margin_ms),
                  client_env)
     out.update({
         "validate_task_s": task["task_s"], "validate_task_session_s": task["session_s"],
@@ -386,7 +337,7 @@ def size_phase(target: KafkaTarget, server: SparkConnectServer, spark, opts: Sca
     })
     out["ok"] = out["validate_vs_run"] <= out["target"]
     floor = read_floor(spark, shop.settings, window, best["output_read"])
-    floor_task = _task(_READ_FLOOR_TASK, shop.spec(window, output_read=best["output_read"]), client_env)
+    floor_task = _task(READ_FLOOR_TASK, shop.spec(window, output_read=best["output_read"]), client_env)
     # The task's floor: a client process that only reads (imports, session, the reads), and Great
     # Expectations' own import, which any validation with it pays once per process.
     out["read_floor"] = {**floor, "vs_run": round(floor["total_s"] / run_s, 3),
