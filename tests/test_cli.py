@@ -25,10 +25,7 @@ def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess
 
 
 def shop_args(shop) -> list[str]:
-    t = shop.topics
-    return ["--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
-            "--dlq-topic", t.dead_letters, "--group", shop.group,
-            "--transactional-id-prefix", shop.transactional_id_prefix]
+    return shop.to_args()
 
 
 def assert_untouched(shop, admin):

@@ -149,14 +149,11 @@ class _Shop:
     def run_window_task(self, env: dict, records: int, seed: int):
         """A window run as the DAG's run_window task runs it on this route: a client process."""
         window = self.add_window(records, seed)
-        t = self.settings.topics
         run_id = f"bench-{uuid.uuid4().hex[:8]}"
         t0 = time.monotonic()
         proc = subprocess.run(
             [sys.executable, "-m", "eos_etl", "run-window", "--bootstrap-servers",
-             self.settings.connection.bootstrap_servers, "--input-topic", t.purchases, "--invoices-topic",
-             t.invoices, "--shipments-topic", t.shipments, "--dlq-topic", t.dead_letters, "--group",
-             self.settings.group, "--transactional-id-prefix", self.settings.transactional_id_prefix,
+             self.settings.connection.bootstrap_servers, *self.settings.to_args(),
              "--window-json", window.to_json(), "--run-id", run_id, "--compact"],
             capture_output=True, text=True, timeout=TASK_TIMEOUT_S, env=env)
         seconds = time.monotonic() - t0

@@ -103,13 +103,7 @@ def add_shop(p: argparse.ArgumentParser) -> None:
 
 
 def shop_settings_from_args(args) -> ShopSettings:
-    return ShopSettings(
-        connection=connection_from_args(args),
-        topics=ShopTopics(args.input_topic, args.invoices_topic, args.shipments_topic, args.dlq_topic),
-        group=args.group,
-        transactional_id_prefix=args.transactional_id_prefix,
-        max_payload_bytes=args.max_payload_bytes,
-    )
+    return ShopSettings.from_args(args, connection_from_args(args))
 
 
 # -- the window -------------------------------------------------------------------------

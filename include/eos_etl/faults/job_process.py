@@ -31,12 +31,9 @@ FAILPOINT_FIRED = "fired:"
 
 def run_window_args(settings, extra: list[str] = ()) -> list[str]:
     """The CLI command line of one run of the shop pipeline described by ``settings``."""
-    t = settings.topics
     c = settings.connection
     args = [sys.executable, "-m", "eos_etl", "run-window", "--bootstrap-servers", c.bootstrap_servers,
-            "--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
-            "--dlq-topic", t.dead_letters, "--group", settings.group,
-            "--transactional-id-prefix", settings.transactional_id_prefix, "--compact"]
+            *settings.to_args(), "--compact"]
     if c.security_protocol != "PLAINTEXT":
         args += ["--security-protocol", c.security_protocol, "--sasl-mechanism", c.sasl_mechanism,
                  "--sasl-username", c.sasl_username]

@@ -155,7 +155,7 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
         "warnings": warnings,
         "until_ms": until_ms,
         "version": version,
-        "cli_args": cfg.cli_args(settings),
+        "cli_args": settings.to_args(),
         "chunk_records": _count_param(params, "chunk_records") or cfg.chunk_records,
         # Where this window's outputs will start: the asset events name the exact ranges.
         "outputs": output_starts(admin, settings.topics),

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
-from ..shop.settings import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX, ShopSettings
-from ..shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
+from ..shop.schema import ShopTopics
+from ..shop.settings import ShopSettings
 from ..stack.spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
 
 KAFKA_CONN_ID = "kafka_purchases"
@@ -85,36 +85,26 @@ def validation_spark_master(conn_id: str = SPARK_CONN_ID) -> str:
 
 @dataclass(frozen=True)
 class ShopDagConfig:
-    topics: ShopTopics
-    group: str
-    transactional_id_prefix: str
-    max_payload_bytes: int
-    chunk_records: int
+    """The DAGs' pipeline settings: the Variable's JSON (see the module docstring), read at task time."""
+
+    variable: dict
 
     @classmethod
     def load(cls) -> "ShopDagConfig":
         from airflow.sdk import Variable  # deferred, as in get_kafka_connection
 
         raw = Variable.get(SHOP_VARIABLE, default=None)
-        data = json.loads(raw) if raw else {}
-        return cls(
-            topics=ShopTopics(**data.get("topics", {})),
-            group=data.get("group", DEFAULT_GROUP),
-            transactional_id_prefix=data.get("transactional_id_prefix", DEFAULT_TRANSACTIONAL_ID_PREFIX),
-            max_payload_bytes=int(data.get("max_payload_bytes", DEFAULT_MAX_PAYLOAD_BYTES)),
-            chunk_records=int(data.get("chunk_records", 50_000)),
-        )
+        return cls(json.loads(raw) if raw else {})
+
+    @property
+    def topics(self) -> ShopTopics:
+        return ShopTopics(**self.variable.get("topics", {}))
+
+    @property
+    def chunk_records(self) -> int:
+        return int(self.variable.get("chunk_records", 50_000))
 
     def settings(self, connection: KafkaConnection, *, version: str | None = None) -> ShopSettings:
         """Settings for the main pipeline, or for a replay under output version ``version``."""
-        settings = ShopSettings(connection=connection, topics=self.topics, group=self.group,
-                                transactional_id_prefix=self.transactional_id_prefix,
-                                max_payload_bytes=self.max_payload_bytes)
+        settings = ShopSettings.from_mapping(self.variable, connection)
         return settings.replay(version) if version else settings
-
-    def cli_args(self, settings: ShopSettings) -> list[str]:
-        t = settings.topics
-        return ["--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
-                "--dlq-topic", t.dead_letters, "--group", settings.group,
-                "--transactional-id-prefix", settings.transactional_id_prefix,
-                "--max-payload-bytes", str(settings.max_payload_bytes)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..engine import checkpoint_topic
@@ -39,6 +40,34 @@ class ShopSettings:
             transactional_id_prefix=self.transactional_id_prefix,
             **overrides,
         )
+
+    # -- the settings' outside forms, in one place: command-line options and the Variable's JSON ----------
+    def to_args(self) -> list[str]:
+        """The command-line options that give these settings (all but the connection's) to a
+        ``run-window`` or ``plan-window`` process; :meth:`from_args` reads them back."""
+        t = self.topics
+        return ["--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
+                "--dlq-topic", t.dead_letters, "--group", self.group,
+                "--transactional-id-prefix", self.transactional_id_prefix,
+                "--max-payload-bytes", str(self.max_payload_bytes)]
+
+    @classmethod
+    def from_args(cls, args, connection: KafkaConnection) -> "ShopSettings":
+        """The settings parsed options give (``cli/options.add_shop`` defines them)."""
+        return cls(connection=connection,
+                   topics=ShopTopics(args.input_topic, args.invoices_topic, args.shipments_topic, args.dlq_topic),
+                   group=args.group, transactional_id_prefix=args.transactional_id_prefix,
+                   max_payload_bytes=args.max_payload_bytes)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping, connection: KafkaConnection) -> "ShopSettings":
+        """The settings a JSON object gives (the DAGs' Airflow Variable), every key optional:
+        ``topics`` (``purchases``, ``invoices``, ``shipments``, ``dead_letters``), ``group``,
+        ``transactional_id_prefix``, ``max_payload_bytes``."""
+        return cls(connection=connection, topics=ShopTopics(**data.get("topics", {})),
+                   group=data.get("group", DEFAULT_GROUP),
+                   transactional_id_prefix=data.get("transactional_id_prefix", DEFAULT_TRANSACTIONAL_ID_PREFIX),
+                   max_payload_bytes=int(data.get("max_payload_bytes", DEFAULT_MAX_PAYLOAD_BYTES)))
 
     def replay(self, version: str) -> "ShopSettings":
         """The settings of a replay under output version ``version``: its own output topics
