@@ -117,13 +117,14 @@ def add_planning(p: argparse.ArgumentParser) -> None:
     g.add_argument("--window-json", help="run exactly this window (from plan-window) instead of planning")
 
 
-def plan_from_args(settings: ShopSettings, args, *, for_run: bool) -> Window:
+def plan_from_args(settings: ShopSettings, args, *, for_run: bool, pipeline=None) -> Window:
     """``for_run``: run-window's plan (may fence a stuck transaction, see ShopSettings.plan);
-    plan-window's is read-only."""
+    plan-window's is read-only. ``pipeline``: the run's configuration, when built already."""
     if args.window_json is not None:  # an empty --window-json is a bad window, never "plan one instead"
         return _given_window(settings, args.window_json)
     return settings.plan(
         for_run=for_run,
+        pipeline=pipeline,
         start_policy=args.start_policy,
         max_records_per_partition=args.max_records_per_partition,
         until_timestamp_ms=args.until,

@@ -158,14 +158,13 @@ def cmd_run_window(args) -> int:
     settings = shop_settings_from_args(args)
     pipeline = settings.pipeline(**_pipeline_overrides(args))
     features = preflight(pipeline).features  # before Spark starts: misconfiguration fails in seconds
-    window = plan_from_args(settings, args, for_run=True)
+    window = plan_from_args(settings, args, for_run=True, pipeline=pipeline)
     # A window with nothing new only renews its commits: no Spark session for that.
     spark = None if window.is_empty else spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master,
                                                        conf=spark_conf)
     route = spark_route(spark) if spark is not None else None
     try:
-        summary = run_shop_window(spark, settings, window, check=False,
-                                  **{**_pipeline_overrides(args), "run_id": pipeline.run_id})
+        summary = run_shop_window(spark, settings, window, check=False, pipeline=pipeline)
     except Exception as exc:
         remote = os.environ.get(REMOTE_ENV)
         if remote and (lost := server_lost(exc, remote)) is not None:

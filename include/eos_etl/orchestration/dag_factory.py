@@ -121,7 +121,10 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
         ensure_topics(admin, settings.specs(len(admin.partitions(cfg.topics.invoices)), outputs_only=True),
                       allow_existing=True)
     # Broker, topics, credentials, timeouts: fail fast and clearly. Warns when offsets may expire.
-    warnings = preflight(settings.pipeline(), schedule_interval_s=interval_s).warnings
+    # The run task's run-window checks again: it is another process, maybe on another worker and
+    # minutes later (retries, a queue), and the command must be safe run alone; this one gives the
+    # plan task its one clear error before a window is planned and its warnings for the report.
+    warnings = preflight(settings.pipeline(), admin, schedule_interval_s=interval_s).warnings
     arrivals = _wait_for_arrivals(ctx, admin, settings.topics.purchases)
     dry_run = bool(params.get("dry_run"))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..engine.pipeline import PipelineConfig
 from ..engine.runner import RunSummary, run_window
 from ..engine.window import Window
 from .settings import ShopSettings
@@ -18,6 +19,11 @@ def summary_dict(settings: ShopSettings, summary: RunSummary) -> dict:
 
 
 def run_shop_window(spark, settings: ShopSettings, window: Window, *, check: bool = True,
-                    **pipeline_overrides) -> RunSummary:
-    """``check=False`` when the caller already ran :func:`preflight` for this run."""
-    return run_window(spark, settings.pipeline(**pipeline_overrides), window, settings.transform(), check=check)
+                    pipeline: PipelineConfig | None = None, **pipeline_overrides) -> RunSummary:
+    """``pipeline``: the run's configuration when the caller built it already (it ran
+    :func:`preflight` with it: ``check=False``); else built here with ``pipeline_overrides``."""
+    if pipeline is None:
+        pipeline = settings.pipeline(**pipeline_overrides)
+    elif pipeline_overrides:
+        raise ValueError("pass the run's pipeline configuration or overrides to build one, not both")
+    return run_window(spark, pipeline, window, settings.transform(), check=check)
