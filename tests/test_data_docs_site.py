@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from eos_etl.quality import data_docs_site
-from eos_etl.quality.validation import open_context, prune_validation_results
+from eos_etl.quality.ge_project import open_context, prune_validation_results
 
 START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 FRAME = pd.DataFrame({"a": [1, 2]})

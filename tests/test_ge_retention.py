@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pandas as pd
 
-from eos_etl.quality.validation import open_context, prune_validation_results
+from eos_etl.quality.ge_project import open_context, prune_validation_results
 
 
 def _checkpoint(context, name: str):
