@@ -58,3 +58,17 @@ def test_fingerprints_tell_a_repeated_record_from_the_one_it_replaced(spark):
     assert fp([(0, 1), (0, 1), (1, 1)])[0] == fp(window)[0]
     assert fp([(0, 1), (0, 1), (1, 1)])[1] != fp(window)[1]  # same count, not the same records
     assert fp([(1, 2), (0, 1), (1, 1)])[1] != fp(window)[1]  # a partition and an offset swapped
+
+
+def test_the_suites_row_checks_are_the_profiles_columns_one_definition():
+    """Every record-table check of the suites is a column the profile counts (profile.ROW_CHECKS), and
+    every column the profile counts is checked: the names are defined once, in the profile."""
+    from eos_etl.quality.profile import ROW_CHECKS
+    from eos_etl.quality.suites import all_suites
+
+    suites = {spec.name: [check.name for check in spec.checks] for spec in all_suites()}
+    for suite, checks in ROW_CHECKS.items():
+        assert sorted(suites[suite]) == sorted(checks), suite
+        for spec in all_suites():
+            if spec.name == suite:
+                assert all(c.expectation.column == c.name for c in spec.checks)

@@ -162,61 +162,57 @@ def _count_col(column: str, what: str) -> Describe:
 # -- suites ------------------------------------------------------------------------------
 
 
-def _none_fail(check: str, noun: str, description: str):
-    """The profile's column ``check`` (records of each input partition that fail it) sums to zero."""
+def _row_check(check: str, noun: str, description: str, describe: Describe) -> Check:
+    """The check ``check`` of a record table: the profile's column of that name (records of each input
+    partition that fail it, :data:`eos_etl.quality.profile.ROW_CHECKS`) sums to zero."""
     import great_expectations.expectations as gxe  # deferred: see the module docstring
 
-    return gxe.ExpectColumnSumToBeBetween(column=check, min_value=0, max_value=0,
-                                          description=f"no {noun} fails: {description}")
+    return Check(check, gxe.ExpectColumnSumToBeBetween(column=check, min_value=0, max_value=0,
+                                                       description=f"no {noun} fails: {description}"), describe)
 
 
 def _schema(noun: str, fields, decimals=()) -> Check:
     """Every value matches the output's schema: no record fails it (a failing record's
     ``schema_mismatch``, :func:`eos_etl.quality.collect.schema_mismatch`, names the fields that do not)."""
     shape = ", ".join(f"{name} {'decimal text' if name in decimals else type_}" for name, type_ in fields)
-    return Check("value_matches_schema",
-                 _none_fail("value_matches_schema", noun,
-                            f"every {noun} is a JSON object of the {noun} schema ({shape}): each field "
-                            "present has its type"),
-                 _schema_mismatch(noun))
+    return _row_check("value_matches_schema", noun,
+                      f"every {noun} is a JSON object of the {noun} schema ({shape}): each field "
+                      "present has its type",
+                      _schema_mismatch(noun))
 
 
 def _required(noun: str, columns) -> Check:
     """Every one of ``columns`` is set: no record fails it (a failing record's ``missing_required``,
     :func:`eos_etl.quality.collect.missing_required`, names the missing fields)."""
-    return Check("required_fields_present",
-                 _none_fail("required_fields_present", noun, f"{', '.join(columns)} are set"),
-                 rows(noun, "missing required field(s)"))
+    return _row_check("required_fields_present", noun, f"{', '.join(columns)} are set",
+                      rows(noun, "missing required field(s)"))
 
 
 def _unique_id(noun: str, column: str) -> Check:
     """``column`` is unique: no record shares its id (decided by the profile's fingerprints, or counted
     on a failing window's ``repeated_id``, :func:`eos_etl.quality.collect.with_repeats`)."""
-    return Check(f"{column}_unique",
-                 _none_fail(f"{column}_unique", noun, f"{column} is unique among the window's {noun}s"),
-                 rows(noun, f"share a {column} with another {noun}"))
+    return _row_check(f"{column}_unique", noun, f"{column} is unique among the window's {noun}s",
+                      rows(noun, f"share a {column} with another {noun}"))
 
 
 def _one_per_source(noun: str, surplus: str) -> Check:
-    return Check("source_offset_unique",
-                 _none_fail("source_offset_unique", noun,
-                            "at most one per input record (lineage source_partition, source_offset)"),
-                 _surplus(noun, surplus))
+    return _row_check("source_offset_unique", noun,
+                      "at most one per input record (lineage source_partition, source_offset)",
+                      _surplus(noun, surplus))
 
 
 def invoices_suite() -> SuiteSpec:
     checks = [_schema("invoice", INVOICE_FIELDS, INVOICE_DECIMALS), _required("invoice", INVOICE_REQUIRED)]
     checks += [
-        Check("quantity_positive", _none_fail("quantity_positive", "invoice", "quantity > 0"),
-              rows("invoice", "with quantity <= 0")),
-        Check("total_matches",
-              _none_fail("total_matches", "invoice",
-                         "total = quantity x unit_price exactly (decimal arithmetic, computed in Spark)"),
-              _wrong_totals),
+        _row_check("quantity_positive", "invoice", "quantity > 0",
+                   rows("invoice", "with quantity <= 0")),
+        _row_check("total_matches", "invoice",
+                   "total = quantity x unit_price exactly (decimal arithmetic, computed in Spark)",
+                   _wrong_totals),
         _unique_id("invoice", "invoice_id"),
         _one_per_source("invoice", "invoice_surplus"),
-        Check("currency_iso", _none_fail("currency_iso", "invoice", f"the currency matches {CURRENCY_REGEX}"),
-              rows("invoice", f"with a currency not matching {CURRENCY_REGEX}")),
+        _row_check("currency_iso", "invoice", f"the currency matches {CURRENCY_REGEX}",
+                   rows("invoice", f"with a currency not matching {CURRENCY_REGEX}")),
     ]
     return SuiteSpec("invoices", "invoice", tuple(checks))
 
@@ -226,24 +222,21 @@ def shipments_suite() -> SuiteSpec:
     checks += [
         _unique_id("shipment", "shipment_id"),
         _one_per_source("shipment", "shipment_surplus"),
-        Check("quantity_positive", _none_fail("quantity_positive", "shipment", "quantity > 0"),
-              rows("shipment", "with quantity <= 0")),
+        _row_check("quantity_positive", "shipment", "quantity > 0",
+                   rows("shipment", "with quantity <= 0")),
     ]
     return SuiteSpec("shipments", "shipment", tuple(checks))
 
 
 def pairing_suite() -> SuiteSpec:
     checks = [
-        Check("invoice_has_shipment",
-              _none_fail("invoice_has_shipment", "invoice", "every invoice has its shipment (on invoice_id)"),
-              rows("invoice", "without shipment")),
-        Check("shipment_has_invoice",
-              _none_fail("shipment_has_invoice", "shipment", "every shipment has its invoice (on invoice_id)"),
-              rows("shipment", "without invoice")),
-        Check("pair_consistent",
-              _none_fail("pair_consistent", "invoice/shipment pair",
-                         "an invoice and its shipment share source partition/offset, purchase_id and quantity"),
-              rows("invoice/shipment pair", "whose lineage, purchase_id or quantity differ")),
+        _row_check("invoice_has_shipment", "invoice", "every invoice has its shipment (on invoice_id)",
+                   rows("invoice", "without shipment")),
+        _row_check("shipment_has_invoice", "shipment", "every shipment has its invoice (on invoice_id)",
+                   rows("shipment", "without invoice")),
+        _row_check("pair_consistent", "invoice/shipment pair",
+                   "an invoice and its shipment share source partition/offset, purchase_id and quantity",
+                   rows("invoice/shipment pair", "whose lineage, purchase_id or quantity differ")),
     ]
     return SuiteSpec("pairing", "pair", tuple(checks))
 
