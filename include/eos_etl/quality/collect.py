@@ -66,6 +66,7 @@ from ..engine.kafka_source import kafka_batch_reader, read_window
 from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
+from ..shop.schema import INVOICE_DECIMALS, INVOICE_FIELDS, INVOICE_REQUIRED, SHIPMENT_FIELDS, SHIPMENT_REQUIRED
 
 #: How far the clock that stamps input records may run ahead of the publisher's
 #: clock (the time it stamps outputs with). Outputs stamped earlier than
@@ -76,30 +77,12 @@ CLOCK_SKEW_MARGIN_MS = 5 * 60 * 1000
 #: Failing rows sent to the driver per check, for the report.
 EXAMPLE_LIMIT = 5
 
-# The JSON values' schemas (see eos_etl.shop.schema). Money is read as text and cast to
-# decimals in Spark, never through a float.
-INVOICE_FIELDS = (
-    ("invoice_id", "STRING"), ("purchase_id", "STRING"), ("user_id", "STRING"), ("user_full_name", "STRING"),
-    ("product_id", "STRING"), ("quantity", "INT"), ("unit_price", "STRING"), ("total", "STRING"),
-    ("currency", "STRING"), ("purchase_time", "STRING"), ("issued_at", "STRING"),
-)
-SHIPMENT_FIELDS = (
-    ("shipment_id", "STRING"), ("invoice_id", "STRING"), ("purchase_id", "STRING"), ("product_id", "STRING"),
-    ("recipient_name", "STRING"),
-    ("address", "STRUCT<street: STRING, city: STRING, postal_code: STRING, country: STRING>"),
-    ("quantity", "INT"),
-)
-# Amounts carried as JSON strings: a text that is no decimal does not match the schema.
-INVOICE_DECIMALS = ("unit_price", "total")
 # Where from_json puts the whole value when a field does not parse as its type (the other
 # fields are still parsed: Spark's partial results).
 CORRUPT = "_corrupt_record"
 # Exact arithmetic: wide enough that quantity x unit_price never rounds.
 _EXACT_PRICE = "decimal(26,8)"
 _EXACT_TOTAL = "decimal(38,8)"
-# Fields every invoice / shipment must have (checked as one column, ``missing_required``).
-INVOICE_REQUIRED = ("invoice_id", "purchase_id", "quantity", "unit_price", "total", "currency")
-SHIPMENT_REQUIRED = ("shipment_id", "invoice_id", "purchase_id", "quantity")
 # Lineage of an output row: where its input was, which run wrote it, where it is.
 LINEAGE_COLUMNS = ("source_partition", "source_offset", "run_id", "kafka_partition", "kafka_offset")
 # The materialised inputs: positions, time and the contract's verdict, no values.

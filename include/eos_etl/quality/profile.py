@@ -38,8 +38,9 @@ from pyspark.sql import functions as F
 
 from ..engine.kafka_source import read_window
 from ..engine.window import Window
+from ..shop.schema import INVOICE_FIELDS, SHIPMENT_FIELDS
 from ..shop.transform import output_ids
-from . import collect as c
+from . import collect
 
 #: Mixed into every position hash, so that the fingerprints are their own hash family.
 FINGERPRINT_SALT = "eos-etl-quality"
@@ -199,19 +200,19 @@ def profile_outputs(profile: WindowProfile, spark, connection, starts: dict[str,
                     topics: dict[str, str]) -> None:
     """Fill ``profile`` with the window's outputs, read once from ``starts`` (see the module docstring).
     ``topics`` maps invoices, shipments and dead_letters to their topics."""
-    rows = c.attributed_outputs(c.read_outputs(spark, connection, starts), window).where(
+    rows = collect.attributed_outputs(collect.read_outputs(spark, connection, starts), window).where(
         "in_window OR NOT attributable")
     is_invoice = F.col("topic") == F.lit(topics["invoices"])
     is_shipment = F.col("topic") == F.lit(topics["shipments"])
     # Parsed in a projection of its own: the aggregate below refers to the parsed values many times.
     parsed = rows.select("topic", "attributable", "dlq_reason", "source_partition", "source_offset",
-                         F.when(is_invoice, c.parse_value(F.col("value"), c.INVOICE_FIELDS)).alias("inv"),
-                         F.when(is_shipment, c.parse_value(F.col("value"), c.SHIPMENT_FIELDS)).alias("shp"))
-    invoice, shipment = c.invoice_columns(F.col("inv")), c.shipment_columns(F.col("shp"))
+                         F.when(is_invoice, collect.parse_value(F.col("value"), INVOICE_FIELDS)).alias("inv"),
+                         F.when(is_shipment, collect.parse_value(F.col("value"), SHIPMENT_FIELDS)).alias("shp"))
+    invoice, shipment = collect.invoice_columns(F.col("inv")), collect.shipment_columns(F.col("shp"))
     invoice_id, shipment_id = output_ids(F.lit(window.topic), F.col("source_partition"), F.col("source_offset"))
-    flags = [F.count_if(is_invoice & c.failing(cond(invoice[column]))).alias(f"invoices__{name}")
+    flags = [F.count_if(is_invoice & collect.failing(cond(invoice[column]))).alias(f"invoices__{name}")
              for name, (column, cond) in VALUE_CHECKS["invoices"].items()]
-    flags += [F.count_if(is_shipment & c.failing(cond(shipment[column]))).alias(f"shipments__{name}")
+    flags += [F.count_if(is_shipment & collect.failing(cond(shipment[column]))).alias(f"shipments__{name}")
               for name, (column, cond) in VALUE_CHECKS["shipments"].items()]
     off_lineage = ((is_invoice & ~F.col("inv")["invoice_id"].eqNullSafe(invoice_id))
                    | (is_shipment & ~F.col("shp")["shipment_id"].eqNullSafe(shipment_id)))

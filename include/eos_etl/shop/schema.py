@@ -98,3 +98,24 @@ class ShopTopics:
         specs = [] if outputs_only else [TopicSpec(self.purchases, partitions)]
         return specs + [TopicSpec(self.invoices, partitions), TopicSpec(self.shipments, partitions),
                         TopicSpec(self.dead_letters, 1, {"max.message.bytes": str(DEAD_LETTER_TOPIC_MAX_BYTES)})]
+
+
+# -- the output records' schemas as code: the transform writes these fields in this order, the
+# checks parse and judge them (eos_etl.quality), Spark DDL types. Money is carried as decimal text
+# and cast to decimals in Spark, never through a float.
+INVOICE_FIELDS = (
+    ("invoice_id", "STRING"), ("purchase_id", "STRING"), ("user_id", "STRING"), ("user_full_name", "STRING"),
+    ("product_id", "STRING"), ("quantity", "INT"), ("unit_price", "STRING"), ("total", "STRING"),
+    ("currency", "STRING"), ("purchase_time", "STRING"), ("issued_at", "STRING"),
+)
+SHIPMENT_FIELDS = (
+    ("shipment_id", "STRING"), ("invoice_id", "STRING"), ("purchase_id", "STRING"), ("product_id", "STRING"),
+    ("recipient_name", "STRING"),
+    ("address", "STRUCT<street: STRING, city: STRING, postal_code: STRING, country: STRING>"),
+    ("quantity", "INT"),
+)
+#: Amounts carried as JSON strings: a text that is no decimal does not match the schema.
+INVOICE_DECIMALS = ("unit_price", "total")
+#: Fields every invoice / shipment must have.
+INVOICE_REQUIRED = ("invoice_id", "purchase_id", "quantity", "unit_price", "total", "currency")
+SHIPMENT_REQUIRED = ("shipment_id", "invoice_id", "purchase_id", "quantity")

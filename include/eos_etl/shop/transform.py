@@ -15,10 +15,12 @@ from .schema import (
     ADDRESS_FIELDS,
     DEAD_LETTER_MAX_BYTES,
     DEFAULT_MAX_PAYLOAD_BYTES,
+    INVOICE_FIELDS,
     RECORD_TYPE_DEAD_LETTER,
     RECORD_TYPE_INVOICE,
     RECORD_TYPE_SHIPMENT,
     REQUIRED_FIELDS,
+    SHIPMENT_FIELDS,
     ShopTopics,
 )
 
@@ -145,6 +147,16 @@ def _quantity() -> Column:
     return _field("quantity").try_cast(_INT)
 
 
+def _record(fields, values: dict[str, Column]) -> Column:
+    """The JSON value of an output record: ``values`` in the order of its schema's ``fields``
+    (:data:`~eos_etl.shop.schema.INVOICE_FIELDS`, ...), which the checks parse it with; a schema field
+    without a value, or a value of no field, fails here, when the transform is built."""
+    names = [name for name, _type in fields]
+    if set(names) != set(values):
+        raise ValueError(f"output fields {sorted(values)} are not the schema's {names}")
+    return F.to_json(F.struct(*[values[name].alias(name) for name in names]))
+
+
 def invoice_output(topic: str, ids: _Ids) -> Column:
     """The invoice record (topic, key, JSON value, headers) of a valid purchase."""
     quantity = _quantity()
@@ -152,37 +164,20 @@ def invoice_output(topic: str, ids: _Ids) -> Column:
     total = (unit_price * quantity.cast(_QUANTITY_DECIMAL)).cast(_TOTAL)
     purchase_time = F.date_format(F.try_to_timestamp(_field("purchase_time")), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
     issued_at = F.date_format(F.col("timestamp"), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
-    invoice = F.to_json(
-        F.struct(
-            ids.invoice.alias("invoice_id"),
-            _field("purchase_id").alias("purchase_id"),
-            _field("user_id").alias("user_id"),
-            _field("user_full_name").alias("user_full_name"),
-            _field("product_id").alias("product_id"),
-            quantity.alias("quantity"),
-            unit_price.cast(_STRING).alias("unit_price"),
-            total.cast(_STRING).alias("total"),
-            _field("currency").alias("currency"),
-            purchase_time.alias("purchase_time"),
-            issued_at.alias("issued_at"),
-        )
-    )
+    invoice = _record(INVOICE_FIELDS, {
+        "invoice_id": ids.invoice, "purchase_id": _field("purchase_id"), "user_id": _field("user_id"),
+        "user_full_name": _field("user_full_name"), "product_id": _field("product_id"), "quantity": quantity,
+        "unit_price": unit_price.cast(_STRING), "total": total.cast(_STRING), "currency": _field("currency"),
+        "purchase_time": purchase_time, "issued_at": issued_at})
     return _output(topic, _field("purchase_id"), invoice, [_header("record_type", F.lit(RECORD_TYPE_INVOICE))])
 
 
 def shipment_output(topic: str, ids: _Ids) -> Column:
     """The shipment record of a valid purchase, pointing at its invoice."""
-    shipment = F.to_json(
-        F.struct(
-            ids.shipment.alias("shipment_id"),
-            ids.invoice.alias("invoice_id"),
-            _field("purchase_id").alias("purchase_id"),
-            _field("product_id").alias("product_id"),
-            _field("user_full_name").alias("recipient_name"),
-            F.struct(*[_address_field(f).alias(f) for f in ADDRESS_FIELDS]).alias("address"),
-            _quantity().alias("quantity"),
-        )
-    )
+    shipment = _record(SHIPMENT_FIELDS, {
+        "shipment_id": ids.shipment, "invoice_id": ids.invoice, "purchase_id": _field("purchase_id"),
+        "product_id": _field("product_id"), "recipient_name": _field("user_full_name"),
+        "address": F.struct(*[_address_field(f).alias(f) for f in ADDRESS_FIELDS]), "quantity": _quantity()})
     return _output(topic, _field("purchase_id"), shipment, [_header("record_type", F.lit(RECORD_TYPE_SHIPMENT))])
 
 
