@@ -14,7 +14,8 @@ from ..stack.jvm import spark_jvm_options_string
 from ..stack.versions import KAFKA_VERSION, SPARK_KAFKA_CLIENTS_VERSION
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else what the platform says."""
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -25,7 +26,8 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def _mem_total_gib() -> float | None:
+def mem_total_gib() -> float | None:
+    """The machine's RAM in GiB (/proc/meminfo), None where unknown."""
     try:
         with open("/proc/meminfo") as f:
             for line in f:
@@ -62,9 +64,9 @@ def load_average() -> list[float]:
 def describe_machine() -> dict:
     return {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "cpu": _cpu_model(),
+        "cpu": cpu_model(),
         "cores": os.cpu_count(),
-        "ram_gib": _mem_total_gib(),
+        "ram_gib": mem_total_gib(),
         "os": _os_name(),
         "kernel": platform.release(),
         "python": platform.python_version(),

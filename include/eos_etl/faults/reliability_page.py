@@ -16,6 +16,7 @@ from pathlib import Path
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from markupsafe import Markup
 
+from ..bench.machine import cpu_model, mem_total_gib
 from .lab import TrialResult
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -57,21 +58,10 @@ def render(template: str, **context) -> str:
 
 def machine() -> str:
     """The machine a soak ran on, in one line (CPU, cores, RAM, kernel, Python)."""
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = ""
-    try:
-        kb = int(Path("/proc/meminfo").read_text().split()[1])
-        mem = f", {kb / 1024 / 1024:.0f} GiB RAM"
-    except (OSError, ValueError, IndexError):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.release()}, Python {platform.python_version()}"
+    ram = mem_total_gib()
+    mem = f", {ram:.0f} GiB RAM" if ram is not None else ""
+    return (f"{cpu_model()}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.release()}, "
+            f"Python {platform.python_version()}")
 
 
 def verdict_cells(r: TrialResult) -> tuple[str, str]:

@@ -28,7 +28,7 @@ from ..reports.store import build_report, write_run_report
 from ..reports.verdict import judge_run
 from ..run_files import ANNOUNCED, QUALITY, SUMMARY, run_dir
 from . import task_failures
-from .alerts import RunFailureNotifier, record_error, run_deadline
+from .alerts import RunFailureNotifier, run_deadline
 from .arrivals import wait_for_quiet
 from .assets import output_aliases, output_starts
 from .operators import WindowSparkConnectOperator, WindowSparkSubmitOperator, connect_route_session
@@ -228,14 +228,8 @@ def _report(ctx, plan: dict | None) -> str:
 
 
 def _recording_errors(ctx, work, *args):
-    """Run a task's work; if it fails, keep the error with the run (for the run's alert) and re-raise."""
-    try:
-        return work(ctx, *args)
-    except Exception as exc:
-        record_error(ctx, ctx["ti"].task_id, exc)
-        if (instead := task_failures.for_error(exc)) is not None:  # bad configuration: no retry
-            raise instead from exc
-        raise
+    """Run a task's work (``work(ctx, *args)``) as :func:`.task_failures.recording_errors` does."""
+    return task_failures.recording_errors(ctx, ctx["ti"].task_id, work, ctx, *args)
 
 
 def _replay_params() -> dict:

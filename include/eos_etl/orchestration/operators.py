@@ -25,7 +25,6 @@ from ..stack.package_zip import package_dir, package_zip
 from ..stack.spark import REMOTE_ENV, connector_jars, spark_submit_conf
 from ..stack.spark_connect import HOME_ENV, STALL_BOUND_S, SparkConnectServer
 from . import task_failures
-from .alerts import record_error
 from .assets import kafka_asset, output_alias, window_event_extras
 from .lineage import window_lineage
 from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_CONN_ID, get_kafka_connection
@@ -40,13 +39,7 @@ class _WindowRun:
     plan_task_id: str
 
     def execute(self, context):
-        try:
-            return self._run_window(context)
-        except Exception as exc:
-            record_error(context, self.task_id, exc)
-            if (instead := task_failures.for_error(exc)) is not None:
-                raise instead from exc
-            raise
+        return task_failures.recording_errors(context, self.task_id, self._run_window, context)
 
     def _before_connection(self) -> None:
         """Checks that must pass before the Kafka password is read."""

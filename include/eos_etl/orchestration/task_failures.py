@@ -14,6 +14,7 @@ from __future__ import annotations
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from ..errors import EXIT_CONFIGURATION, EosEtlError
+from .alerts import record_error
 
 
 def for_exit_code(code: int | None, message: str) -> AirflowException:
@@ -29,3 +30,15 @@ def for_error(exc: BaseException) -> BaseException | None:
     if isinstance(exc, EosEtlError) and exc.exit_code == EXIT_CONFIGURATION:
         return AirflowFailException(f"{exc} (bad configuration; not retried, fix it and clear the task)")
     return None
+
+
+def recording_errors(context, task_id: str, work, *args):
+    """``work(*args)``; if it fails, keep the error with the run (for the run's alert,
+    :func:`~.alerts.record_error`) and raise what Airflow should see (:func:`for_error`)."""
+    try:
+        return work(*args)
+    except Exception as exc:
+        record_error(context, task_id, exc)
+        if (instead := for_error(exc)) is not None:  # bad configuration: no retry
+            raise instead from exc
+        raise
