@@ -58,6 +58,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
+from eos_etl.stack.airflow_rest import AirflowRestClient  # noqa: E402 - the package is on the path only now
 
 PROJECT = "eos-etl-check"
 BASE_IMAGE = "eos-etl-base:bookworm"
@@ -71,7 +72,6 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 HOST_CAS = Path("/usr/local/share/ca-certificates")
 UP_TIMEOUT_S = 900
 RUN_TIMEOUT_S = 900
-_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only: never a proxy
 
 
 class CheckFailed(Exception):
@@ -181,6 +181,8 @@ class Stack:
         self.secrets = secrets
         self.api_url = f"http://127.0.0.1:{env['AIRFLOW_API_PORT']}"
         self.kafka_address = f"localhost:{env['KAFKA_EXTERNAL_PORT']}"
+        self.rest = AirflowRestClient(self.api_url, "admin", secrets["AIRFLOW_ADMIN_PASSWORD"],
+                                      password_source="AIRFLOW_ADMIN_PASSWORD in the compose secrets")
         self._token: tuple[str, float] | None = None
 
     def cmd(self, *args: str, check: bool = True, capture: bool = False, timeout: float | None = None,
@@ -241,26 +243,18 @@ class Stack:
 
     # -- Airflow's REST API ----------------------------------------------------------------------
     def token(self) -> str:
-        if self._token is None or time.monotonic() - self._token[1] > 600:
-            body = json.dumps({"username": "admin", "password": self.secrets["AIRFLOW_ADMIN_PASSWORD"]}).encode()
-            req = urllib.request.Request(self.api_url + "/auth/token", data=body, method="POST",
-                                         headers={"Content-Type": "application/json"})
-            with _http.open(req, timeout=30) as resp:
-                self._token = (json.load(resp)["access_token"], time.monotonic())
+        if self._token is None or time.monotonic() - self._token[1] > 600:  # Airflow's tokens last longer
+            self._token = (self.rest.token(), time.monotonic())
         return self._token[0]
 
     def api(self, method: str, path: str, body: dict | None = None, attempts: int = 5):
+        """One call through the project's REST client (which asks an idempotent call again on HTTP
+        500/503); an API server that does not answer at all is asked ``attempts`` times."""
         for attempt in range(attempts):
-            req = urllib.request.Request(self.api_url + path, method=method,
-                                         data=json.dumps(body).encode() if body is not None else None,
-                                         headers={"Content-Type": "application/json",
-                                                  "Authorization": f"Bearer {self.token()}"})
             try:
-                with _http.open(req, timeout=60) as resp:
-                    return json.loads(resp.read() or b"null")
+                return self.rest.call(method, path, body, self.token(), timeout=60)
             except urllib.error.HTTPError as exc:
-                if method != "GET" or exc.code < 500 or attempt == attempts - 1:
-                    raise CheckFailed(f"{method} {path}: HTTP {exc.code} {exc.read().decode(errors='replace')[:500]}")
+                raise CheckFailed(f"{method} {path}: HTTP {exc.code} {exc.read().decode(errors='replace')[:500]}")
             except (urllib.error.URLError, OSError) as exc:
                 if attempt == attempts - 1:
                     raise CheckFailed(f"{method} {path}: {exc}") from None
