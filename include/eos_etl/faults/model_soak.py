@@ -339,11 +339,11 @@ class History:
     def exit_2(self, line: str, what: str) -> None:
         named = {int(p) for p in re.findall(re.escape(self.shop.topics.purchases) + r"\[(\d+)\]", line)}
         command = parse_recovery_command(line)
-        if self.replaced:  # the operator must act: until the named command ran, every run stops so
+        if self.grown and "checkpoint topic" in line:
+            pass  # the checkpoint topic must grow with the input (the line names how), checked first
+        elif self.replaced:  # the operator must act: until the named command ran, every run stops so
             if not named:
                 self.violate("exit_2_names_no_partition", line)
-        elif self.grown and "checkpoint topic" in line:
-            pass  # the checkpoint topic must grow with the input (the line names how)
         elif self.truncated and "deleted before being processed" in line:
             if not named:
                 self.violate("exit_2_names_no_partition", line)
@@ -569,10 +569,11 @@ class History:
         for p in parts:
             position = positions.get(p)
             low, end = offsets[p].earliest, offsets[p].high_watermark
-            if beyond and position is not None and end > position:
+            if beyond and position is not None and low <= position < end:
                 upto[p] = position + max(1, int((end - position) * share))
             elif not beyond:
-                top = position if position is not None else 0
+                # A position may lie past this log's end (the topic was re-created): nothing beyond the end.
+                top = min(position, end) if position is not None else 0
                 if top > low:
                     upto[p] = low + max(1, int((top - low) * share))
         if not upto:
@@ -603,6 +604,16 @@ class History:
             if not broker.is_running():
                 broker.start()
 
+    def cleared_by(self, command: list[str]) -> None:
+        """What the operator's ``command`` leaves behind: a reset moves the positions of a replaced or
+        truncated input (the next run must then be exact); growing the checkpoint topic, its partitions.
+        Anything else still owed makes the next run stop again, as it must."""
+        if command[:2] == ["offsets", "reset"]:
+            self.replaced = False
+            self.truncated.clear()
+        elif command[:1] in (["create-topics"], ["kafka-topics"]):
+            self.grown = False
+
     def liveness(self) -> None:
         """After the faults healed: at most RETRIES runs (and the commands exit 2 named) bring the
         committed offsets level with the input's end, and the checker is exact."""
@@ -629,7 +640,8 @@ class History:
                     client.create_partitions([NewPartitions(topic, n)])[topic].result(30)
                     _wait(lambda: len(self.lab.admin.partitions(topic)) == n, 30, f"{topic} to have {n} partitions")
                     self.out.notes.append(f"grew {topic} to {n} partitions")
-                    self.recovery, self.grown = None, False
+                    self.cleared_by(self.recovery)
+                    self.recovery = None
                     continue
                 fix = self.cli(self.recovery)
                 fix_code = self.finish(fix, 120)
@@ -638,9 +650,8 @@ class History:
                                  f"{fix.tail(2)!r}")
                     return
                 self.out.notes.append(f"ran `{' '.join(self.recovery)}`")
+                self.cleared_by(self.recovery)
                 self.recovery = None
-                self.replaced = False
-                self.truncated.clear()
         self.violate("not_level", f"{RETRIES} runs after the faults healed: committed {self.committed()}, input "
                      f"ends {self.lab.input_ends(self.shop)}")
 
