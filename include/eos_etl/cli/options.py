@@ -117,21 +117,23 @@ def add_planning(p: argparse.ArgumentParser) -> None:
     g.add_argument("--window-json", help="run exactly this window (from plan-window) instead of planning")
 
 
-def plan_from_args(settings: ShopSettings, args, *, for_run: bool, pipeline=None) -> Window:
+def plan_from_args(settings: ShopSettings, args, *, for_run: bool, pipeline=None, admin=None) -> Window:
     """``for_run``: run-window's plan (may fence a stuck transaction, see ShopSettings.plan);
-    plan-window's is read-only. ``pipeline``: the run's configuration, when built already."""
+    plan-window's is read-only. ``pipeline``, ``admin``: the run's configuration and admin client,
+    when it has them already."""
     if args.window_json is not None:  # an empty --window-json is a bad window, never "plan one instead"
-        return _given_window(settings, args.window_json)
+        return _given_window(settings, args.window_json, admin)
     return settings.plan(
         for_run=for_run,
         pipeline=pipeline,
+        admin=admin,
         start_policy=args.start_policy,
         max_records_per_partition=args.max_records_per_partition,
         until_timestamp_ms=args.until,
     )
 
 
-def _given_window(settings: ShopSettings, text: str) -> Window:
+def _given_window(settings: ShopSettings, text: str, admin: ClusterAdmin | None = None) -> Window:
     """A window from ``--window-json`` (``@file`` reads a file), checked against the pipeline's
     topic and group and against what the input holds now (ends at most the last stable offsets)."""
     raw = read_file("--window-json", Path(text[1:])) if text.startswith("@") else text
@@ -140,7 +142,7 @@ def _given_window(settings: ShopSettings, text: str) -> Window:
     except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise ConfigurationError(f"--window-json is not a window from plan-window ({type(exc).__name__}: "
                                  f"{str(exc)[:80]})") from None
-    admin = ClusterAdmin(settings.connection)
+    admin = admin or ClusterAdmin(settings.connection)
     same = window.topic == settings.topics.purchases
     partitions = admin.partitions(settings.topics.purchases) if same else []
     window.check_against(settings.topics.purchases, settings.group,

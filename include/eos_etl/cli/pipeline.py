@@ -157,8 +157,9 @@ def cmd_run_window(args) -> int:
     spark_conf = _spark_conf_from_args(args)  # before anything connects: bad arguments touch nothing
     settings = shop_settings_from_args(args)
     pipeline = settings.pipeline(**_pipeline_overrides(args))
-    features = preflight(pipeline).features  # before Spark starts: misconfiguration fails in seconds
-    window = plan_from_args(settings, args, for_run=True, pipeline=pipeline)
+    admin = ClusterAdmin(settings.connection)  # every question of the preflight and the plan
+    features = preflight(pipeline, admin).features  # before Spark starts: misconfiguration fails in seconds
+    window = plan_from_args(settings, args, for_run=True, pipeline=pipeline, admin=admin)
     # A window with nothing new only renews its commits: no Spark session for that.
     spark = None if window.is_empty else spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master,
                                                        conf=spark_conf)

@@ -95,7 +95,8 @@ class ShopSettings:
 
         return functools.partial(with_reject_reason, max_payload_bytes=self.max_payload_bytes)
 
-    def plan(self, *, for_run: bool = False, pipeline: PipelineConfig | None = None, **kwargs) -> Window:
+    def plan(self, *, for_run: bool = False, pipeline: PipelineConfig | None = None, admin=None,
+             **kwargs) -> Window:
         """The next window. Read-only unless ``for_run``: a run about to publish it takes the
         pipeline's transactional ids over when an incomplete transaction holds the group's offsets
         (its own publishers fence them anyway); a plan only looks and reports them as ``held``."""
@@ -107,4 +108,4 @@ class ShopSettings:
         pipeline = pipeline or self.pipeline()
         if for_run:
             kwargs.setdefault("recover", lambda parts: fence_transactional_ids(pipeline, parts))
-        return plan_window(ClusterAdmin(self.connection), pipeline, **kwargs)
+        return plan_window(admin or ClusterAdmin(self.connection), pipeline, **kwargs)
