@@ -96,6 +96,21 @@ def test_shrinking_cuts_after_the_failing_step_first_and_tries_a_racy_candidate_
     assert ms.shrink(None, failing, budget=40, repeats=1).ops != [culprit]  # one try each misses it
 
 
+def test_the_page_counts_routes_and_is_plain_markdown(tmp_path):
+    """The model section of docs/reliability.md (rendered autoescaped): no HTML entity in its prose,
+    the operations counted by kind and the windows by route."""
+    partitions, ops = ms.draw_history(3, 10, connect=True)
+    outcome = ms.Outcome(3, partitions, ops, records=10, faults=2, recovery_s=1.0, seconds=5)
+    page = tmp_path / "reliability.md"
+    page.write_text("# Reliability\n")
+    ms.write_markdown([(outcome, None)], 60.0, ms.ModelSoakOptions(seeds=(3,), length=10, connect=True), "cmd", page)
+    text = page.read_text()
+    assert "&#" not in text and "&amp;" not in text
+    runs = [o for o in ops if "route" in o.a or o.kind in ms.CONNECT_OPS]
+    local = sum(o.a.get("route") == "local" for o in runs)
+    assert f"by route: connect {len(runs) - local}, local {local}." in text
+
+
 #: Seeds whose short histories cover produces (committed, aborted, invalid), crashes at failpoints, SIGKILLs
 #: (one mid-publish), plan-window during a run, and input records deleted past the pipeline's position (the
 #: next runs stop with exit 2 until the command they name ran).

@@ -851,10 +851,12 @@ def write_markdown(done: list[tuple[Outcome, Outcome | None]], wall: float, opts
                    out=None):
     """The model soak's section of docs/reliability.md (``templates/model_soak.md.j2``)."""
     out = out or paths.project_root() / "docs" / "reliability.md"
-    rows, counts = [], {}
+    rows, counts, routes = [], {}, {}
     for outcome, shortest in done:
         for op in outcome.ops:
             counts[op.kind] = counts.get(op.kind, 0) + 1
+            if route := op.a.get("route", "connect" if op.kind in CONNECT_OPS else None):
+                routes[route] = routes.get(route, 0) + 1
         kinds: dict[str, int] = {}
         for v in outcome.violations:
             kinds[v.kind] = kinds.get(v.kind, 0) + 1
@@ -887,6 +889,7 @@ def write_markdown(done: list[tuple[Outcome, Outcome | None]], wall: float, opts
                        totals=totals, ok=totals["failing"] == 0, wall_min=wall / 60, length=opts.length,
                        retries=RETRIES, shrink_budget=opts.shrink_budget, shrink_repeats=opts.shrink_repeats,
                        connect=opts.connect,
-                       op_counts=", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])))
+                       op_counts=", ".join(f"{k} {n}" for k, n in sorted(counts.items(), key=lambda kv: -kv[1])),
+                       route_counts=", ".join(f"{k} {n}" for k, n in sorted(routes.items())))
     page.write_section(out, MODEL_SECTION, text)
     return out
