@@ -15,7 +15,7 @@ import os
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from eos_etl.engine import checkpoint_log
+from eos_etl.engine import checkpoint_topic
 from eos_etl.engine.checkpoint import PartitionCheckpoint
 from eos_etl.engine.errors import ProducerFencedError, PublishError
 from eos_etl.engine.lineage import H_SOURCE_OFFSET
@@ -174,7 +174,7 @@ def test_the_loop_aborts_and_replays_a_transaction_whose_produce_was_refused(con
     config = PipelineConfig(connection, input_topic=source, group=group, output_topics=(out,),
                             transactional_id_prefix=tid)
     admin.create_topics({source: 1})
-    ensure_topics(admin, [checkpoint_log.topic_spec(config.checkpoint_topic, 1)])
+    ensure_topics(admin, [checkpoint_topic.topic_spec(config.checkpoint_topic, 1)])
     end, chunk = 8, 4
     producer = producer_for(connection, tid)
     checkpoint = PartitionCheckpoint(config, 0)

@@ -111,10 +111,11 @@ def test_the_page_counts_routes_and_is_plain_markdown(tmp_path):
     assert f"by route: connect {len(runs) - local}, local {local}." in text
 
 
-#: Seeds whose short histories cover produces (committed, aborted, invalid), crashes at failpoints, SIGKILLs
-#: (one mid-publish), plan-window during a run, and input records deleted past the pipeline's position (the
-#: next runs stop with exit 2 until the command they name ran).
-SEEDS = (8, 29)
+#: A seed whose short history covers produces (committed, invalid, in transactions), a run, input records
+#: deleted past the pipeline's position, and a run to be SIGKILLed as it publishes: it must stop first, with
+#: exit 2 naming the partition, and liveness runs the reset it names. The suite sits near CI's 30 minutes:
+#: the longer histories, kills and crashes are make soak-model's.
+SEEDS = (29,)
 LENGTH = 5
 
 

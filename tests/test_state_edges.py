@@ -134,7 +134,7 @@ def test_a_partition_added_while_a_run_is_in_flight_starts_from_its_start(lab):
     partition 2 up from offset 0."""
     shop = lab.make_shop(2, name="added-in-flight")
     first = generate(shop.connection, shop.topics.purchases, 200, invalid_share=0.0, seed=64)
-    job = lab.job(shop, failpoints="after_init=sleep:25,partition=0").start()
+    job = lab.job(shop, failpoints="after_init=sleep:10,partition=0").start()
     try:
         assert job.wait_for("fired:", 300), job.tail(30)
         add_partitions(shop, 3, checkpoint_too=False)

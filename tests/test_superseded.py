@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from eos_etl.engine import checkpoint_log
+from eos_etl.engine import checkpoint_topic
 from eos_etl.engine.errors import ProducerFencedError
 from eos_etl.engine.pipeline import PipelineConfig
 from eos_etl.engine.publisher import PartitionPublisher
@@ -113,7 +113,7 @@ def test_an_attempt_fenced_by_its_transactions_timeout_fails_at_once(connection,
     config = PipelineConfig(connection, input_topic=source, group=group, output_topics=(sink,),
                             transactional_id_prefix=prefix, chunk_records=4, chunk_seconds=2.0,
                             transaction_timeout_ms=5_000, retry_deadline_s=10.0)
-    ensure_topics(admin, [checkpoint_log.topic_spec(config.checkpoint_topic, 1)])
+    ensure_topics(admin, [checkpoint_topic.topic_spec(config.checkpoint_topic, 1)])
 
     def records():
         for offset in range(10):

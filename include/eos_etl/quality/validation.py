@@ -60,7 +60,7 @@ def validate_run(
 ) -> QualityResult:
     """Validate what a read_committed reader sees for ``window``; never raises on bad data.
 
-    ``settings`` is a :class:`eos_etl.shop.pipeline.ShopSettings`. ``committed_input_offsets``
+    ``settings`` is a :class:`eos_etl.shop.settings.ShopSettings`. ``committed_input_offsets``
     (partition -> offset) replaces reading the group's committed offsets from the
     cluster. With ``exact_offsets=False`` committed offsets at or past the window ends
     pass (validating an old window after later ones ran); by default they must equal them.
