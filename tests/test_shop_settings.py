@@ -3,8 +3,11 @@ DAGs' Variable JSON, one mapping each way (broker-free)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from eos_etl.cli import build_parser
 from eos_etl.cli.options import shop_settings_from_args
+from eos_etl.engine.pipeline import PipelineConfig
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.orchestration.settings import ShopDagConfig
 from eos_etl.shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
@@ -26,11 +29,25 @@ def test_options_given_by_to_args_read_back_the_same_settings_in_every_command_t
 def test_the_variable_json_gives_the_same_settings_and_every_key_is_optional():
     data = {"topics": {"purchases": "p", "invoices": "i", "shipments": "s", "dead_letters": "p.dlq"},
             "group": "g", "transactional_id_prefix": "t", "max_payload_bytes": 1234, "chunk_records": 10}
-    assert ShopSettings.from_mapping(data, CONNECTION) == CUSTOM
-    assert ShopDagConfig(data).settings(CONNECTION) == CUSTOM and ShopDagConfig(data).chunk_records == 10
+    tuned = dataclasses.replace(CUSTOM, chunk_records=10)
+    assert ShopSettings.from_mapping(data, CONNECTION) == tuned
+    assert ShopDagConfig(data).settings(CONNECTION) == tuned
     empty = ShopSettings.from_mapping({}, CONNECTION)
     assert empty == ShopSettings(connection=CONNECTION)
     assert (empty.group, empty.transactional_id_prefix, empty.max_payload_bytes) == (
         DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX, DEFAULT_MAX_PAYLOAD_BYTES)
     replay = ShopDagConfig(data).settings(CONNECTION, version="v2")
     assert replay.topics.invoices == "i.v2" and replay.group == "g-replay-v2" and replay.topics.purchases == "p"
+
+
+def test_records_per_transaction_travel_in_the_settings_from_the_variable_to_the_run_s_engine_config():
+    tuned = ShopSettings.from_mapping({"chunk_records": 7}, CONNECTION)
+    args = build_parser().parse_args(["run-window", "--bootstrap-servers", "127.0.0.1:9092", *tuned.to_args()])
+    again = shop_settings_from_args(args)
+    assert again == tuned and again.pipeline().chunk_records == 7
+    assert again.pipeline(chunk_records=3).chunk_records == 3  # a run's own override still wins
+    default = ShopSettings(connection=CONNECTION)
+    assert "--chunk-records" not in default.to_args()  # plan-window, which does not take it, reads these too
+    engine_default = PipelineConfig(connection=CONNECTION, input_topic="p", group="g", output_topics=("i",),
+                                    transactional_id_prefix="t").chunk_records
+    assert default.pipeline().chunk_records == engine_default

@@ -145,7 +145,7 @@ def _add_run_window(sub) -> None:
 
 def _pipeline_overrides(args) -> dict:
     out = {}
-    for name in ("chunk_records", "chunk_seconds", "transaction_timeout_ms", "run_id"):
+    for name in ("chunk_seconds", "transaction_timeout_ms", "run_id"):  # chunk_records: in the settings
         value = getattr(args, name, None)
         if value is not None:
             out[name] = value

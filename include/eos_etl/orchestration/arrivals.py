@@ -1,8 +1,7 @@
 """Event-driven runs: an AssetWatcher on the purchases topic, one run per burst of arrivals.
 
-The watcher is the Kafka provider's message-queue trigger (``MessageQueueTrigger``
-with scheme ``kafka``, i.e. the provider's ``AwaitMessageTrigger``) on the
-purchases topic, through its own Airflow connection ``kafka_purchases_watch``
+The watcher (:mod:`.arrivals_watch`) runs the Kafka provider's ``AwaitMessageTrigger``
+on the purchases topic, through its own Airflow connection ``kafka_purchases_watch``
 (conn type ``kafka``; its extra is the consumer's config, with its own
 ``group.id``: the pipeline's group plus ``-arrivals``, which the ACL role
 ``watcher`` of ``eos-etl acl grant`` covers). The trigger fires for a message when its apply function returns
@@ -64,34 +63,6 @@ def first_of_burst(message, *, quiet_s: float = QUIET_S, max_batch_s: float = MA
              message.offset())
     return {"topic": topic, "partition": message.partition(), "offset": message.offset(),
             "timestamp_ms": int(stamp * 1000)}
-
-
-def arrivals_asset(topic: str, *, quiet_s: float = QUIET_S, max_batch_s: float = MAX_BATCH_S):
-    """The watched purchases Asset (``kafka://<first bootstrap server>/<topic>``), or None when the
-    watcher's connection is not configured (the on-arrival DAG is then not defined)."""
-    # Deferred: Airflow and its messaging provider load only where the watched Asset is built (the
-    # on-arrival DAG); the batching helpers above run in the triggerer and tests without them.
-    from airflow.providers.common.messaging.triggers.msg_queue import MessageQueueTrigger
-    from airflow.sdk import Asset, AssetWatcher, BaseHook
-    from airflow.sdk.exceptions import AirflowNotFoundException
-
-    try:
-        extra = BaseHook.get_connection(WATCH_CONN_ID).extra_dejson or {}
-    except AirflowNotFoundException:
-        return None
-    broker = str(extra.get("bootstrap.servers", "")).split(",")[0].strip()
-    if not broker:
-        return None
-    trigger = MessageQueueTrigger(
-        scheme="kafka", topics=[topic], kafka_config_id=WATCH_CONN_ID,
-        apply_function=f"{__name__}.first_of_burst",
-        apply_function_kwargs={"quiet_s": quiet_s, "max_batch_s": max_batch_s},
-        # The provider sleeps poll_interval after each message that does not fire: a burst's
-        # tail must be read through quickly, not at one message per interval.
-        poll_interval=0, poll_timeout=1,
-    )
-    return Asset(uri=f"kafka://{broker}/{topic}", name=f"{topic} arrivals",
-                 watchers=[AssetWatcher(name=f"{topic}_arrivals", trigger=trigger)])
 
 
 def wait_for_quiet(admin, topic: str, *, quiet_s: float = QUIET_S, max_s: float = MAX_BATCH_S) -> float:

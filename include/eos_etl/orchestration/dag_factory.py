@@ -9,6 +9,7 @@ inside the tasks, so parsing the DAG file stays fast.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -45,15 +46,15 @@ SCHEDULED_RUN_TYPES = frozenset({DagRunType.SCHEDULED, DagRunType.BACKFILL_JOB})
 ISO_TIME_WITH_ZONE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})$"
 
 
-def _common_params(default_chunk: int | None) -> dict:
+def _common_params() -> dict:
     return {
         "max_records_per_partition": Param(
             None, type=["null", "integer"], minimum=1, title="Record cap per partition",
             description="Process at most this many offsets per input partition in this run (empty: no cap).",
         ),
         "chunk_records": Param(
-            default_chunk, type=["null", "integer"], minimum=1, title="Records per transaction",
-            description="Input records per Kafka transaction (empty: the pipeline default).",
+            None, type=["null", "integer"], minimum=1, title="Records per transaction",
+            description="Input records per Kafka transaction (empty: the Variable's chunk_records, else the pipeline default).",
         ),
         "until": Param(
             None, type=["null", "string"], title="Upper time bound", pattern=ISO_TIME_WITH_ZONE,
@@ -115,6 +116,9 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     cfg = ShopDagConfig.load()
     connection = get_kafka_connection()
     settings = cfg.settings(connection, version=version)
+    if chunk := _count_param(params, "chunk_records"):
+        settings = dataclasses.replace(settings, chunk_records=chunk)
+    pipeline = settings.pipeline()
     admin = ClusterAdmin(connection)
     if version:
         # A replay writes to its own versioned topics, created like the originals.
@@ -124,7 +128,7 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     # The run task's run-window checks again: it is another process, maybe on another worker and
     # minutes later (retries, a queue), and the command must be safe run alone; this one gives the
     # plan task its one clear error before a window is planned and its warnings for the report.
-    warnings = preflight(settings.pipeline(), admin, schedule_interval_s=interval_s).warnings
+    warnings = preflight(pipeline, admin, schedule_interval_s=interval_s).warnings
     arrivals = _wait_for_arrivals(ctx, admin, settings.topics.purchases)
     dry_run = bool(params.get("dry_run"))
 
@@ -137,12 +141,12 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     elif ctx["dag_run"].run_type in SCHEDULED_RUN_TYPES and ctx.get("data_interval_end"):
         until_ms = int(ctx["data_interval_end"].timestamp() * 1000)
     cap = _count_param(params, "max_records_per_partition")
-    window = settings.plan(max_records_per_partition=cap, until_timestamp_ms=until_ms)
+    window = settings.plan(pipeline=pipeline, admin=admin, max_records_per_partition=cap, until_timestamp_ms=until_ms)
     if window.is_empty and not dry_run:
         # No run_window for a window with nothing new: its commit is renewed here, so the group's
         # offsets never expire while the pipeline keeps running.
         run_id = attempt_run_id(ctx["run_id"], ctx["ti"].try_number)
-        publish_without_spark(settings.pipeline(run_id=run_id), window.ranges)
+        publish_without_spark(dataclasses.replace(pipeline, run_id=run_id), window.ranges)
     partitions = [{"partition": p, "start": r.start, "end": r.end, "offsets": r.span}
                   for p, r in sorted(window.ranges.items())]
     for row in partitions:
@@ -159,7 +163,6 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
         "until_ms": until_ms,
         "version": version,
         "cli_args": settings.to_args(),
-        "chunk_records": _count_param(params, "chunk_records") or cfg.chunk_records,
         # Where this window's outputs will start: the asset events name the exact ranges.
         "outputs": output_starts(admin, settings.topics),
         "arrivals": arrivals,
@@ -260,7 +263,7 @@ def _run_window_operator(dag_id: str):
 
 def build_shop_dag(*, dag_id: str, schedule, version_param: bool, doc_md: str, tags: list[str],
                    is_paused_upon_creation: bool | None = None):
-    params = {**_common_params(None), **(_replay_params() if version_param else {})}
+    params = {**_common_params(), **(_replay_params() if version_param else {})}
     interval_s = schedule_interval_s(schedule)
 
     @dag(

@@ -60,7 +60,7 @@ class _WindowRun:
         with private_connection_file(connection.to_json()) as connection_file:
             self._run_job(context, [
                 "run-window", *plan["cli_args"], "--window-json", plan["window_json"], "--run-id", run_id,
-                "--chunk-records", str(plan["chunk_records"]), "--connection-json-file", str(connection_file),
+                "--connection-json-file", str(connection_file),
                 "--summary-file", str(summary_file), "--compact",
             ])
         summary = json.loads(summary_file.read_text())

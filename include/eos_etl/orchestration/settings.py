@@ -90,19 +90,15 @@ class ShopDagConfig:
     variable: dict
 
     @classmethod
-    def load(cls) -> "ShopDagConfig":
+    def load(cls, variable: str = SHOP_VARIABLE) -> "ShopDagConfig":
         from airflow.sdk import Variable  # deferred, as in get_kafka_connection
 
-        raw = Variable.get(SHOP_VARIABLE, default=None)
+        raw = Variable.get(variable, default=None)
         return cls(json.loads(raw) if raw else {})
 
     @property
     def topics(self) -> ShopTopics:
         return ShopTopics(**self.variable.get("topics", {}))
-
-    @property
-    def chunk_records(self) -> int:
-        return int(self.variable.get("chunk_records", 50_000))
 
     def settings(self, connection: KafkaConnection, *, version: str | None = None) -> ShopSettings:
         """Settings for the main pipeline, or for a replay under output version ``version``."""

@@ -30,8 +30,14 @@ class ShopSettings:
     group: str = DEFAULT_GROUP
     transactional_id_prefix: str = DEFAULT_TRANSACTIONAL_ID_PREFIX
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
+    #: Input records per transaction; None leaves the engine's default (:class:`PipelineConfig`).
+    chunk_records: int | None = None
 
     def pipeline(self, **overrides) -> PipelineConfig:
+        """The engine's configuration: built once per run and handed down (``overrides``: the run's
+        own settings, such as its run id)."""
+        if self.chunk_records is not None:
+            overrides.setdefault("chunk_records", self.chunk_records)
         return PipelineConfig(
             connection=self.connection,
             input_topic=self.topics.purchases,
@@ -44,12 +50,14 @@ class ShopSettings:
     # -- the settings' outside forms, in one place: command-line options and the Variable's JSON ----------
     def to_args(self) -> list[str]:
         """The command-line options that give these settings (all but the connection's) to a
-        ``run-window`` or ``plan-window`` process; :meth:`from_args` reads them back."""
+        ``run-window`` or ``plan-window`` process; :meth:`from_args` reads them back.
+        ``--chunk-records`` (a run's option, which ``plan-window`` does not take) only when set."""
         t = self.topics
+        chunk = ["--chunk-records", str(self.chunk_records)] if self.chunk_records is not None else []
         return ["--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
                 "--dlq-topic", t.dead_letters, "--group", self.group,
                 "--transactional-id-prefix", self.transactional_id_prefix,
-                "--max-payload-bytes", str(self.max_payload_bytes)]
+                "--max-payload-bytes", str(self.max_payload_bytes), *chunk]
 
     @classmethod
     def from_args(cls, args, connection: KafkaConnection) -> "ShopSettings":
@@ -57,17 +65,19 @@ class ShopSettings:
         return cls(connection=connection,
                    topics=ShopTopics(args.input_topic, args.invoices_topic, args.shipments_topic, args.dlq_topic),
                    group=args.group, transactional_id_prefix=args.transactional_id_prefix,
-                   max_payload_bytes=args.max_payload_bytes)
+                   max_payload_bytes=args.max_payload_bytes, chunk_records=getattr(args, "chunk_records", None))
 
     @classmethod
     def from_mapping(cls, data: Mapping, connection: KafkaConnection) -> "ShopSettings":
         """The settings a JSON object gives (the DAGs' Airflow Variable), every key optional:
         ``topics`` (``purchases``, ``invoices``, ``shipments``, ``dead_letters``), ``group``,
-        ``transactional_id_prefix``, ``max_payload_bytes``."""
+        ``transactional_id_prefix``, ``max_payload_bytes``, ``chunk_records``."""
+        chunk = data.get("chunk_records")
         return cls(connection=connection, topics=ShopTopics(**data.get("topics", {})),
                    group=data.get("group", DEFAULT_GROUP),
                    transactional_id_prefix=data.get("transactional_id_prefix", DEFAULT_TRANSACTIONAL_ID_PREFIX),
-                   max_payload_bytes=int(data.get("max_payload_bytes", DEFAULT_MAX_PAYLOAD_BYTES)))
+                   max_payload_bytes=int(data.get("max_payload_bytes", DEFAULT_MAX_PAYLOAD_BYTES)),
+                   chunk_records=int(chunk) if chunk is not None else None)
 
     def replay(self, version: str) -> "ShopSettings":
         """The settings of a replay under output version ``version``: its own output topics
