@@ -216,7 +216,7 @@ def test_hostile_connection_files_fail_in_one_line_never_echoing_them(quiet_shop
 PARAM_CHECK = """
 import json, sys
 from eos_etl.orchestration.dag_factory import _common_params, _replay_params
-params = {**_common_params(None), **_replay_params()}
+params = {**_common_params(), **_replay_params()}
 out = []
 for name, value in json.load(sys.stdin):
     try:
