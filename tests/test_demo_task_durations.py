@@ -15,6 +15,10 @@ def test_tasks_in_start_order_with_the_whole_run_from_its_trigger():
         {"task_id": "never_ran", "state": "upstream_failed", "start_date": None, "end_date": None},
     ]
     lines = task_durations(run, tasks).splitlines()
-    assert [line.split()[0] for line in lines[1:-1]] == ["plan_window", "validate", "report"]
-    assert lines[1].split()[1:] == ["success", "1.5", "s"] and lines[3].split()[1:] == ["failed", "3.2", "s"]
+    assert [line.split()[0] for line in lines[1:-2]] == ["plan_window", "validate", "report"]
+    # Each task: its duration, and how long after the trigger or the previous task's end it started.
+    assert lines[1].split()[1:5] == ["success", "1.5", "s", "started"] and lines[1].split()[5] == "2.5"
+    assert lines[2].split()[2] == "9.5" and lines[2].split()[5] == "16.0"
+    assert lines[3].split()[1:3] == ["failed", "3.2"] and lines[3].split()[5] == "0.5"
+    assert lines[-2].split()[-5:] == ["14.2", "s", "/", "19.0", "s"]  # in tasks / between them
     assert lines[-1].split()[-2:] == ["33.2", "s"]  # queued -> the last task's end

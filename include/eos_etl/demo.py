@@ -92,20 +92,35 @@ def _run_directly(settings, spark_master: str | None = None) -> None:
     print(f"\nrun summary: {report}")
 
 
+def _at(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp)
+
+
 def _seconds(start: str | None, end: str | None) -> float | None:
     if not start or not end:
         return None
-    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    return (_at(end) - _at(start)).total_seconds()
 
 
 def task_durations(dag_run: dict, task_instances: list[dict]) -> str:
-    """The run's tasks in the order they started, each with its duration as Airflow recorded it, and the
+    """The run's tasks in the order they started, each with its duration as Airflow recorded it (its
+    process's start and the DAG file's parse included) and the gap before it started (after the
+    trigger or the previous task's end: scheduling, queueing, starting the task's process), then the
     whole run from its trigger (queued) to its last task's end: where a window's time goes."""
-    tasks = sorted((t for t in task_instances if t.get("start_date")), key=lambda t: t["start_date"])
-    lines = [f"  {t['task_id']:<18} {t.get('state') or '?':<10} "
-             f"{_seconds(t['start_date'], t.get('end_date')) or 0:7.1f} s" for t in tasks]
+    tasks = sorted((t for t in task_instances if t.get("start_date")), key=lambda t: _at(t["start_date"]))
+    began = dag_run.get("queued_at") or dag_run.get("start_date")
+    lines, last_end, in_tasks, between = [], began, 0.0, 0.0
+    for t in tasks:
+        took = _seconds(t["start_date"], t.get("end_date")) or 0.0
+        gap = max(0.0, _seconds(last_end, t["start_date"]) or 0.0) if last_end else 0.0
+        in_tasks, between = in_tasks + took, between + gap
+        lines.append(f"  {t['task_id']:<18} {t.get('state') or '?':<10} {took:7.1f} s   started {gap:5.1f} s "
+                     "after the previous end")
+        if t.get("end_date") and (last_end is None or _at(t["end_date"]) > _at(last_end)):
+            last_end = t["end_date"]
     ends = [t["end_date"] for t in tasks if t.get("end_date")]
-    whole = _seconds(dag_run.get("queued_at") or dag_run.get("start_date"), max(ends)) if ends else None
+    whole = _seconds(began, max(ends, key=_at)) if ends else None
+    lines.append(f"  {'in tasks / between tasks':<29} {in_tasks:7.1f} s / {between:.1f} s")
     lines.append(f"  {'trigger -> last task end':<29} {whole or 0:7.1f} s")
     return "task durations (Airflow's own record):\n" + "\n".join(lines)
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..logging_setup import configure
-from . import validation_scaling
+from . import breakdown, validation_scaling
 from .cluster_compare import merge_into
 from .page import TARGETS, end_proof_shares, write_page
 from .run import Bench, Options
@@ -58,7 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--proof-sizes", type=_ints, default=[100_000, 1_000_000],
                    help="windows of the window-end proof's cost, each over a transactional input of that size "
                         "(default 100000,1000000)")
-    p.add_argument("--only", choices=["cluster-compare", "validation-scaling", "end-proof"], default=None,
+    p.add_argument("--breakdown-size", type=int, default=1_000_000,
+                   help="purchases in the per-purchase breakdown's window (default 1000000)")
+    p.add_argument("--only", choices=["cluster-compare", "validation-scaling", "end-proof", "breakdown"], default=None,
                    help="run only this part: cluster-compare is merged into the earlier results in "
                         "--out/benchmarks.json; validation-scaling writes --out/validation_scaling.json")
     p.add_argument("--validation-window-records", type=int, default=2_000,
@@ -91,6 +93,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.records, args.repeats, args.sample, args.max_transactions = 2_000, 1, 50, 20
         args.sizes, args.partition_counts, args.txn_sizes = [1_000, 2_000], [1, args.partitions], [1, 100, 1_000]
         args.proof_sizes = [2_000]
+        args.breakdown_size = 2_000
     return args
 
 
@@ -126,6 +129,18 @@ def _end_proof_report(data: dict, out: Path) -> int:
     return 0 if shares and not failed and max(shares.values()) <= TARGETS["end_proof_share"] else 1
 
 
+def _breakdown_report(data: dict, out: Path, opts: Options) -> int:
+    """``--only breakdown``: its rows to --out/breakdown.json and its tables on stdout; 1 when a run failed."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "breakdown.json").write_text(json.dumps(data, indent=1))
+    rows = [r for r in data["rows"] if r.get("stage")]
+    print(breakdown.markdown(rows, opts.breakdown_size, opts.partitions))
+    failed = [r["name"] for r in rows if not r["ok"]]
+    if failed:
+        print(f"failed runs: {failed}")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     configure()
     args = parse_args(argv)
@@ -142,12 +157,15 @@ def main(argv: list[str] | None = None) -> int:
                        scale_b3=not args.no_scale_b3, out=args.out, quick=args.quick,
                        cluster_compare=not args.no_cluster_compare, spark_connect=not args.no_spark_connect,
                        only_cluster_compare=args.only == "cluster-compare", proof_sizes=args.proof_sizes,
-                       only_end_proof=args.only == "end-proof")
+                       only_end_proof=args.only == "end-proof", breakdown_size=args.breakdown_size,
+                       only_breakdown=args.only == "breakdown")
         t0 = time.monotonic()
         data = Bench(opts).run()
         log.info("bench finished in %.1f min", (time.monotonic() - t0) / 60)
         if opts.only_end_proof:
             return _end_proof_report(data, args.out)
+        if opts.only_breakdown:
+            return _breakdown_report(data, args.out, opts)
     command = " ".join(["python -m eos_etl.bench", *(argv if argv is not None else sys.argv[1:])])
     data.setdefault("command", command)
     if data.get("cluster_compare"):

@@ -19,6 +19,7 @@ confirmed.
   bench sets ``SPARK_REMOTE`` for it; ``startup_s`` is then the client session's);
 * ``N``  the one-transaction-per-record consume-produce-commit loop;
 * ``R``  Spark's Kafka read (read_committed) + ``count()``;
+* ``SC-stage`` one stage of the per-purchase breakdown on the Connect server (:mod:`.breakdown`);
 * ``check`` the independent exactly-once checker over an ``S`` run;
 * ``payloads`` collects an ``S`` run's outputs (in input order) to a file.
 """
@@ -259,7 +260,20 @@ def case_s(spec) -> dict:
             "outputs": sum(summary.outputs().values()), "transactions": summary.transactions,
             "aborts": sum(r.aborts for r in summary.partitions), "skipped": summary.records_skipped,
             # The window-end proof each task reads after its last record (its share of the window's time).
-            "end_proof_s": [r.end_proof_s for r in summary.partitions]}
+            "end_proof_s": [r.end_proof_s for r in summary.partitions],
+            # Each task's own clocks, for the per-purchase breakdown (bench.breakdown).
+            "partitions": [{k: getattr(r, k) for k in ("seconds", "read_seconds", "decode_seconds", "end_proof_s",
+                                                       "worker_cpu_seconds")} for r in summary.partitions]}
+
+
+def case_stage(spec) -> dict:
+    """One stage of the per-purchase breakdown below publishing (bench.breakdown), as a Connect client."""
+    from .breakdown import run_stage  # deferred: pyspark, as in _settings
+
+    spark, startup = _spark(f"eos-etl-bench-stage-{spec['stage']}")
+    job, rows = run_stage(spark, _settings(spec), _window(spec), spec["stage"])
+    spark.stop()
+    return {"job_s": job, "startup_s": startup, "purchases": rows, "outputs": 0, "stage": spec["stage"]}
 
 
 def case_b3(spec) -> dict:
@@ -338,7 +352,7 @@ def case_payloads(spec) -> dict:
 
 CASES = {"B1": case_b1, "B2": case_b2, "B3": case_b3, "S": case_s, "N": case_n, "R": case_r,
          "check": case_check, "payloads": case_payloads,
-         "SC": case_s}  # the session is the server's because of SPARK_REMOTE (stack.spark.spark_session)
+         "SC": case_s, "SC-stage": case_stage}  # the session is the server's because of SPARK_REMOTE (stack.spark.spark_session)
 
 
 def main(argv: list[str]) -> int:

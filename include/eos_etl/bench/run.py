@@ -28,6 +28,7 @@ from ..shop.schema import ShopTopics
 from ..stack import class_data
 from ..stack.spark_connect import SparkConnectServer
 from ..stack.tools import free_port
+from . import breakdown
 from .cluster_compare import ClusterComparison
 from .harness import measure
 from .machine import describe_machine, load_average
@@ -54,6 +55,8 @@ class Options:
     input_transaction_size: int | None = None  # the inputs' purchases per transaction (None: no transactions)
     proof_sizes: list[int] = field(default_factory=lambda: [100_000, 1_000_000])  # the window-end proof's windows
     only_end_proof: bool = False  # run nothing but the window-end proof's windows
+    breakdown_size: int = 1_000_000  # the per-purchase breakdown's window (bench.breakdown)
+    only_breakdown: bool = False  # run nothing but the per-purchase breakdown
     sample: int = 500  # purchases for N (one transaction each)
     max_transactions: int = 500  # B2 uses at most this many transactions (k=1 -> 500 purchases)
     big_repeats: int | None = None  # S repetitions at sizes above `records` (default: repeats)
@@ -184,7 +187,7 @@ class Bench:
         spec_path.write_text(json.dumps(spec))
         result_path = self.work / "specs" / f"{name}.result.json"
         env, also = None, ()
-        if spec["case"] == "SC":  # a client of the server: the work (and its CPU and memory) is the server's
+        if spec["case"] in ("SC", "SC-stage"):  # a client of the server: the work (and its CPU and memory) is the server's
             env, also = {**os.environ, **self.connect.client_env()}, (self.connect.pid(),)
         broker_cpu0 = target.broker_cpu_seconds()
         load_before = os.getloadavg()[0]
@@ -233,6 +236,10 @@ class Bench:
         t = settings.topics
         res = row["result"]
         purchases, outputs = row["purchases"] or 0, row["outputs"] or 0
+        if case == "SC-stage":  # publishes nothing; the noop sink (transform) counts nothing back
+            seen = row["purchases"]
+            return [] if seen in (None, row["window_purchases"]) else [f"the stage saw {seen} of "
+                                                                       f"{row['window_purchases']} records"]
         if case in ("S", "SC", "B3", "R") and purchases != row["window_purchases"]:
             problems.append(f"purchases {purchases} != window {row['window_purchases']}")
         if case == "R":
@@ -372,6 +379,23 @@ class Bench:
                                   expected_purchases=size)
         self.target.inputs.pop(o.partitions, None)  # the main input's entry is gone with the prefix topics
 
+    def run_breakdown(self) -> None:
+        """Where a purchase's time goes on the default route: the stages of :mod:`.breakdown`, one after
+        the other in each repetition, over one window on one Spark Connect server; rows labelled
+        ``SC <stage>``, tagged ``stage``."""
+        o = self.opts
+        size = o.breakdown_size
+        self.target.prepare_input(f"bench-breakdown-{size}-p{o.partitions}", o.partitions, size,
+                                  o.input_transaction_size)
+        if self.connect is None:
+            self.start_spark_connect(size)
+        for rep in range(1, o.repeats + 1):
+            for stage in breakdown.STAGES:
+                case = "SC" if stage == "publish" else "SC-stage"
+                self.run_case(case, size=size, pc=o.partitions, rep=rep, label=f"SC {stage}",
+                              extra={"stage": stage}, row_tags={"stage": stage})
+        self.target.inputs.pop(o.partitions, None)
+
     def save(self) -> None:
         data = {"options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.opts).items()},
                 "meta": self.meta, "started": self.started, "elapsed_s": round(time.time() - self.started, 1),
@@ -386,7 +410,9 @@ class Bench:
         self.meta["machine_start"] = describe_machine()
         self.start_broker()
         try:
-            if self.opts.only_end_proof:
+            if self.opts.only_breakdown:
+                self.run_breakdown()
+            elif self.opts.only_end_proof:
                 self.run_end_proof()
             elif not self.opts.only_cluster_compare:
                 t0 = time.monotonic()
@@ -399,7 +425,8 @@ class Bench:
                 self.run_scale()
                 self.run_end_proof()
                 self.stop_spark_connect()
-            if (self.opts.cluster_compare and not self.opts.only_end_proof) or self.opts.only_cluster_compare:
+            single = self.opts.only_end_proof or self.opts.only_breakdown
+            if (self.opts.cluster_compare and not single) or self.opts.only_cluster_compare:
                 ClusterComparison(self, SPARK_PRODUCER).run()
         finally:
             self.save()

@@ -9,10 +9,12 @@ validation are clients of one long-lived Spark application, as under ``make up``
   server:
 
   - ``run_window``: the window's run as the DAG's ``run_window`` task runs it (a
-    ``python -m eos_etl run-window`` client process, timed from its start to its end);
+    ``python -m eos_etl run-window`` client process, timed from its start to its end), best
+    of ``repeats`` windows of the size, each validated by the task below;
   - ``validate``: validation as the DAG's ``validate`` task runs it on this route (a
     fresh client process: imports, a session on the server, ``validate_run``, timed
-    from its start to its result), and ``validate_run``'s own seconds in this
+    from its start to its result; best of ``repeats``, one per window, so the ratio compares
+    best with best), and ``validate_run``'s own seconds in this
     process (best of ``repeats``, the Great Expectations project already open),
     with Great Expectations' share;
   - the read floor: only reading what the checks must read (the window's inputs and the
@@ -76,7 +78,7 @@ log = logging.getLogger(__name__)
 
 HISTORY_RATIO_TARGET = 1.2
 #: validate <= this x run_window, for windows up to the size (and beyond the last: the last).
-VALIDATE_VS_RUN_TARGETS = ((100_000, 1.0), (None, 0.5))
+VALIDATE_VS_RUN_TARGETS = ((100_000, 1.0), (None, 0.7))
 TASK_TIMEOUT_S = 1800
 
 
@@ -309,18 +311,27 @@ def size_phase(target: KafkaTarget, server: SparkConnectServer, spark, opts: Sca
     """One window size: run_window, validate (task and in-process), read floor, before column, memory."""
     shop = _Shop(target, opts.partitions, work / f"gx-size-{records}")
     client_env = {**os.environ, **server.client_env()}
-    window, summary, run_s = shop.run_window_task(client_env, records, seed=records)
+    # Best of ``repeats`` for both sides of the ratio: as many windows of this size, each run by a
+    # run-window process and then validated by the validate task as the DAG runs it on this route (a
+    # fresh client process, the Great Expectations project on disk as every window after the first
+    # finds it). A window publishes once, so the run's repeats are windows of their own.
+    runs, tasks = [], []
+    for i in range(opts.repeats):
+        window_i, summary_i, run_s_i = shop.run_window_task(client_env, records, seed=records + i)
+        task_i = _task(VALIDATE_TASK, shop.spec(window_i, run_id=f"{summary_i['run_id']}-task",
+                                                margin_ms=opts.margin_ms), client_env)
+        runs.append((run_s_i, window_i, summary_i))
+        tasks.append(task_i)
+    run_s, window, summary = min(runs, key=lambda r: r[0])
+    task = min(tasks, key=lambda t: t["task_s"])
     out: dict = {"records": records, "partitions": opts.partitions, "run_window_s": round(run_s, 3),
-                 "run_window_job_s": summary.get("seconds")}
+                 "run_window_job_s": summary.get("seconds"), "run_window_all_s": [round(r[0], 3) for r in runs],
+                 "validate_task_all_s": [t["task_s"] for t in tasks]}
     jvm = server.pid()
     _reset_hwm(jvm)
     _reset_hwm("self")
     best = _best_validation(shop, spark, window, summary["run_id"], opts)
     server_kb, self_kb = _hwm_kb(jvm), _hwm_kb("self")
-    # The validate task as the DAG runs it on this route: a fresh client process, the Great
-    # Expectations project on disk as every window after the first finds it.
-    task = _task(VALIDATE_TASK, shop.spec(window, run_id=f"{summary['run_id']}-task", margin_ms=opts.margin_ms),
-                 client_env)
     out.update({
         "validate_task_s": task["task_s"], "validate_task_session_s": task["session_s"],
         "validate_task_run_s": task["validate_s"], "validate_task_timings": task["timings"],

@@ -72,6 +72,8 @@ class PartitionResult:
     reinitialisations: int = 0  # producers ended and replaced after a commit or abort of unknown outcome
     seconds: float = 0.0
     read_seconds: float = 0.0  # of the task's time, waiting for Spark's records (Kafka read + transform)
+    decode_seconds: float = 0.0  # of the task's time, turning Spark's Arrow batches into records
+    worker_cpu_seconds: float = 0.0  # CPU of the task's Python worker process (0: committed by the driver)
     spark_partition: int | None = None  # the Spark task's partition (None: committed by the driver, no task)
     end_proof_s: float = 0.0  # reading [last record + 1, end) to prove the window end (0: no tail to read)
 

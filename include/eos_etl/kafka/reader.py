@@ -6,6 +6,7 @@ list, so callers keep the ranges bounded); the pipeline itself reads through Spa
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from confluent_kafka import Consumer, TopicPartition
 
 from .connection import KafkaConnection
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -63,6 +66,10 @@ def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple
         consumer.close()
 
 
+#: A tail read slower than this is logged with its number of polls (one fetch takes ~20 ms).
+SLOW_TAIL_READ_S = 0.1
+
+
 def first_visible_offset(consumer: Consumer, topic: str, partition: int, start: int, end: int, *,
                          timeout_s: float = 30.0) -> int | None:
     """The offset of the first record in [start, end) of ``topic[partition]`` that ``consumer`` sees
@@ -77,10 +84,13 @@ def first_visible_offset(consumer: Consumer, topic: str, partition: int, start: 
     if end <= start:
         return None
     tp = TopicPartition(topic, partition, start)
+    t0 = time.monotonic()
     consumer.assign([tp])
-    deadline = time.monotonic() + timeout_s
+    deadline = t0 + timeout_s
+    polls = 0
     try:
         while True:
+            polls += 1
             for msg in consumer.consume(100, 0.02):
                 if not msg.error() and msg.partition() == partition:
                     return msg.offset() if msg.offset() < end else None
@@ -91,6 +101,8 @@ def first_visible_offset(consumer: Consumer, topic: str, partition: int, start: 
                                    f"within {timeout_s:.0f}s")
     finally:
         consumer.unassign()
+        if (took := time.monotonic() - t0) > SLOW_TAIL_READ_S:  # one fetch should do; say what took longer
+            log.info("reading %s[%d] [%d,%d) took %.3fs over %d polls", topic, partition, start, end, took, polls)
 
 
 def read_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple[int, int]], *,
