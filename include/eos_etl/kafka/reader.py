@@ -29,6 +29,15 @@ class ConsumedRecord:
     timestamp_ms: int = -1
 
 
+def _assign(consumer: Consumer, topic: str, positions: list[TopicPartition], timeout_s: float) -> None:
+    """``consumer.assign(positions)``, fetching at once: a consumer that has not read ``topic`` before
+    learns its partitions' leaders only at librdkafka's next scan of unknown topics (once a second),
+    so its first fetch waited up to a second (measured in publishing tasks: 0.1-1.0 s for one marker);
+    asking for the topic's metadata right after the assignment gives them in one round trip."""
+    consumer.assign(positions)
+    consumer.list_topics(topic, timeout=max(1.0, min(timeout_s, 10.0)))
+
+
 def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple[int, int]], *,
                 isolation: str = "read_committed", timeout_s: float = 60.0) -> Iterator[ConsumedRecord]:
     """The records of ``topic`` at offsets [start, end) per partition, as a consumer with ``isolation``
@@ -45,7 +54,7 @@ def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple
                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3,
                  "fetch.max.bytes": 52_428_800})
     consumer = Consumer(conf)
-    consumer.assign([TopicPartition(topic, p, ranges[p][0]) for p in todo])
+    _assign(consumer, topic, [TopicPartition(topic, p, ranges[p][0]) for p in todo], timeout_s)
     deadline = time.monotonic() + timeout_s
     try:
         while todo:
@@ -85,10 +94,10 @@ def first_visible_offset(consumer: Consumer, topic: str, partition: int, start: 
         return None
     tp = TopicPartition(topic, partition, start)
     t0 = time.monotonic()
-    consumer.assign([tp])
     deadline = t0 + timeout_s
     polls = 0
     try:
+        _assign(consumer, topic, [tp], timeout_s)
         while True:
             polls += 1
             for msg in consumer.consume(100, 0.02):

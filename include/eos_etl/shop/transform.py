@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, DecimalType, IntegerType, LongType, MapType, StringType
+from pyspark.sql.types import BinaryType, DecimalType, IntegerType, MapType, StringType
 
 from .schema import (
     ADDRESS_FIELDS,
@@ -37,7 +37,6 @@ _TEXT_FIELDS = ("user_full_name",)
 _STRING = StringType()
 _BINARY = BinaryType()
 _INT = IntegerType()
-_BIGINT = LongType()
 _PRICE = DecimalType(14, 2)
 _QUANTITY_DECIMAL = DecimalType(10, 0)
 _TOTAL = DecimalType(26, 2)
@@ -87,14 +86,23 @@ def _address_field(name: str) -> Column:
 def with_reject_reason(df: DataFrame, max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES) -> DataFrame:
     """Kafka source rows with the purchase contract applied: ``_reason`` and ``_bad_field`` are
     null for a valid purchase, else the first failing check's reason code and field. ``_raw``
-    and ``_addr`` are the parsed value and shipping address.
+    and ``_addr`` are the parsed value and shipping address; ``_time``, ``_quantity`` and ``_price``
+    its typed fields (null where a field does not parse).
 
     The one definition of a valid purchase: the transform routes on it, and validation counts
     the window's valid inputs with it (without rendering any output).
     """
     raw = F.from_json(F.col("value").cast(_STRING), _STRING_MAP)
     df = df.withColumn("_raw", raw)
-    df = df.withColumn("_addr", F.from_json(_field("shipping_address"), _STRING_MAP))
+    # The typed values the checks and the outputs both use, in a projection of their own: each is
+    # computed once per record, not once per check and once more per output field that uses it.
+    # try_cast: ANSI casts raise, and invalid rows are evaluated too (then discarded).
+    df = df.withColumns({
+        "_addr": F.from_json(_field("shipping_address"), _STRING_MAP),
+        "_time": F.try_to_timestamp(_field("purchase_time")),
+        "_quantity": _field("quantity").try_cast(_INT),
+        "_price": _field("unit_price").try_cast(_PRICE),
+    })
     field, addr = _field, _address_field
 
     def blank(c: Column) -> Column:
@@ -111,13 +119,14 @@ def with_reject_reason(df: DataFrame, max_payload_bytes: int = DEFAULT_MAX_PAYLO
     checks += [
         (~field("quantity").rlike(_INT_PATTERN), "invalid_type", "quantity"),
         (~field("unit_price").rlike(_PRICE_PATTERN), "invalid_type", "unit_price"),
-        (F.try_to_timestamp(field("purchase_time")).isNull(), "invalid_type", "purchase_time"),
+        (F.col("_time").isNull(), "invalid_type", "purchase_time"),
         (F.col("_addr").isNull(), "invalid_type", "shipping_address"),
     ]
     checks += [(blank(addr(f)), "missing_field", f"shipping_address.{f}") for f in ADDRESS_FIELDS]
     checks += [
-        (field("quantity").try_cast(_BIGINT) <= 0, "non_positive_quantity", "quantity"),
-        (field("unit_price").try_cast(_PRICE) < 0, "negative_price", "unit_price"),
+        # An int: the quantity passed its pattern above (at most 9 digits).
+        (F.col("_quantity") <= 0, "non_positive_quantity", "quantity"),
+        (F.col("_price") < 0, "negative_price", "unit_price"),
         (~field("currency").rlike(_CURRENCY_PATTERN), "invalid_currency", "currency"),
     ]
     # Its own column: referenced twice below, Spark keeps it one projection (computed once).
@@ -142,11 +151,6 @@ class _Ids:
         self.invoice, self.shipment = output_ids(F.col("topic"), F.col("partition"), F.col("offset"))
 
 
-def _quantity() -> Column:
-    # try_cast: ANSI casts raise, and invalid rows are evaluated too (then discarded).
-    return _field("quantity").try_cast(_INT)
-
-
 def _record(fields, values: dict[str, Column]) -> Column:
     """The JSON value of an output record: ``values`` in the order of its schema's ``fields``
     (:data:`~eos_etl.shop.schema.INVOICE_FIELDS`, ...), which the checks parse it with; a schema field
@@ -159,10 +163,9 @@ def _record(fields, values: dict[str, Column]) -> Column:
 
 def invoice_output(topic: str, ids: _Ids) -> Column:
     """The invoice record (topic, key, JSON value, headers) of a valid purchase."""
-    quantity = _quantity()
-    unit_price = _field("unit_price").try_cast(_PRICE)
+    quantity, unit_price = F.col("_quantity"), F.col("_price")
     total = (unit_price * quantity.cast(_QUANTITY_DECIMAL)).cast(_TOTAL)
-    purchase_time = F.date_format(F.try_to_timestamp(_field("purchase_time")), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
+    purchase_time = F.date_format(F.col("_time"), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
     issued_at = F.date_format(F.col("timestamp"), "yyyy-MM-dd'T'HH:mm:ss.SSSXXX")
     invoice = _record(INVOICE_FIELDS, {
         "invoice_id": ids.invoice, "purchase_id": _field("purchase_id"), "user_id": _field("user_id"),
@@ -177,7 +180,7 @@ def shipment_output(topic: str, ids: _Ids) -> Column:
     shipment = _record(SHIPMENT_FIELDS, {
         "shipment_id": ids.shipment, "invoice_id": ids.invoice, "purchase_id": _field("purchase_id"),
         "product_id": _field("product_id"), "recipient_name": _field("user_full_name"),
-        "address": F.struct(*[_address_field(f).alias(f) for f in ADDRESS_FIELDS]), "quantity": _quantity()})
+        "address": F.struct(*[_address_field(f).alias(f) for f in ADDRESS_FIELDS]), "quantity": F.col("_quantity")})
     return _output(topic, _field("purchase_id"), shipment, [_header("record_type", F.lit(RECORD_TYPE_SHIPMENT))])
 
 
