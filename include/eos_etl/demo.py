@@ -125,6 +125,21 @@ def task_durations(dag_run: dict, task_instances: list[dict]) -> str:
     return "task durations (Airflow's own record):\n" + "\n".join(lines)
 
 
+def trigger(api, dag_id: str, token: str, *, attempts: int = 3, pause_s: float = 2.0) -> dict:
+    """A manual run of ``dag_id``, as the UI's trigger button makes one. Asked again on a 500 or 503: on
+    SQLite (``airflow standalone``) the API server answers 500 when the database stayed locked for its
+    busy timeout, as it does while the scheduled run the unpausing started writes its task states; the
+    failed request's transaction was rolled back, so asking again makes one run, not two."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return api.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}}, token)
+        except urllib.error.HTTPError as exc:
+            if exc.code not in (500, 503) or attempt == attempts:
+                raise
+            time.sleep(pause_s)
+    raise AssertionError("unreachable")
+
+
 def _run_through_airflow(airflow, dag_id: str = "shop_invoicing", timeout_s: float = 900) -> None:
     """Trigger the DAG as the UI would (REST API), wait for it, print where the report is."""
     api = airflow.rest
@@ -139,7 +154,7 @@ def _run_through_airflow(airflow, dag_id: str = "shop_invoicing", timeout_s: flo
                 raise
             time.sleep(2)
     api.call("PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
-    run = api.call("POST", f"/api/v2/dags/{dag_id}/dagRuns", {"logical_date": None, "conf": {}}, token)
+    run = trigger(api, dag_id, token)
     run_id = run["dag_run_id"]
     print(f"triggered {dag_id} run {run_id}; follow it at {airflow.url}/dags/{dag_id}/runs/{run_id}", flush=True)
     deadline = time.monotonic() + timeout_s

@@ -2,7 +2,7 @@
 
 from .maven import Artifact, Bundle
 
-KAFKA_VERSION = "4.1.1"
+KAFKA_VERSION = "4.1.2"
 LOG4J_VERSION = "2.24.3"
 SPARK_VERSION = "4.1.3"  # must equal the pinned pyspark
 SPARK_KAFKA_CLIENTS_VERSION = "3.9.1"  # what spark-sql-kafka 4.1.3's POM asks for
