@@ -3,7 +3,7 @@ PY := .venv/bin/python
 # pytest-xdist workers for `make test` (CI has 2 cores; each worker starts its own broker and Spark session)
 TEST_WORKERS ?= 2
 
-.PHONY: setup demo test test-fast test-unit soak soak-cluster soak-partitions soak-model bench up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
+.PHONY: setup demo test test-fast test-unit soak soak-cluster soak-partitions soak-model bench bench-breakdown up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
 
 setup:
 	@bash scripts/setup.sh
@@ -50,6 +50,11 @@ soak-model: setup
 ## Benchmarks (~40 min, not part of the tests): writes docs/benchmarks.md and docs/benchmarks.png.
 bench: setup
 	$(PY) -m eos_etl.bench
+
+## Where a purchase's time goes on the default route (~6 min): read, transform, Arrow, decode, publish
+## side by side at 1,000,000 purchases; writes docs/breakdown.json, prints its tables.
+bench-breakdown: setup
+	$(PY) -m eos_etl.bench --only breakdown
 
 up: setup
 	$(PY) -m eos_etl up
