@@ -39,12 +39,12 @@ from .replica_guard import require_writable
 log = logging.getLogger(__name__)
 
 
-def require_grants(config: PipelineConfig, admin: ClusterAdmin) -> None:
+def require_grants(config: PipelineConfig) -> None:
     """Fail, naming every missing permission, when the principal lacks an ACL the run needs:
     on its topics and group (the brokers' authorized operations), and on its transactional
     ids (an ``init_transactions`` under their stem, see :func:`prove_transactional_id_access`)."""
     try:
-        missing = missing_grants(admin, config.resources().needed_to_run())
+        missing = missing_grants(config.connection, config.resources().needed_to_run())
     except (KafkaException, TimeoutError) as exc:
         # Only the check failed (a leader moving, a broker lost); the run's own requests,
         # retried within their bounds, still fail with one clear error if it lacks an ACL.
@@ -96,7 +96,7 @@ def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None, *,
     """
     admin = admin or ClusterAdmin(config.connection)
     admin.check_reachable()
-    require_grants(config, admin)  # first: without Read or Write a topic looks missing, and the error should say why
+    require_grants(config)  # first: without Read or Write a topic looks missing, and the error should say why
     admin.require_topics(config.input_topic, *config.output_topics)
     checkpoint_log.require_topic(admin, config.checkpoint_topic, config.input_topic)
     # Two of three brokers gone would otherwise surface as a misleading timeout, minutes later.

@@ -13,14 +13,13 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from .admin import ClusterAdmin
 from .connection import KafkaConnection
 from .errors import KafkaSetupError
 from .grants import Grant
 
 
-def missing_grants(admin: ClusterAdmin, needs: list[Grant], timeout: float = 10.0) -> list[Grant]:
-    """The topic and group grants of ``needs`` that the admin's principal lacks, by the
+def missing_grants(connection: KafkaConnection, needs: list[Grant], timeout: float = 10.0) -> list[Grant]:
+    """The topic and group grants of ``needs`` that the connection's principal lacks, by the
     brokers' own account (DescribeTopics / DescribeGroups with authorized operations).
 
     A topic it may not even describe lacks Read and Write (either would allow Describe;
@@ -28,7 +27,10 @@ def missing_grants(admin: ClusterAdmin, needs: list[Grant], timeout: float = 10.
     lacks everything asked; a topic or group that does not exist is not this check's
     business. Raises the client's ``KafkaException`` for any other failure.
     """
-    client = admin.client
+    # A client of its own, not the run's ClusterAdmin: when a broker is down, this request can time
+    # out, and librdkafka aborted the process (rd_kafka_enq_once_del_source_return assertion) on the
+    # next request through a client whose DescribeTopics with authorized operations had timed out.
+    admin = AdminClient({**connection.client_config(), "log_level": 0})
     allowed: dict[tuple[str, str], set[str] | None] = {}
     denied_codes = (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.GROUP_AUTHORIZATION_FAILED)
     undescribable = {"topic": {"DESCRIBE_CONFIGS"}, "group": set()}  # what is still granted, for all we know
@@ -50,10 +52,10 @@ def missing_grants(admin: ClusterAdmin, needs: list[Grant], timeout: float = 10.
     topics = sorted({g.name for g in needs if g.resource == "topic" and not g.prefixed})
     groups = sorted({g.name for g in needs if g.resource == "group" and not g.prefixed})
     if topics:
-        collect("topic", client.describe_topics(TopicCollection(topics), include_authorized_operations=True,
+        collect("topic", admin.describe_topics(TopicCollection(topics), include_authorized_operations=True,
                                                request_timeout=timeout))
     if groups:
-        collect("group", client.describe_consumer_groups(groups, include_authorized_operations=True,
+        collect("group", admin.describe_consumer_groups(groups, include_authorized_operations=True,
                                                         request_timeout=timeout))
     # None: the broker did not say (no authorizer answers with every operation); never a denial.
     return [g for g in needs if (ops := allowed.get((g.resource, g.name))) is not None and g.operation not in ops]

@@ -115,11 +115,6 @@ class ClusterAdmin:
         conf.update({"error_cb": on_error, "log_level": 0, "socket.connection.setup.timeout.ms": "5000"})
         return AdminClient(conf)
 
-    @property
-    def client(self) -> AdminClient:
-        """The AdminClient itself, for the calls this wrapper does not type (:mod:`.acls`'s checks)."""
-        return self._admin
-
     def _credentials_rejected(self) -> bool:
         self._admin.poll(0)  # serve queued error callbacks (authentication failures arrive there)
         with self._lock:
