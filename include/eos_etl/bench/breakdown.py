@@ -50,18 +50,16 @@ def run_stage(spark, settings, window, stage: str) -> tuple[float, int | None]:
     source = read_window(spark, settings.pipeline(), window)
     t0 = time.monotonic()
     if stage == "read":
-        return _timed(t0, source.count())
-    out = settings.transform()(source).select("partition", "offset", "outputs")
-    if stage == "transform":
-        out.write.format("noop").mode("overwrite").save()
-        return time.monotonic() - t0, None
-    fn = {"arrow": _count_rows, "decode": _decode_rows}[stage]
-    rows = out.mapInArrow(fn, result_schema()).collect()
-    return _timed(t0, sum(json.loads(r["result"])["rows"] for r in rows))
-
-
-def _timed(t0: float, value):
-    return time.monotonic() - t0, value
+        rows = source.count()
+    else:
+        out = settings.transform()(source).select("partition", "offset", "outputs")
+        if stage == "transform":
+            out.write.format("noop").mode("overwrite").save()
+            rows = None
+        else:
+            fn = {"arrow": _count_rows, "decode": _decode_rows}[stage]
+            rows = sum(json.loads(r["result"])["rows"] for r in out.mapInArrow(fn, result_schema()).collect())
+    return time.monotonic() - t0, rows
 
 
 def table(rows: list[dict], purchases: int) -> list[dict]:
