@@ -127,6 +127,16 @@ def test_sc_rows_get_their_own_targets_and_section(tmp_path):
     assert names["publish per core: SC/N"]["value"] == "50x" and names["publish per core: SC/N"]["ok"] is False
     assert names["publish per core: SC fixed cost per window (affine fit over 3 sizes)"]["ok"] is True
     assert "publish per core: S/N" in names  # S keeps its own rows
+    # The default route's stricter targets: SC 1,500 CPU s per M vs 0.9 x (R 1,500 + B1 1,530).
+    cpu = names["default route: SC CPU s per M purchases vs 0.9 x (R + B1)"]
+    assert (cpu["value"], cpu["ok"], cpu["want"]) == ("1,500 vs 2,727", True, "<= 0.9 x (R + B1)")
+    fixed = names["default route: SC fixed cost per window (affine fit over 3 sizes)"]
+    assert fixed["value"] == f"{c['fits']['SC']['fixed_s']:.1f} s" and fixed["want"] == "<= 1.5 s"
+    assert fixed["ok"] is (c["fits"]["SC"]["fixed_s"] <= 1.5)
+    assert "default route: SC purchases/s at 1,000,000" not in names  # no window of a million
+    d["rows"] += [row("SC", "SC", 1_000_000, 2, rep, 25.0, 1_000_000) for rep in (1, 2)]
+    pps = {t["name"]: t for t in compute(d)["targets"]}["default route: SC purchases/s at 1,000,000"]
+    assert (pps["value"], pps["ok"], pps["want"]) == ("40,000", False, ">= 50,000")
     md, _png = write_page(d, tmp_path, command="`python -m eos_etl.bench`")
     text = md.read_text()
     assert "## Scale curve: window size, S vs SC" in text and "its first window" in text and "7.25 s job" in text
