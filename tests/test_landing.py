@@ -10,6 +10,7 @@ import time
 import psutil
 
 from eos_etl.faults.lab import TrialResult
+from eos_etl.engine.task_process import TASK_PROCESS_NAME
 from eos_etl.faults.landing import Landing, python_task_workers
 
 
@@ -48,19 +49,28 @@ def test_a_window_held_by_a_sleeping_task_needs_a_task_in_flight_not_a_partial_r
     assert _recorded(Landing.from_ends({0: 600}, {0: None}, 0), streaming=False).violations
 
 
-def test_task_workers_are_the_grandchildren_of_a_jvm():
-    # A stand-in tree (jvm -> daemon -> worker) made of real processes.
-    tree = subprocess.Popen([sys.executable, "-c", (
-        "import subprocess, sys, time\n"
-        "d = subprocess.Popen([sys.executable, '-c', "
-        "'import subprocess, sys, time; subprocess.Popen([sys.executable, \"-c\", \"import time; time.sleep(30)\"]);"
-        " time.sleep(30)'])\n"
-        "time.sleep(30)\n")])
+#: The workers of the stand-in tree: one runs a publishing task (named as one), one idles (Spark keeps it).
+_TASK = "from eos_etl.engine.task_process import named_as_task; import time\nwith named_as_task(): time.sleep(30)\n"
+_IDLE = "import time; time.sleep(30)\n"
+
+
+def _spawning(*programs: str) -> str:
+    """A Python program that starts each of ``programs`` as a child process, then sleeps."""
+    return ("import subprocess, sys, time\n"
+            + "".join(f"subprocess.Popen([sys.executable, '-c', {p!r}])\n" for p in programs)
+            + "time.sleep(30)\n")
+
+
+def test_task_workers_are_the_grandchildren_of_a_jvm_that_run_a_task():
+    # A stand-in tree (jvm -> daemon -> two workers, one running a task, one idle) made of real processes.
+    tree = subprocess.Popen([sys.executable, "-c", _spawning(_spawning(_TASK, _IDLE))])
     try:
         deadline = time.monotonic() + 10
         while not (workers := python_task_workers([tree.pid])) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(workers) == 1 and workers[0] != tree.pid
+        grandchildren = [w for d in psutil.Process(tree.pid).children() for w in d.children()]
+        assert len(workers) == 1 and workers[0] != tree.pid, workers
+        assert len(grandchildren) == 2 and psutil.Process(workers[0]).name() == TASK_PROCESS_NAME, grandchildren
         assert python_task_workers([2 ** 22 + 7]) == []  # no such process: none, no error
     finally:
         for p in psutil.Process(tree.pid).children(recursive=True):

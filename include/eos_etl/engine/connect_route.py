@@ -10,8 +10,12 @@ exactly as under spark-submit. Three things reach for the application itself
 * cancelling the run's jobs (``engine.replica_guard``): a client interrupts the
   operations tagged with the run's tag, never the whole session, which the
   pipeline's other clients (a replay, a validation) share;
-* starting Python workers ahead of the run (``engine.worker_warmup``): a
-  server's workers stay up between runs, so there is nothing to start.
+* starting Python workers ahead of the run (``engine.worker_warmup``): not
+  done. The server keeps its workers for the next window less than a minute
+  away; one after a longer pause starts them (and their daemon) with its first
+  tasks, about 0.7 s, of which a warm-up could hide only the 0.25 s the client
+  spends before its job (docs/performance-history.md, "Python workers kept for
+  the next task").
 """
 
 from __future__ import annotations

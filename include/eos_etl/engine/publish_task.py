@@ -42,6 +42,7 @@ from .errors import ProducerFencedError, TransformContractError
 from .pipeline import PipelineConfig
 from .publisher import PartitionPublisher
 from .superseded import step_aside
+from .task_process import named_as_task
 from .watchdog import StallWatchdog
 from .window import Window
 
@@ -80,6 +81,10 @@ def publish_task(config_json: str, window_json: str, *, answered: bool = False):
     driver in this run (:func:`~eos_etl.kafka.reachability.has_answered`), so the task's process remembers it."""
 
     def publish(batches):
+        with named_as_task():  # while it runs, `ps` names this worker (engine.task_process)
+            yield from _publish(batches)
+
+    def _publish(batches):
         # Deferred: pyarrow's and pyspark's imports are paid in the Python workers, not by everything that
         # imports the engine.
         import pyarrow.compute as pc

@@ -11,7 +11,7 @@ builds and plans the query; Spark keeps the workers for the window's tasks
 Only an optimisation: its job has its own job group (the run's task attempts never count it),
 the run waits for it at most :data:`WAIT_S` once the query is built, and whatever goes wrong in it
 is logged and the run goes on as it would have. ``EOS_ETL_WORKER_WARMUP=off`` switches it off.
-A Spark Connect client never starts it: the server's workers stay up between runs (``engine.connect_route``).
+A Spark Connect client never starts it (why: ``engine.connect_route``).
 """
 
 from __future__ import annotations

@@ -14,17 +14,26 @@ from dataclasses import dataclass
 
 import psutil
 
+from ..engine.task_process import TASK_PROCESS_NAME
 from .lab import TrialResult
 
 
 def python_task_workers(jvm_pids: Iterable[int]) -> list[int]:
-    """The Python workers running a task now under these JVMs (children of their pyspark daemons)."""
+    """The Python workers running a publishing task now under these JVMs: children of their pyspark
+    daemons named as a task (:mod:`eos_etl.engine.task_process`). A worker Spark keeps for the next task
+    is a child too, but idle."""
     pids = []
     for pid in jvm_pids:
         try:
-            pids += [w.pid for daemon in psutil.Process(pid).children() for w in daemon.children()]
+            workers = [w for daemon in psutil.Process(pid).children() for w in daemon.children()]
         except (psutil.Error, ValueError, TypeError):
-            pass
+            continue
+        for worker in workers:
+            try:
+                if worker.name() == TASK_PROCESS_NAME:
+                    pids.append(worker.pid)
+            except psutil.Error:  # it ended meanwhile
+                pass
     return pids
 
 

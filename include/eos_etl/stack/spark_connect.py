@@ -7,8 +7,8 @@ run (docs/performance-history.md, "A Spark application that stays up"). Spark's 
 from the pyspark wheel's jars, started with the wheel's ``bin/spark-submit``)
 stays up instead; each run is a thin client (``SPARK_REMOTE``) with a session of
 its pipeline's on the server and pays none of the JVM's start after the server's
-first window. (Python workers are still started per window; see
-``stack.pyspark_daemon`` for their end.)
+first window. (Python workers stay up for windows less than a minute apart;
+see ``stack.pyspark_daemon`` for their daemon's end.)
 
 Exactly-once does not depend on the route: the publishing tasks run on the
 server's executors exactly as under spark-submit, one transactional id per input
@@ -267,11 +267,13 @@ class SparkConnectServer:
         memory = os.environ.get(MEMORY_ENV, DEFAULT_MEMORY)
         conf["spark.driver.memory"] = memory
         conf["spark.driver.extraJavaOptions"] += f" -Xms{memory} -Dlog4j2.configurationFile={self.log4j_file}"
-        # Spark 4.1 gives every client session its own pool of Python workers and stops idle ones only
-        # after 60 s, so windows seconds apart each kept the previous windows' workers alive (~100-150 MB
-        # each, four per window). A publishing task runs on a worker of its own anyway (one transaction
-        # per input partition): workers that end with their task cost a fork per task, not a pool per window.
-        conf["spark.python.worker.reuse"] = "false"
+        # Python workers are reused (Spark's default), within a window and across windows less than a
+        # minute apart: Spark 4.1 keeps a pool per client session and stops a worker idle for 60 s.
+        # The pipeline's windows share one session a day (stack.connect_client), so that is one pool of
+        # at most a window's concurrent tasks, not one per window. A fresh worker per task cost a fork,
+        # its start-up and a gap before the next wave: 2.69 vs 1.76 s for a 10,000-purchase window
+        # (docs/performance-history.md, "Python workers kept for the next task").
+        conf["spark.python.worker.reuse"] = "true"
         conf.update(REDACTION)
         conf.update({
             "spark.connect.execute.manager.detachedTimeout": DETACHED_TIMEOUT,
