@@ -61,7 +61,11 @@ def test_init_transactions_asks_for_the_coordinator_through_a_learned_broker_at_
 
 
 def test_without_the_metadata_request_first_librdkafka_finds_no_broker_to_ask(connection):
-    """The control: what the wrapper's metadata request avoids happens with librdkafka's call alone."""
-    lines = debug_logged_init(connection, unique("init-alone"), connect_first=False)
-    assert any(COORDINATOR_FOUND in line for line in lines), lines[-20:]
-    assert [line for line in lines if NO_BROKER_FOR_COORDINATOR in line], lines[-40:]
+    """The control: what the wrapper's metadata request avoids happens with librdkafka's call alone (a race
+    against the bootstrap connection, which it lost in every call measured; four producers, one suffices)."""
+    waited = []
+    for n in range(4):
+        lines = debug_logged_init(connection, unique(f"init-alone-{n}"), connect_first=False)
+        assert any(COORDINATOR_FOUND in line for line in lines), lines[-20:]
+        waited.append(any(NO_BROKER_FOR_COORDINATOR in line for line in lines))
+    assert any(waited), waited

@@ -31,13 +31,18 @@ from .conftest import SASL_PASSWORD
 from .test_cli import assert_untouched, cli, shop_args
 from .test_dag import airflow_for, dag_test, task_logs
 
+#: The session daemons' idle exit on this module's server (the mechanism; the default is an hour).
+DAEMON_EXIT_S = 30
+
 # One server for the module: its tests share one xdist worker.
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-connect")]
 
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    server = SparkConnectServer(home=tmp_path_factory.mktemp("spark-connect"), port=free_port(), master="local[2,4]")
+    # Daemons exit 30 s after their last worker here (an hour by default): the daemon-exit test waits for it.
+    server = SparkConnectServer(home=tmp_path_factory.mktemp("spark-connect"), port=free_port(), master="local[2,4]",
+                                daemon_idle_exit_s=DAEMON_EXIT_S)
     try:
         server.start()
         yield server
@@ -129,8 +134,8 @@ def test_python_daemons_of_ended_sessions_exit(shop_factory, connect_server):
               env=connect_server.client_env())
     assert res.returncode == 0, res.stderr[-3000:]
     assert python_daemons(connect_server), "the window's session started no Python daemon"
-    # Spark stops workers idle for 60 s; their daemon exits 30 s after its last worker.
-    deadline = time.monotonic() + 180
+    # Spark stops workers idle for 60 s; their daemon exits DAEMON_EXIT_S after its last worker.
+    deadline = time.monotonic() + 60 + DAEMON_EXIT_S + 90
     while python_daemons(connect_server):
         assert time.monotonic() < deadline, f"daemons still running: {python_daemons(connect_server)}"
         time.sleep(2)

@@ -87,7 +87,11 @@ SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 DEFAULT_PORT = CONNECT_DEFAULT_PORT
 PORT_ENV = "EOS_ETL_SPARK_CONNECT_PORT"
 DRIVER_HOST_ENV = "EOS_ETL_SPARK_CONNECT_DRIVER_HOST"  # the driver's address for executors elsewhere
-DAEMON_IDLE_EXIT_S = 30
+# How long a session's Python worker daemon stays up without a worker (stack.pyspark_daemon): longer
+# than the default schedule's hour, so an hourly window finds its session's daemon up and pays only
+# its workers' fork. Spark stops the workers themselves after a minute idle. One daemon (~45 MB) per
+# session that ran in the last hour: the pipeline's windows share a session a day.
+DAEMON_IDLE_EXIT_S = 3900
 MEMORY_ENV = "EOS_ETL_SPARK_CONNECT_MEMORY"  # the server JVM's heap (driver and local executors)
 DEFAULT_MEMORY = "1g"
 # A cold JVM with the connector jars starts in 10-20 s on a busy 2-core machine.
@@ -158,6 +162,9 @@ class SparkConnectServer:
     # Where executors reach its driver: loopback serves local mode and the local standalone cluster;
     # executors on other machines need an address of this machine they can reach.
     driver_host: str | None = None
+    # Seconds a session's Python worker daemon stays up without a worker; None: $EOS_ETL_PYTHON_DAEMON_IDLE_EXIT_S,
+    # else DAEMON_IDLE_EXIT_S.
+    daemon_idle_exit_s: float | None = None
 
     def __post_init__(self) -> None:
         self.home = Path(self.home).absolute()
@@ -313,10 +320,11 @@ class SparkConnectServer:
             "PYTHONPATH": str(package_dir().parent),
             "PYSPARK_PYTHON": sys.executable,
             # Spark 4.1 starts a Python worker daemon per client session and keeps it until the application
-            # ends (SPARK-54055, fixed after 4.1): one more idle daemon (~45 MB) per window on a long-lived
+            # ends (SPARK-54055, fixed after 4.1): one more idle daemon (~45 MB) per session on a long-lived
             # server. The project's daemon (stack.pyspark_daemon) exits once it has had no worker this long
             # (Spark stops workers idle for a minute); Spark starts a new one if that session needs it again.
-            DAEMON_IDLE_EXIT_ENV: str(DAEMON_IDLE_EXIT_S),
+            DAEMON_IDLE_EXIT_ENV: str(self.daemon_idle_exit_s or os.environ.get(DAEMON_IDLE_EXIT_ENV)
+                                      or DAEMON_IDLE_EXIT_S),
             TOKEN_ENV: self.token(),
         })
         return env
