@@ -12,8 +12,8 @@ exactly as under spark-submit. Three things reach for the application itself
   pipeline's other clients (a replay, a validation) share;
 * starting Python workers ahead of the run (``engine.worker_warmup``): not
   done. The server keeps its workers for the next window less than a minute
-  away; one after a longer pause starts them (and their daemon) with its first
-  tasks, about 0.7 s, of which a warm-up could hide only the 0.25 s the client
+  away (and their daemon for an hour); one after a longer pause starts them with
+  its first tasks, of which a warm-up could hide only the 0.25 s the client
   spends before its job (docs/performance-history.md, "Python workers kept for
   the next task").
 """
