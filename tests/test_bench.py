@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from eos_etl.bench.page import HISTORY_PAGE, compute, write_page
+from eos_etl.bench.regimes import AFTER_PAUSE, BACK_TO_BACK
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -177,3 +178,29 @@ def test_the_window_end_proof_is_a_target_per_case_and_size_from_its_slowest_tas
     million = by_name["window-end proof, SC at 1,000,000 (the slowest task's proof / the window's job time)"]
     assert (million["value"], million["ok"]) == ("3.00 %", False)  # the failed run is left out
     assert not [n for n in by_name if n.startswith("window-end proof, S ")]  # S rows carry no proof here
+
+
+def test_the_default_routes_fixed_cost_comes_from_its_two_regimes_apart(tmp_path):
+    d = data()
+    for rep in (1, 2, 3):
+        d["rows"] += [row("SC", "SC", 1000, 2, rep, 4.0, 1000), row("SC", "SC", 10_000, 2, rep, 9.0, 10_000),
+                      # back to back: 1.0 s + 0.5 s per thousand purchases (500 s per million); after a pause, 1.25 s more at 1,000
+                      row(BACK_TO_BACK, "SC", 1000, 2, rep, 1.5, 1000),
+                      row(BACK_TO_BACK, "SC", 10_000, 2, rep, 6.0, 10_000),
+                      row(AFTER_PAUSE, "SC", 1000, 2, rep, 2.75, 1000)]
+    c = compute(d)
+    rg = c["regimes"]
+    assert round(rg["fit"]["fixed_s"], 3) == 1.0 and rg["pause_size"] == 1000 and rg["pause_extra_s"] == 1.25
+    names = {t["name"]: t for t in c["targets"]}
+    back = names["default route: SC fixed cost per window, windows back to back (affine fit over 2 sizes)"]
+    assert (back["value"], back["ok"]) == ("1.0 s", True)
+    paused = names["default route: SC fixed cost per window after a pause (the back-to-back fit + what the pause "
+                   "added at 1,000)"]
+    assert (paused["value"], paused["ok"]) == ("2.2 s", False)
+    assert "default route: SC fixed cost per window (affine fit over 2 sizes)" not in names  # the mixed fit
+    assert names["publish per core: SC fixed cost per window (affine fit over 2 sizes)"]["ok"] is True
+    text = write_page(d, tmp_path, command="`python -m eos_etl.bench`")[0].read_text()
+    assert "## The default route's fixed cost: windows back to back vs after a pause" in text
+    assert "| 1,000 | 1.50 (1.5-1.5) | 2.75 (2.8-2.8) | +1.25 s | 3/3 |" in text
+    assert "| 10,000 | 6.00 (6.0-6.0) | – | – | 3/0 |" in text
+    assert "job s = 1.0 s fixed + 500.0 s per million purchases; after a pause the fixed cost is 2.2 s." in text

@@ -60,6 +60,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(default 100000,1000000)")
     p.add_argument("--breakdown-size", type=int, default=1_000_000,
                    help="purchases in the per-purchase breakdown's window (default 1000000)")
+    p.add_argument("--idle-pause-s", type=float, default=80.0,
+                   help="idle seconds before each SC window after a pause, past Spark's idle-worker minute "
+                        "(default 80)")
     p.add_argument("--only", choices=["cluster-compare", "validation-scaling", "end-proof", "breakdown"], default=None,
                    help="run only this part: cluster-compare is merged into the earlier results in "
                         "--out/benchmarks.json; validation-scaling writes --out/validation_scaling.json")
@@ -94,6 +97,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.sizes, args.partition_counts, args.txn_sizes = [1_000, 2_000], [1, args.partitions], [1, 100, 1_000]
         args.proof_sizes = [2_000]
         args.breakdown_size = 2_000
+        args.idle_pause_s = 0.0
     return args
 
 
@@ -158,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
                        cluster_compare=not args.no_cluster_compare, spark_connect=not args.no_spark_connect,
                        only_cluster_compare=args.only == "cluster-compare", proof_sizes=args.proof_sizes,
                        only_end_proof=args.only == "end-proof", breakdown_size=args.breakdown_size,
-                       only_breakdown=args.only == "breakdown")
+                       only_breakdown=args.only == "breakdown", idle_pause_s=args.idle_pause_s)
         t0 = time.monotonic()
         data = Bench(opts).run()
         log.info("bench finished in %.1f min", (time.monotonic() - t0) / 60)

@@ -20,6 +20,7 @@ from markupsafe import Markup
 
 from .cluster_compare import CASES as COMPARED_CASES
 from .cluster_compare import TARGET_FIELD
+from .regimes import summarise as summarise_regimes
 
 #: The hand-written docs page (beside this one) on how the figures came to be.
 HISTORY_PAGE = "performance-history.md"
@@ -189,11 +190,12 @@ def compute(data: dict) -> dict:
     for label in ("S", "SC"):
         if main.get(label):
             _publish_targets(target, label, main, sizes, fits.get(label), ratios, n)
+    regimes = summarise_regimes(agg, p, linear_fit)
     if main.get("SC"):
-        _default_route_targets(target, main, sizes, fits.get("SC"))
+        _default_route_targets(target, main, sizes, fits.get("SC"), regimes)
     _end_proof_targets(target, data["rows"])
     return {"agg": agg, "main": main, "ratios": ratios, "sizes": sizes, "parts": parts, "linear": linear,
-            "targets": targets, "b2": b2, "fits": fits, "cluster": compute_cluster(data)}
+            "targets": targets, "b2": b2, "fits": fits, "regimes": regimes, "cluster": compute_cluster(data)}
 
 
 def end_proof_shares(rows: list[dict]) -> dict[tuple[str, int], float]:
@@ -246,17 +248,29 @@ def _publish_targets(target, label: str, main: dict, sizes: dict, fit: dict | No
                growth <= TARGETS["memory_growth"], "<= 1.2x")
 
 
-def _default_route_targets(target, main: dict, sizes: dict, fit: dict | None) -> None:
-    """The default route's own targets (:data:`DEFAULT_ROUTE_TARGETS`), stricter than the publish-per-core ones."""
+def _default_route_targets(target, main: dict, sizes: dict, fit: dict | None, regimes: dict | None) -> None:
+    """The default route's own targets (:data:`DEFAULT_ROUTE_TARGETS`), stricter than the publish-per-core ones.
+
+    The fixed cost comes from the two regimes apart when the run measured them (:mod:`.regimes`), else from
+    the scale curve's fit."""
     t = DEFAULT_ROUTE_TARGETS
     big = _largest_million(sizes, "SC")
     if big:
         pps = sizes[big]["SC"]["pps"]
         target(f"default route: SC purchases/s at {big:,}", f"{pps:,.0f}", pps >= t["pps at 1M"],
                f">= {t['pps at 1M']:,.0f}")
-    if fit:
+    want = f"<= {t['fixed s']} s"
+    back = regimes and regimes["fit"]
+    if back and back["points"] >= 2:
+        target(f"default route: SC fixed cost per window, windows back to back (affine fit over {back['points']} "
+               "sizes)", f"{back['fixed_s']:.1f} s", back["fixed_s"] <= t["fixed s"], want)
+        if regimes["pause_extra_s"] is not None:
+            paused = back["fixed_s"] + regimes["pause_extra_s"]
+            target(f"default route: SC fixed cost per window after a pause (the back-to-back fit + what the pause "
+                   f"added at {regimes['pause_size']:,})", f"{paused:.1f} s", paused <= t["fixed s"], want)
+    elif fit:
         target(f"default route: SC fixed cost per window (affine fit over {fit['points']} sizes)",
-               f"{fit['fixed_s']:.1f} s", fit["fixed_s"] <= t["fixed s"], f"<= {t['fixed s']} s")
+               f"{fit['fixed_s']:.1f} s", fit["fixed_s"] <= t["fixed s"], want)
     cpu, r_cpu, b1_cpu = (main.get(x, {}).get("cpu_per_m") for x in ("SC", "R", "B1"))
     if cpu and r_cpu and b1_cpu:
         bound = t["cpu vs R+B1"] * (r_cpu + b1_cpu)

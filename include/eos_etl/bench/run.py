@@ -32,6 +32,7 @@ from . import breakdown
 from .cluster_compare import ClusterComparison
 from .harness import measure
 from .machine import describe_machine, load_average
+from .regimes import AFTER_PAUSE, BACK_TO_BACK
 from .targets import KafkaTarget, stop_leftovers
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,9 @@ class Options:
     cluster_size: int = 3
     only_cluster_compare: bool = False  # run nothing but the cluster comparison
     spark_connect: bool = True  # SC: S as a client of a long-lived Spark Connect server, beside S
+    # Idle seconds before each ``SC after a pause`` window: Spark stops Python workers idle for a minute,
+    # looking every 10 s (PythonWorkerFactory, not configurable), so after 80 s they are gone.
+    idle_pause_s: float = 80.0
 
 
 class Bench:
@@ -363,6 +367,24 @@ class Bench:
                     self.check_s(settings, o.records, pc)
                     self.drop_outputs(settings)
 
+    def run_regimes(self) -> None:
+        """The default route's fixed cost in the two regimes its windows run in (:mod:`.regimes`), apart.
+
+        Back to back (a backlog, a backfill, windows less than a minute apart): every scale size, each SC
+        window straight after another one, the server's Python workers kept (rows ``SC back-to-back``).
+        After a pause (a schedule minutes apart): the smallest size, each window after
+        :attr:`Options.idle_pause_s` with nothing running, so Spark forks the workers again
+        (rows ``SC after a pause``)."""
+        o = self.opts
+        smallest = min(o.sizes)
+        self.run_case("SC", size=smallest, pc=o.partitions, rep=0, record=False)  # the workers up
+        for rep in range(1, o.repeats + 1):
+            for size in o.sizes:
+                self.run_case("SC", size=size, pc=o.partitions, rep=rep, label=BACK_TO_BACK)
+        for rep in range(1, o.repeats + 1):
+            time.sleep(o.idle_pause_s)
+            self.run_case("SC", size=smallest, pc=o.partitions, rep=rep, label=AFTER_PAUSE)
+
     def run_end_proof(self) -> None:
         """What the window-end proof costs: S and SC windows over the whole of a transactional input of each
         size (a commit marker after every partition's last purchase), so every task proves its window end
@@ -423,6 +445,8 @@ class Bench:
                     self.start_spark_connect()
                 self.run_main()
                 self.run_scale()
+                if self.opts.spark_connect:
+                    self.run_regimes()
                 self.run_end_proof()
                 self.stop_spark_connect()
             single = self.opts.only_end_proof or self.opts.only_breakdown
