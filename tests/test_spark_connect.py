@@ -134,12 +134,14 @@ def test_python_daemons_of_ended_sessions_exit(shop_factory, connect_server):
               env=connect_server.client_env())
     assert res.returncode == 0, res.stderr[-3000:]
     assert python_daemons(connect_server), "the window's session started no Python daemon"
+    # Its worker is kept for the next window (spark.python.worker.reuse), idle.
+    assert connect_server.python_workers() >= 1
     # Spark stops workers idle for 60 s; their daemon exits DAEMON_EXIT_S after its last worker.
     deadline = time.monotonic() + 60 + DAEMON_EXIT_S + 90
     while python_daemons(connect_server):
         assert time.monotonic() < deadline, f"daemons still running: {python_daemons(connect_server)}"
         time.sleep(2)
-    assert connect_server.is_running()
+    assert connect_server.is_running() and connect_server.python_workers() == 0
 
 
 def test_a_wrong_token_is_refused_with_one_clear_error_and_moves_nothing(shop_factory, admin, connect_server):

@@ -104,8 +104,15 @@ def aggregate(rows: list[dict]) -> dict[tuple[str, int, int], dict]:
             "pps_no_init": _median([r["purchases"] / (r["job_s"] - r["result"]["init_s"]) for r in rs
                                     if r.get("result", {}).get("init_s") is not None and r["job_s"] > r["result"]["init_s"]]),
             "spread": (min(r["job_s"] for r in rs), max(r["job_s"] for r in rs)),
+            # The regimes' rows (bench.regimes): the server's Python workers as each window started.
+            "workers_before": _range([r.get("python_workers_before") for r in rs]),
         }
     return out
+
+
+def _range(values) -> tuple | None:
+    values = [v for v in values if v is not None]
+    return (min(values), max(values)) if values else None
 
 
 def _f(v, fmt="{:,.0f}") -> str:
@@ -346,10 +353,17 @@ def _spread(v) -> str:
     return f" ({lo:.1f}-{hi:.1f})"
 
 
+def _span(pair) -> str:
+    """'a' or 'a-b' of a (min, max) pair, '–' without one."""
+    if not pair:
+        return "–"
+    return str(pair[0]) if pair[0] == pair[1] else f"{pair[0]}-{pair[1]}"
+
+
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(TEMPLATES)), autoescape=True, trim_blocks=True,
                       lstrip_blocks=True, keep_trailing_newline=True)
-    env.filters.update(f=_f, spread=_spread)
+    env.filters.update(f=_f, spread=_spread, span=_span)
     return env
 
 

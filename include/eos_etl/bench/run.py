@@ -374,16 +374,20 @@ class Bench:
         window straight after another one, the server's Python workers kept (rows ``SC back-to-back``).
         After a pause (a schedule minutes apart): the smallest size, each window after
         :attr:`Options.idle_pause_s` with nothing running, so Spark forks the workers again
-        (rows ``SC after a pause``)."""
+        (rows ``SC after a pause``). Each row holds the server's Python workers as its window started."""
         o = self.opts
         smallest = min(o.sizes)
         self.run_case("SC", size=smallest, pc=o.partitions, rep=0, record=False)  # the workers up
         for rep in range(1, o.repeats + 1):
             for size in o.sizes:
-                self.run_case("SC", size=size, pc=o.partitions, rep=rep, label=BACK_TO_BACK)
+                self.run_case("SC", size=size, pc=o.partitions, rep=rep, label=BACK_TO_BACK, row_tags=self._workers())
         for rep in range(1, o.repeats + 1):
             time.sleep(o.idle_pause_s)
-            self.run_case("SC", size=smallest, pc=o.partitions, rep=rep, label=AFTER_PAUSE)
+            self.run_case("SC", size=smallest, pc=o.partitions, rep=rep, label=AFTER_PAUSE, row_tags=self._workers())
+
+    def _workers(self) -> dict:
+        """The server's Python workers as a window starts (which regime it really ran in), a row tag."""
+        return {"python_workers_before": self.connect.python_workers()}
 
     def run_end_proof(self) -> None:
         """What the window-end proof costs: S and SC windows over the whole of a transactional input of each

@@ -65,7 +65,7 @@ from ..arguments import switch_on
 from .connect_probe import PROBE_TIMEOUT_S, STALL_BOUND_S, probe, wait_answering
 from .errors import StackError
 from .package_zip import package_dir, source_digest
-from .process import PidFile
+from .process import PidFile, ProcStat, all_pids
 from .pyspark_daemon import IDLE_EXIT_ENV as DAEMON_IDLE_EXIT_ENV
 from .spark import (
     CONNECT_DEFAULT_PORT,
@@ -482,6 +482,16 @@ class SparkConnectServer:
                 yield
             finally:
                 fcntl.flock(f, fcntl.LOCK_UN)
+
+    def python_workers(self) -> int:
+        """The Python workers the server's executors hold now, running a task or kept idle for the next
+        one: the children of its pyspark daemons (the JVM's Python children); 0 when it is not running."""
+        pid = self.pid()
+        if pid is None:
+            return 0
+        parent = {p: stat.ppid for p in all_pids() if (stat := ProcStat.read(p)) is not None}
+        daemons = {p for p, ppid in parent.items() if ppid == pid}
+        return sum(1 for ppid in parent.values() if ppid in daemons)
 
     def idle_worker_monitors(self) -> int:
         """Threads of the server JVM that watch a Python worker factory (one per factory)."""
