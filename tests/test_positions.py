@@ -10,45 +10,44 @@ import pytest
 
 from eos_etl.engine import checkpoint_log, offsets_retention
 from eos_etl.engine.checkpoint_log import CheckpointEntry
-from eos_etl.engine.errors import PositionLostError
-from eos_etl.engine.planner import recovered_positions
+from eos_etl.engine.position import Lineage, PartitionState, Verdict, decide
 from eos_etl.orchestration.dag_factory import schedule_interval_s
+
+TOPIC_ID = "t-id"
 
 
 def entry(p: int, offset: int, partitions: int = 2) -> CheckpointEntry:
-    return CheckpointEntry(p, offset, partitions, "run-1", 0)
+    return CheckpointEntry(p, offset, partitions, "run-1", 0, TOPIC_ID)
 
 
-def resolve(missing, entries, published: set[int] = frozenset()):
-    """``published``: the input partitions the outputs' lineage names."""
-    asked = []
-
-    def published_from(partitions: list[int]) -> set[int]:
-        asked.append(list(partitions))
-        return set(published) & set(partitions)
-
-    return recovered_positions(missing, {e.partition: e for e in entries}, published_from,
-                               describe_lost=lambda lost: f"lost {lost}"), bool(asked)
+def start(p: int, entries: list[CheckpointEntry], lineage: Lineage = Lineage.UNREAD, log=(0, 500)):
+    """Where partition ``p`` starts with no group offset: (verdict, offset, row)."""
+    record = {e.partition: e for e in entries}.get(p)
+    known = max((e.input_partitions for e in entries), default=0)
+    d = decide(PartitionState(p, TOPIC_ID, log[0], log[1], None, record, known, lineage, 9 if lineage is
+                              Lineage.FOUND else None))
+    return d.verdict, d.offset, d.row.name
 
 
 def test_a_checkpoint_record_is_the_position_of_a_partition_whose_group_offset_expired():
-    assert resolve([0, 1], [entry(0, 120), entry(1, 95)]) == ({0: 120, 1: 95}, False)
+    entries = [entry(0, 120), entry(1, 95)]
+    assert [start(p, entries) for p in (0, 1)] == [(Verdict.START, 120, "checkpoint"), (Verdict.START, 95,
+                                                                                          "checkpoint")]
 
 
 def test_fresh_topics_start_from_the_policy_without_a_flag():
-    assert resolve([0, 1], [], published=set()) == ({0: None, 1: None}, True)
+    assert start(0, []) == (Verdict.READ_LINEAGE, None, "lineage-unread")
+    assert start(0, [], Lineage.NONE, log=(7, 500)) == (Verdict.FRESH, 7, "never-published")
 
 
 def test_outputs_without_any_checkpoint_record_never_mean_start_from_earliest():
-    with pytest.raises(PositionLostError, match=r"lost \[0, 1\]"):
-        resolve([0, 1], [], published={0, 1})
+    assert start(0, [], Lineage.FOUND)[::2] == (Verdict.STOP, "lineage-found")
+    assert start(0, [], Lineage.NONE_TRUNCATED)[::2] == (Verdict.STOP, "unprovable")
 
 
 def test_a_partition_added_after_the_last_run_is_new_one_it_knew_is_lost():
-    found, _ = resolve([2], [entry(0, 10), entry(1, 12)])  # the runs knew 2 partitions
-    assert found == {2: None}
-    with pytest.raises(PositionLostError, match=r"lost \[1\]"):
-        resolve([1], [entry(0, 10, partitions=3)], published={1})
+    assert start(2, [entry(0, 10), entry(1, 12)]) == (Verdict.FRESH, 0, "new-partition")  # the runs knew 2
+    assert start(1, [entry(0, 10, partitions=3)], Lineage.FOUND)[::2] == (Verdict.STOP, "lineage-found")
 
 
 def test_checkpoint_records_round_trip_and_foreign_or_broken_ones_are_ignored():

@@ -10,6 +10,8 @@ per-output ``produce`` as for the checkpoint record's ``produce_to``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 
 import pytest
@@ -146,7 +148,7 @@ class OneTooLarge:
     so the transaction turns abortable under the loop; every record's real output goes to ``out``."""
 
     def __init__(self, producer, input_topic, small, offset, *, after: bool):
-        self.inner = LineageWriter(producer.produce, input_topic, 0, "run-refused")
+        self.inner = LineageWriter(producer.produce, input_topic, 0, "run-refused", topic_id="t-id", pipeline="g")
         self.producer, self.small, self.offset, self.after = producer, small, offset, after
         self.outputs = self.inner.outputs
         self.refused = False
@@ -174,6 +176,7 @@ def test_the_loop_aborts_and_replays_a_transaction_whose_produce_was_refused(con
     config = PipelineConfig(connection, input_topic=source, group=group, output_topics=(out,),
                             transactional_id_prefix=tid)
     admin.create_topics({source: 1})
+    config = replace(config, input_topic_id=admin.topic_id(source))
     ensure_topics(admin, [checkpoint_topic.topic_spec(config.checkpoint_topic, 1)])
     end, chunk = 8, 4
     producer = producer_for(connection, tid)

@@ -1,4 +1,5 @@
-"""Broker-free: the planner's rules for the edge states of tests/test_state_edges.py."""
+"""Broker-free: the planner's errors and lineage rules for the edge states of tests/test_state_edges.py
+(every state's decision: tests/test_position_table.py)."""
 
 from __future__ import annotations
 
@@ -8,45 +9,30 @@ import pytest
 
 from eos_etl.cli.pipeline import _partition_list
 from eos_etl.engine.checkpoint_log import CheckpointEntry, decode, key
-from eos_etl.errors import ConfigurationError
-from eos_etl.engine.errors import PositionBeyondLogError, PositionLostError
+from eos_etl.engine.errors import InputDataLossError, PositionBeyondLogError, PositionLostError
+from eos_etl.engine.lineage_positions import read_lineage
 from eos_etl.engine.pipeline import PipelineConfig
-from eos_etl.engine.planner import check_same_topic, check_within_log, published_from, recovered_positions
+from eos_etl.engine.planner import Positions
+from eos_etl.engine.position import Lineage, PartitionState, decide
 from eos_etl.engine.window import OffsetRange, Window
+from eos_etl.errors import ConfigurationError
 from eos_etl.kafka.admin import PartitionOffsets
 from eos_etl.kafka.connection import KafkaConnection
 
-
-def entry(p: int, offset: int, partitions: int) -> CheckpointEntry:
-    return CheckpointEntry(p, offset, partitions, "run-1", 0)
+OLD_ID, NEW_ID = "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"
 
 
-def resolve(missing, entries, published=frozenset()):
-    asked: list[list[int]] = []
-
-    def published_from(partitions: list[int]) -> set[int]:
-        asked.append(list(partitions))
-        return set(published) & set(partitions)
-
-    found = recovered_positions(missing, {e.partition: e for e in entries}, published_from,
-                                describe_lost=lambda lost: f"lost {lost}")
-    return found, asked
+def found(*states: PartitionState) -> Positions:
+    """What the planner gathers, for states given by hand (no broker)."""
+    return Positions(NEW_ID, {s.partition: PartitionOffsets(s.log_start, s.log_end, s.log_end) for s in states},
+                     {s.partition: s for s in states}, {s.partition: decide(s) for s in states})
 
 
-def test_a_partition_the_records_know_but_no_output_names_is_fresh():
-    """A first run killed while it committed the starts: 0 and 2 have records (3 partitions), 1 none."""
-    found, asked = resolve([1], [entry(0, 0, 3), entry(2, 0, 3)])
-    assert found == {1: None} and asked == [[1]]
-
-
-def test_a_partition_the_records_know_and_an_output_names_is_lost():
-    with pytest.raises(PositionLostError, match=r"lost \[1\]"):
-        resolve([0, 1], [entry(2, 5, 3)], published={1})
-
-
-def test_only_the_partitions_in_doubt_are_looked_up_in_the_lineage():
-    found, asked = resolve([0, 1, 3], [entry(0, 7, 3), entry(2, 9, 3)])
-    assert found == {0: 7, 1: None, 3: None} and asked == [[1]]  # 3 is newer than every record
+def refusal(*states: PartitionState) -> Exception:
+    with pytest.raises((PositionBeyondLogError, PositionLostError, InputDataLossError)) as info:
+        found(*states).raise_if_stopped(config())
+    assert info.value.exit_code == 2 and "\n" not in str(info.value)
+    return info.value
 
 
 def config() -> PipelineConfig:
@@ -55,43 +41,52 @@ def config() -> PipelineConfig:
 
 
 def test_a_position_beyond_the_log_end_is_one_error_line_with_exit_code_2():
-    offsets = {0: PartitionOffsets(0, 510, 512), 1: PartitionOffsets(0, 488, 488), 2: PartitionOffsets(0, 9, 9)}
-    with pytest.raises(PositionBeyondLogError) as info:
-        check_within_log(config(), {0: 1524, 1: 1476, 2: 9}, offsets)
-    text = str(info.value)
-    assert info.value.exit_code == 2 and "\n" not in text
+    text = str(refusal(PartitionState(0, NEW_ID, 0, 512, 1524), PartitionState(1, NEW_ID, 0, 488, 1476),
+                       PartitionState(2, NEW_ID, 0, 9, 9)))
     assert "purchases[0] position 1524, log end 512; purchases[1] position 1476, log end 488" in text
     assert "purchases[2]" not in text and "re-created or truncated" in text
     assert "offsets reset --to earliest --partitions 0,1 --input-topic purchases --group shop" in text
 
 
 def test_a_position_at_or_below_the_log_end_or_none_is_accepted():
-    offsets = {0: PartitionOffsets(0, 10, 12), 1: PartitionOffsets(0, 5, 5)}
-    check_within_log(config(), {0: 12, 1: None}, offsets)
-
-
-OLD_ID, NEW_ID = "AAAAAAAAAAAAAAAAAAAAAA", "BBBBBBBBBBBBBBBBBBBBBB"
+    found(PartitionState(0, NEW_ID, 0, 12, 12), PartitionState(1, NEW_ID, 0, 5, None, None, 1,
+                                                                 Lineage.NONE)).raise_if_stopped(config())
 
 
 def test_a_position_taken_on_another_topic_of_the_same_name_is_one_error_line_with_exit_code_2():
     """The new log may be longer than the old position: only the checkpoint record's topic id tells."""
-    entries = {0: CheckpointEntry(0, 1524, 3, "run-1", 0, OLD_ID), 1: CheckpointEntry(1, 1476, 3, "run-1", 0, OLD_ID),
-               2: CheckpointEntry(2, 9, 3, "run-2", 0, NEW_ID)}
-    with pytest.raises(PositionBeyondLogError) as info:
-        check_same_topic(config(), NEW_ID, {0: 1524, 1: 1476, 2: 9}, entries)
-    text = str(info.value)
-    assert info.value.exit_code == 2 and "\n" not in text
+    text = str(refusal(
+        PartitionState(0, NEW_ID, 0, 3000, None, CheckpointEntry(0, 1524, 3, "run-1", 0, OLD_ID), 3),
+        PartitionState(1, NEW_ID, 0, 3000, None, CheckpointEntry(1, 1476, 3, "run-1", 0, OLD_ID), 3),
+        PartitionState(2, NEW_ID, 0, 3000, 9, CheckpointEntry(2, 9, 3, "run-2", 0, NEW_ID), 3)))
     assert "purchases[0] position 1524 (run run-1); purchases[1] position 1476 (run run-1)" in text
     assert "purchases[2]" not in text and OLD_ID in text and NEW_ID in text and "deleted and created again" in text
     assert "offsets reset --to earliest --partitions 0,1 --input-topic purchases --group shop" in text
 
 
-def test_records_without_a_topic_id_and_positions_of_the_same_topic_are_accepted():
-    entries = {0: CheckpointEntry(0, 5, 2, "old-run", 0), 1: CheckpointEntry(1, 7, 2, "run", 0, NEW_ID)}
-    check_same_topic(config(), NEW_ID, {0: 5, 1: 7}, entries)
-    check_same_topic(config(), NEW_ID, {0: None, 1: None, 2: 3}, {})
+def test_a_record_without_a_topic_id_stands_only_beside_a_group_offset():
+    legacy = CheckpointEntry(0, 5, 2, "old-run", 0)
+    found(PartitionState(0, NEW_ID, 0, 9, 5, legacy, 2)).raise_if_stopped(config())
+    text = str(refusal(PartitionState(0, NEW_ID, 0, 9, None, legacy, 2)))
+    assert "names no topic id" in text and "offsets reset --to checkpoint --partitions 0" in text
     # Only a partition's start was committed on the old topic: position 0 skips nothing on the new one.
-    check_same_topic(config(), NEW_ID, {0: 0}, {0: CheckpointEntry(0, 0, 1, "run", 0, OLD_ID)})
+    zero = PartitionState(0, NEW_ID, 0, 9, None, CheckpointEntry(0, 0, 1, "run", 0, OLD_ID), 1)
+    assert decide(zero).offset == 0
+
+
+def test_the_first_stopped_row_of_the_table_is_the_error_and_names_all_its_partitions():
+    """Two partitions lost to a deleted checkpoint topic, one re-created: the re-creation comes first."""
+    lost = [PartitionState(p, NEW_ID, 0, 50, None, None, 0, Lineage.FOUND, 20) for p in (0, 1)]
+    text = str(refusal(*lost, PartitionState(2, NEW_ID, 0, 50, None, CheckpointEntry(2, 9, 3, "r", 0, OLD_ID), 3)))
+    assert "purchases[2] position 9" in text and "purchases[0]" not in text
+    text = str(refusal(*lost))
+    assert "purchases[0], purchases[1]" in text and "offsets restore --from-lineage" in text
+
+
+def test_outputs_with_deleted_records_and_no_own_lineage_prove_nothing_and_say_so():
+    text = str(refusal(PartitionState(0, NEW_ID, 0, 50, None, None, 0, Lineage.NONE_TRUNCATED)))
+    assert "records were deleted from the outputs invoices" in text and "outputs hold records" not in text
+    assert "offsets reset --to earliest --partitions 0" in text
 
 
 def test_the_topic_id_round_trips_through_the_checkpoint_record_and_older_records_read_without_one():
@@ -127,7 +122,7 @@ def test_partition_lists_for_offsets_reset():
 
 
 class OutputsOnly:
-    """The two admin calls published_from makes before it reads any lineage."""
+    """The two admin calls read_lineage makes before it reads any lineage."""
 
     def __init__(self, offsets: dict[str, dict[int, PartitionOffsets]]):
         self._offsets = offsets
@@ -139,9 +134,11 @@ class OutputsOnly:
         return {p: self._offsets[topic][p] for p in partitions}
 
 
-def test_empty_outputs_mean_nothing_was_published_and_truncated_ones_prove_nothing():
+def test_empty_outputs_mean_nothing_was_published_and_emptied_ones_prove_nothing():
+    cfg = PipelineConfig(connection=KafkaConnection("127.0.0.1:9"), input_topic="purchases",
+                         output_topics=("invoices", "dlq"), group="shop", transactional_id_prefix="shop")
     empty = OutputsOnly({"invoices": {0: PartitionOffsets(0, 0, 0)}, "dlq": {0: PartitionOffsets(0, 0, 0)}})
-    assert published_from(empty, "purchases", [0, 1], ("invoices", "dlq")) == set()
-    # Records deleted from an output (retention): no lineage can show a partition never published.
-    truncated = OutputsOnly({"invoices": {0: PartitionOffsets(40, 90, 90)}, "dlq": {0: PartitionOffsets(0, 3, 3)}})
-    assert published_from(truncated, "purchases", [0, 1], ("invoices", "dlq")) == {0, 1}
+    assert read_lineage(empty, cfg, NEW_ID, [0, 1]) == {0: (Lineage.NONE, None), 1: (Lineage.NONE, None)}
+    # Every record deleted from the outputs (retention): they were there, so nothing proves a first run.
+    emptied = OutputsOnly({"invoices": {0: PartitionOffsets(40, 40, 40)}, "dlq": {0: PartitionOffsets(3, 3, 3)}})
+    assert read_lineage(emptied, cfg, NEW_ID, [0, 1]) == {p: (Lineage.NONE_TRUNCATED, None) for p in (0, 1)}

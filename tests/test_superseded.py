@@ -7,6 +7,8 @@ fence with nobody else publishing) fails the attempt at once instead of waiting 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import time
 
 import pytest
@@ -114,6 +116,7 @@ def test_an_attempt_fenced_by_its_transactions_timeout_fails_at_once(connection,
                             transactional_id_prefix=prefix, chunk_records=4, chunk_seconds=2.0,
                             transaction_timeout_ms=5_000, retry_deadline_s=10.0)
     ensure_topics(admin, [checkpoint_topic.topic_spec(config.checkpoint_topic, 1)])
+    config = replace(config, input_topic_id=admin.topic_id(source))
 
     def records():
         for offset in range(10):

@@ -12,6 +12,8 @@ broker in ``tests/test_transaction_loop.py``.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import os
 import threading
 import time
@@ -110,6 +112,7 @@ def test_a_commit_of_unknown_outcome_ends_the_producer_and_a_new_epoch_finishes_
     config = PipelineConfig(connection, input_topic=source, group=group, output_topics=(sink,),
                             transactional_id_prefix=tid)
     admin.create_topics({source: 1, sink: 1})
+    config = replace(config, input_topic_id=admin.topic_id(source))
     ensure_topics(admin, [checkpoint_topic.topic_spec(config.checkpoint_topic, 1)])
     end = 12
     settings = {**DEFAULT_PRODUCER_CONFIG, **connection.client_config(), "transactional.id": tid,
@@ -121,7 +124,8 @@ def test_a_commit_of_unknown_outcome_ends_the_producer_and_a_new_epoch_finishes_
         producer.init_transactions()
         epoch_before = _epoch(connection, tid)
         result = PartitionResult(partition=0, transactional_id=tid, start=0, end=end, committed_before=None)
-        loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, source, 0, "run-1"), result,
+        loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, source, 0, "run-1", topic_id=config.input_topic_id,
+                                                                pipeline=group), result,
                                position=0, validated_position=lambda c: 0 if c is None else c, chunk_records=4,
                                chunk_seconds=3600, max_abort_retries=3)
         for offset in range(end):

@@ -56,7 +56,7 @@ def test_a_whole_stream_commits_the_window_end_over_its_aborted_tail(shop_with_a
     window = shop.plan()
     records = _records(shop, window)
     assert records[-1][0] < window.ranges[0].end - 50, "the tail must hold aborted records"
-    config = shop.pipeline(chunk_records=100)
+    config = shop.pipeline(chunk_records=100).bound_to(window)
     result = PartitionPublisher(config, 0, window.ranges[0]).publish(iter(records))
     assert result.records_published == len(records) == 250
     assert _committed(shop) == window.ranges[0].end
@@ -67,7 +67,7 @@ def test_a_stream_cut_short_commits_nothing_more_and_its_retry_is_exact(shop_wit
     shop = shop_with_aborted_tail
     window = shop.plan()
     records = _records(shop, window)
-    config = shop.pipeline(chunk_records=100)
+    config = shop.pipeline(chunk_records=100).bound_to(window)
     # Spark stops the task after 230 records: two chunks committed, 30 records in the open transaction.
     with pytest.raises(WindowEndNotReachedError) as raised:
         PartitionPublisher(config, 0, window.ranges[0]).publish(iter(records[:230]))
@@ -78,7 +78,7 @@ def test_a_stream_cut_short_commits_nothing_more_and_its_retry_is_exact(shop_wit
     # Nothing of the abandoned transaction is visible, and nothing is left hanging.
     assert _published_offsets(shop) == [r[0] for r in records[:200]]
     # The retry (a new attempt with the same transactional id) resumes from the proven position.
-    retry = PartitionPublisher(shop.pipeline(chunk_records=100), 0, window.ranges[0]).publish(iter(records))
+    retry = PartitionPublisher(shop.pipeline(chunk_records=100).bound_to(window), 0, window.ranges[0]).publish(iter(records))
     assert retry.records_skipped == 200 and retry.records_published == 50
     assert _committed(shop) == window.ranges[0].end
     assert _published_offsets(shop) == [r[0] for r in records]
@@ -91,12 +91,12 @@ def test_a_range_without_its_task_is_committed_only_when_it_holds_nothing_to_pub
     generate(visible.connection, visible.topics.purchases, 40, invalid_share=0.0, seed=6, transaction_size=20)
     # Only aborted records: no row in Spark; the driver commits the window end without a task.
     window = aborted.plan()
-    [result] = publish_without_spark(aborted.pipeline(), dict(window.ranges))
+    [result] = publish_without_spark(aborted.pipeline().bound_to(window), dict(window.ranges))
     assert result.records_published == 0 and _committed(aborted) == window.ranges[0].end
     # Purchases whose task Spark stopped before its first batch: no row either, but nothing is committed.
     window = visible.plan()
     with pytest.raises(WindowEndNotReachedError):
-        publish_without_spark(visible.pipeline(), dict(window.ranges))
+        publish_without_spark(visible.pipeline().bound_to(window), dict(window.ranges))
     assert _committed(visible) is None
     assert not read_topic(visible.connection, visible.topics.invoices)
 

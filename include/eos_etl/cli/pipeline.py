@@ -17,8 +17,8 @@ from .. import arguments
 from ..checker import check_shop
 from ..demo import run_demo
 from ..engine import checkpoint_log
-from ..engine.lineage_positions import last_published
-from ..engine.planner import reset_command
+from ..engine.planner import positions, recovery_command
+from ..engine.position import Verdict, lineage_position
 from ..engine.publisher import publish_without_spark, reset_positions
 from ..engine.preflight import preflight
 from ..engine.window import OffsetRange
@@ -196,16 +196,18 @@ def _spark_conf_from_args(args) -> dict[str, str]:
 
 
 def _add_offsets(sub) -> None:
-    p = sub.add_parser("offsets", help="each input partition's committed position and where it comes from (group "
-                       "offset, checkpoint topic, outputs' lineage); restore: commit it where the group's is gone; "
-                       "reset: commit the input's earliest offset for the partitions named (a re-created topic)")
+    p = sub.add_parser("offsets", help="each input partition's position and the row of docs/positions.md that "
+                       "decides it; restore: commit the positions the checkpoint records or the outputs' lineage "
+                       "prove; reset: commit a position an operator decides for the partitions named")
     p.add_argument("action", choices=["show", "restore", "reset"])
     p.add_argument("--from-lineage", action="store_true",
-                   help="for partitions with neither a group offset nor a checkpoint record: one past the largest "
-                        "source_offset in the outputs' lineage headers (reads the outputs back from their end)")
-    p.add_argument("--to", choices=["earliest"],
+                   help="restore: also the partitions whose position only the outputs' lineage holds (one past "
+                        "the largest source_offset this pipeline published from this topic)")
+    p.add_argument("--to", choices=["earliest", "latest", "checkpoint"],
                    help="reset: where the partitions start again: the input's earliest offset (every record the "
-                        "partition holds now is published)")
+                        "partition holds now is published), its last stable offset (none of them is: the pipeline "
+                        "is known to have published them all), or the checkpoint record's position (a record that "
+                        "names no topic id, when the topic was not re-created since)")
     p.add_argument("--partitions", type=_partition_list, metavar="0,1",
                    help="reset: the input partitions to reset (the run's error line names them)")
     add_connection(p)
@@ -223,71 +225,102 @@ def _partition_list(text: str) -> list[int]:
     return parts
 
 
+#: The rows each reset may act on (docs/positions.md): any other partition's position is known, or
+#: its records were published, and the reset would republish or skip them.
+RESETTABLE = {
+    "earliest": {"other-topic", "other-topic-at-zero", "record-without-id", "beyond-log-end", "below-log-start",
+                 "unprovable", "new-partition", "never-published"},
+    "checkpoint": {"record-without-id"},
+}
+RESETTABLE["latest"] = RESETTABLE["earliest"]
+
+
 def cmd_offsets(args) -> int:
-    """Each input partition's position and where it comes from; ``restore`` commits the recoverable
-    ones; ``reset`` commits the input's earliest offset for the partitions named."""
+    """Each input partition's position, as :func:`~eos_etl.engine.position.decide` has it; ``restore``
+    commits the ones the checkpoint records or the lineage prove; ``reset`` commits the operator's.
+    Both refuse (exit 2, nothing moved) a partition whose state they would make wrong."""
     settings = shop_settings_from_args(args)
     pipeline = settings.pipeline()
     if args.action == "reset" and not (args.to and args.partitions):
-        raise ConfigurationError("offsets reset needs --to earliest and --partitions (e.g. --partitions 0,1): "
-                                 "it moves the pipeline's position, so it is given explicitly")
+        raise ConfigurationError("offsets reset needs --to earliest|latest|checkpoint and --partitions (e.g. --partitions "
+                                 "0,1): it moves the pipeline's position, so it is given explicitly")
     if args.action != "reset" and (args.to or args.partitions):
         raise ConfigurationError(f"--to and --partitions are for offsets reset, not offsets {args.action}")
     admin = ClusterAdmin(settings.connection)
     admin.check_reachable()
     parts = admin.partitions(pipeline.input_topic)
-    topic_id = admin.topic_id(pipeline.input_topic)
-    pipeline = replace(pipeline, input_topic_id=topic_id)  # the checkpoint records it commits name this topic
-    reset = {}
+    found = positions(admin, pipeline, parts, lineage_progress=lambda line: print(line, file=sys.stderr))
+    pipeline = replace(pipeline, input_topic_id=found.topic_id)  # the records it commits name this topic
+    rows = {p: _offsets_row(found, p) for p in parts}
     if args.action == "reset":
-        if unknown := [p for p in args.partitions if p not in parts]:
-            raise ConfigurationError(f"--partitions {','.join(map(str, unknown))}: {pipeline.input_topic} has "
-                                     f"partitions {parts[0]}..{parts[-1]}")
-        earliest = admin.offsets(pipeline.input_topic, args.partitions)
-        # Each partition's own transactional id, as every publish: fences any attempt still holding it first.
-        reset = {r.partition: r.committed_before for r in
-                 reset_positions(pipeline, {p: earliest[p].earliest for p in args.partitions})}
-        print(f"reset {pipeline.input_topic} partitions {args.partitions} of group {pipeline.group} to their "
-              f"earliest offsets (from {reset}; group offsets and checkpoint records, one transaction per "
-              "partition)", file=sys.stderr)
-    group = admin.committed_offsets(pipeline.group, pipeline.input_topic, parts)
-    entries = checkpoint_log.read_entries(settings.connection, pipeline.checkpoint_topic, pipeline.group,
-                                          pipeline.input_topic)
-    inputs = admin.offsets(pipeline.input_topic, parts)
-    lineage = {}
-    if args.from_lineage:
-        lineage = last_published(admin, pipeline.input_topic, [p for p in parts if group[p] is None
-                                                               and p not in entries], pipeline.output_topics,
-                                 progress=lambda line: print(line, file=sys.stderr))
-    rows, todo = {}, {}
-    for p in parts:
-        row = {"group_offset": group[p], "checkpoint": entries[p].to_dict() if p in entries else None,
-               "input_earliest": inputs[p].earliest, "input_last_stable": inputs[p].last_stable}
-        if p in reset:
-            position, source = group[p], "reset to earliest"
-            row["reset_from"] = reset[p]
-        elif group[p] is not None:
-            position, source = group[p], "group"
-        elif p in entries and entries[p].on_other_topic(topic_id):
-            position = None
-            source = (f"unknown: the checkpoint record is of an earlier topic of this name (id {entries[p].topic_id}; "
-                      f"re-created since): `{reset_command(pipeline, [p])}` if its records are all new")
-        elif p in entries:
-            position = todo[p] = entries[p].next_offset
-            source = "checkpoint topic"
-        elif args.from_lineage:
-            position = todo[p] = lineage[p] + 1 if p in lineage else inputs[p].earliest
-            source = "lineage" if p in lineage else "no output: earliest"
-        else:
-            position, source = None, "unknown: --from-lineage reads the outputs"
-        rows[str(p)] = {**row, "position": position, "from": source}
-    if args.action == "restore" and todo:
-        publish_without_spark(pipeline, {p: OffsetRange(o, o) for p, o in todo.items()})
-        print(f"restored {pipeline.input_topic} partitions {sorted(todo)} for group {pipeline.group} "
-              "(group offsets and checkpoint records, one transaction per partition)", file=sys.stderr)
+        todo = _reset_positions(pipeline, found, args.partitions, args.to)
+        done = {r.partition: r.committed_before for r in reset_positions(pipeline, todo)}
+        for p, before in done.items():
+            rows[p].update(position=todo[p], reset_from=before, **{"from": f"reset to {args.to}"})
+        print(f"reset {pipeline.input_topic} partitions {sorted(done)} of group {pipeline.group} to {todo} (group "
+              "offsets and checkpoint records, one transaction per partition)", file=sys.stderr)
+    elif args.action == "restore":
+        todo = _restore_positions(pipeline, found, from_lineage=args.from_lineage)
+        if todo:
+            publish_without_spark(pipeline, {p: OffsetRange(o, o) for p, o in todo.items()})
+            print(f"restored {pipeline.input_topic} partitions {sorted(todo)} for group {pipeline.group} "
+                  "(group offsets and checkpoint records, one transaction per partition)", file=sys.stderr)
     print(json.dumps({"input_topic": pipeline.input_topic, "group": pipeline.group,
-                      "checkpoint_topic": pipeline.checkpoint_topic, "partitions": rows}, indent=2))
+                      "checkpoint_topic": pipeline.checkpoint_topic, "topic_id": found.topic_id,
+                      "partitions": {str(p): row for p, row in rows.items()}}, indent=2))
     return 0
+
+
+_SOURCES = {"group": "group", "checkpoint": "checkpoint topic", "lineage-found": "lineage",
+            "new-partition": "start policy", "never-published": "start policy", "other-topic-at-zero": "start policy"}
+
+
+def _offsets_row(found, p: int) -> dict:
+    state, decision = found.states[p], found.decisions[p]
+    row = {"group_offset": state.group_offset,
+           "checkpoint": state.record.to_dict() if state.record is not None else None,
+           "input_earliest": state.log_start, "input_last_stable": state.log_end,
+           "position": decision.offset, "from": _SOURCES.get(decision.row.name, "unknown"),
+           "row": decision.row.name, "decision": decision.verdict.value, "why": decision.row.why}
+    if decision.row.name == "lineage-found":
+        row["position"] = lineage_position(state)
+    return row
+
+
+def _restore_positions(pipeline, found, *, from_lineage: bool) -> dict[int, int]:
+    """The positions ``offsets restore`` commits: the checkpoint records' where the group's offsets are
+    gone, the lineage's (with ``--from-lineage``) where both are. Refuses (the plan's own error) a
+    partition it cannot restore: nothing is committed then."""
+    todo, refused = {}, []
+    for p, decision in found.decisions.items():
+        if decision.row.name == "checkpoint":
+            todo[p] = decision.offset
+        elif decision.row.name == "lineage-found" and from_lineage:
+            todo[p] = lineage_position(found.states[p])
+        elif decision.verdict is Verdict.STOP:
+            refused.append(p)
+    if refused:
+        replace(found, decisions={p: found.decisions[p] for p in refused}).raise_if_stopped(pipeline)
+    return todo
+
+
+def _reset_positions(pipeline, found, partitions: list[int], to: str) -> dict[int, int]:
+    """The positions ``offsets reset --to TO`` commits; a partition whose row it would make wrong is
+    refused (exit 2, nothing committed)."""
+    if unknown := [p for p in partitions if p not in found.decisions]:
+        raise ConfigurationError(f"--partitions {','.join(map(str, unknown))}: {pipeline.input_topic} has "
+                                 f"partitions {min(found.decisions)}..{max(found.decisions)}")
+    if refused := [p for p in partitions if found.decisions[p].row.name not in RESETTABLE[to]]:
+        why = "; ".join(f"{pipeline.input_topic}[{p}] is in row {found.decisions[p].row.name} "
+                        f"(position {found.decisions[p].offset})" for p in refused)
+        hint = (f"its position is recovered with `{recovery_command(pipeline)}`"
+                if any(found.decisions[p].row.name == "lineage-found" for p in refused)
+                else "its position is known: a reset would publish its records again or skip them")
+        raise ConfigurationError(f"offsets reset --to {to} refused: {why} (docs/positions.md); {hint}. "
+                                 "Nothing was committed")
+    if to == "checkpoint":
+        return {p: found.states[p].record.next_offset for p in partitions}
+    return {p: found.states[p].log_start if to == "earliest" else found.states[p].log_end for p in partitions}
 
 
 def _add_check(sub) -> None:

@@ -19,6 +19,7 @@ import logging
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from ..errors import ConfigurationError
 from ..kafka.errors import KafkaSetupError
 from ..kafka.group_offsets import fetch_committed
 from ..kafka.reachability import unreachable
@@ -26,13 +27,19 @@ from ..kafka.reader import first_visible_offset
 from ..kafka.retry import describe_kafka_exception, is_retriable, retry_until
 from . import checkpoint_log
 from .checkpoint_log import CheckpointEntry
+from .position import resumed_position
 
 log = logging.getLogger(__name__)
 
 
 class PartitionCheckpoint:
     def __init__(self, config, partition: int, timeout_s: float = 30.0):
-        """``config``: the :class:`~eos_etl.engine.pipeline.PipelineConfig` of the pipeline."""
+        """``config``: the :class:`~eos_etl.engine.pipeline.PipelineConfig` of the pipeline, bound to the
+        input topic's id (:meth:`~eos_etl.engine.pipeline.PipelineConfig.bound_to`): every record this
+        checkpoint writes names the topic its position was taken on, so none can pass for another's."""
+        if not config.input_topic_id:
+            raise ConfigurationError(f"a checkpoint of {config.input_topic}[{partition}] needs the input topic's id "
+                                     "(PipelineConfig.bound_to(window) binds it)")
         self.topic = config.input_topic
         self.partition = partition
         self.group = config.group
@@ -48,29 +55,31 @@ class PartitionCheckpoint:
         # hold the next assign for the broker's default long poll (500 ms), as a read that reached
         # the range's end leaves one in flight.
         conf.setdefault("fetch.wait.max.ms", 10)
+        # A proof that starts below the log start (records deleted while the task ran) must fail, not
+        # jump to the log end (librdkafka's default reset) and prove an end over records never published.
+        conf["auto.offset.reset"] = "error"
         # Never subscribes: the group has no active members, so offsets are
         # committed with the "simple consumer" group metadata and the
         # transactional.id's epoch alone fences zombies.
         self._consumer = Consumer(conf)
 
     def committed(self) -> int | None:
-        """The partition's committed position, or None if the pipeline never committed one.
-
-        The group's offset; where the group has none, the checkpoint topic's record
-        (the group's offsets expired during a pause). While a broker is lost the
-        group's coordinator moves (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-        timeouts): those answers are asked again within the checkpoint's timeout
-        instead of failing the task.
+        """The partition's committed position, or None if the pipeline never committed one, as
+        :func:`~.position.resumed_position` decides it: the group's offset; where the group has none,
+        the checkpoint topic's record of this topic (the group's offsets expired during a pause). While
+        a broker is lost the group's coordinator moves (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+        timeouts): those answers are asked again within the checkpoint's timeout instead of failing
+        the task.
         """
         offset = self.group_offset()
         if offset is not None:
             return offset
         entry = self.logged()
-        if entry is None:
-            return None
-        log.warning("%s[%d]: group %s has no committed offset (expired?); resuming from its checkpoint record: "
-                    "%d (run %s)", self.topic, self.partition, self.group, entry.next_offset, entry.run_id)
-        return entry.next_offset
+        position = resumed_position(None, entry, self._topic_id)
+        if position is not None:
+            log.warning("%s[%d]: group %s has no committed offset (expired?); resuming from its checkpoint record: "
+                        "%d (run %s)", self.topic, self.partition, self.group, position, entry.run_id)
+        return position
 
     def group_offset(self) -> int | None:
         """The group's committed offset of this partition (stable: the checkpoint's consumer reads

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import ConfigurationError
 from ..kafka.grants import PipelineResources
@@ -79,6 +79,13 @@ class PipelineConfig:
                 f"chunk_seconds={self.chunk_seconds} must be at most half of transaction_timeout_ms="
                 f"{self.transaction_timeout_ms} so a transaction always commits well before the broker aborts it"
             )
+
+    def bound_to(self, window) -> "PipelineConfig":
+        """This config for publishing ``window`` (a :class:`~.window.Window`): bound to the topic id
+        it was planned on, which every checkpoint record and output then names."""
+        if not window.topic_id:
+            raise ConfigurationError(f"the window of {window.topic} names no topic id: plan it again")
+        return replace(self, input_topic_id=window.topic_id)
 
     @property
     def effective_stall_timeout_s(self) -> float:

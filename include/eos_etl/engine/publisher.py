@@ -45,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 
+from ..kafka.reader import RangeDeletedError
 from . import failpoints
 from .checkpoint import PartitionCheckpoint
 from .errors import ProducerFencedError, PublishError, WindowEndNotReachedError, WindowMismatchError
@@ -163,7 +164,8 @@ class PartitionPublisher:
 
     def _loop(self, producer, checkpoint, position: int, result: PartitionResult) -> TransactionLoop:
         cfg = self.config
-        writer = LineageWriter(producer.produce, cfg.input_topic, self.partition, cfg.run_id)
+        writer = LineageWriter(producer.produce, cfg.input_topic, self.partition, cfg.run_id,
+                               topic_id=cfg.input_topic_id, pipeline=cfg.group)
         self._active_loop = TransactionLoop(
             producer, checkpoint, writer, result, position=position, validated_position=self._validated_position,
             chunk_records=cfg.chunk_records, chunk_seconds=cfg.chunk_seconds, max_abort_retries=cfg.max_abort_retries,
@@ -212,7 +214,7 @@ class PartitionPublisher:
         t0 = time.monotonic()
         try:
             first = checkpoint.first_visible(after, end)
-        except TimeoutError as exc:
+        except (TimeoutError, RangeDeletedError) as exc:
             return f"[{after},{end}) could not be read ({exc})"
         finally:
             result.end_proof_s = round(time.monotonic() - t0, 4)
@@ -236,7 +238,8 @@ def reset_positions(config: PipelineConfig, positions: dict[int, int]) -> list[P
             result = PartitionResult(partition=p, transactional_id=config.transactional_id(p), start=position,
                                      end=position, committed_before=checkpoint.committed())
             loop = TransactionLoop(
-                producer, checkpoint, LineageWriter(producer.produce, config.input_topic, p, config.run_id), result,
+                producer, checkpoint, LineageWriter(producer.produce, config.input_topic, p, config.run_id,
+                                                    topic_id=config.input_topic_id, pipeline=config.group), result,
                 # After an abort the loop resumes at the position validated here: the reset's, never the old one.
                 position=position, validated_position=lambda _committed: position,
                 chunk_records=config.chunk_records, chunk_seconds=config.chunk_seconds,
@@ -253,6 +256,13 @@ def reset_positions(config: PipelineConfig, positions: dict[int, int]) -> list[P
         return []
     with ThreadPoolExecutor(max_workers=min(8, len(positions))) as pool:
         return list(pool.map(lambda item: reset(*item), sorted(positions.items())))
+
+
+def renew_positions(config: PipelineConfig, window) -> list[PartitionResult]:
+    """A window with nothing new (a :class:`~.window.Window`, empty): every partition's position
+    committed again, so the group's offsets never expire while the pipeline runs (a run's and the
+    DAG's idle tick alike). Bound to the window's topic id: the records it writes name the topic."""
+    return publish_without_spark(config.bound_to(window), window.ranges)
 
 
 def publish_without_spark(config: PipelineConfig, ranges: dict[int, OffsetRange]) -> list[PartitionResult]:

@@ -31,7 +31,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ..kafka import reachability
 from . import failpoints
@@ -39,7 +39,7 @@ from .kafka_source import read_window
 from .pipeline import PipelineConfig
 from .preflight import preflight
 from .publish_task import publish_task, result_schema
-from .publisher import PartitionResult, publish_without_spark
+from .publisher import PartitionResult, publish_without_spark, renew_positions
 from .replica_guard import ReplicaGuard
 from .task_attempts import AttemptTracker, TaskAttempts
 from .task_errors import diagnosed
@@ -114,8 +114,7 @@ def run_window(
 ) -> RunSummary:
     """Publish ``transform(window)`` exactly once; return what this run did."""
     t0 = time.monotonic()
-    if window.topic_id:  # every checkpoint record this run writes names the topic it was planned on
-        config = replace(config, input_topic_id=window.topic_id)
+    config = config.bound_to(window)  # every record this run writes names the topic it was planned on
     if check:
         preflight(config)
     t_preflight = time.monotonic() - t0
@@ -123,7 +122,7 @@ def run_window(
     log.info("run %s: window %s, transactional ids %s-%s-*", config.run_id, window,
              config.transactional_id_prefix, config.input_topic)
     if window.is_empty:
-        summary.partitions = publish_without_spark(config, window.ranges)
+        summary.partitions = renew_positions(config, window)
         summary.seconds = round(time.monotonic() - t0, 3)
         log.info("run %s: window is empty: nothing to publish, committed positions renewed", config.run_id)
         return summary

@@ -50,7 +50,7 @@ from collections.abc import Callable
 
 from . import failpoints
 from .errors import PublishError
-from .lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
+from .lineage import H_PIPELINE, H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC, H_SOURCE_TOPIC_ID
 from .producer import TransactionAbortable, TransactionOutcomeUnknown
 
 log = logging.getLogger(__name__)
@@ -66,13 +66,19 @@ POLL_EVERY = 1000
 
 class LineageWriter:
     """Produces one input record's outputs, each with the lineage headers (source topic, partition,
-    offset, run id); the constant headers are built once. Counts what it produced per topic."""
+    offset, run id, topic id, pipeline); the constant headers are built once. Counts what it produced
+    per topic. ``topic_id`` and ``pipeline`` are required: an output that names neither could be taken
+    for another topic's of the same name, or another pipeline's (:mod:`.position`)."""
 
-    def __init__(self, produce: Callable, input_topic: str, partition: int, run_id: str):
+    def __init__(self, produce: Callable, input_topic: str, partition: int, run_id: str, *, topic_id: str,
+                 pipeline: str):
+        if not topic_id or not pipeline:
+            raise ValueError("lineage needs the input topic's id and the pipeline's name")
         self._produce = produce
         self._topic = (H_SOURCE_TOPIC, input_topic.encode())
         self._partition = (H_SOURCE_PARTITION, str(partition).encode())
         self._run = (H_RUN_ID, run_id.encode())
+        self._tail = [(H_SOURCE_TOPIC_ID, topic_id.encode()), (H_PIPELINE, pipeline.encode())]
         self._partition_number = partition
         self._failpoints = failpoints.active()  # fixed for this publish (loaded before)
         self.records_written = 0
@@ -80,7 +86,7 @@ class LineageWriter:
 
     def write(self, record: InputRecord) -> None:
         offset, outputs = record
-        lineage = [self._topic, self._partition, (H_SOURCE_OFFSET, str(offset).encode()), self._run]
+        lineage = [self._topic, self._partition, (H_SOURCE_OFFSET, str(offset).encode()), self._run, *self._tail]
         produce, counts = self._produce, self.outputs
         for topic, key, value, extra in outputs:
             produce(topic, key, value, lineage + extra if extra else lineage)

@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 import psutil
@@ -56,10 +56,13 @@ from .. import paths
 from ..checker import check_shop
 from ..engine import checkpoint_topic
 from ..engine.checkpoint_log import read_entries
+from ..engine.publisher import renew_positions
+from ..errors import EosEtlError
 from ..kafka.connection import KafkaConnection
 from ..kafka.errors import UnstableOffsetsError
 from ..kafka.topics import ensure_topics
 from ..shop.generator import generate
+from ..shop.settings import ShopSettings
 from ..stack.kafka_cluster import KafkaCluster
 from ..stack.spark_connect import SparkConnectServer
 from ..stack.tools import free_port
@@ -93,7 +96,9 @@ CRASH_POINTS = ("after_init", "after_committed_read", "mid_produce", "before_sen
 #: group offsets expire a minute after their last commit), ``connect`` ones a Spark Connect server.
 WEIGHTS = {"produce": 6, "run": 5, "crash": 3, "signal": 3, "concurrent": 1, "plan_during_run": 1,
            "replay": 1, "offsets_restore": 1, "add_partitions": 1, "recreate_input": 1, "delete_group": 1,
-           "truncate_input": 1, "broker_restart": 2, "broker_pause": 1, "expire_offsets": 1, "server_kill": 1}
+           "truncate_input": 1, "broker_restart": 2, "broker_pause": 1, "expire_offsets": 1, "server_kill": 1,
+           "idle_tick": 2, "tick_then_recreate": 1, "delete_checkpoint_topic": 1, "age_out": 1,
+           "second_pipeline": 1}
 BROKER_OPS = ("broker_restart", "broker_pause", "expire_offsets")
 CONNECT_OPS = ("server_kill",)
 #: Kinds that start a run-window process (a history without one checks nothing of the engine).
@@ -131,8 +136,9 @@ def draw_op(rng: random.Random, kind: str, *, connect: bool = False) -> Op:
 
 
 def _draw_args(rng: random.Random, kind: str) -> Op:
-    if kind == "produce":
-        return _op("produce", count=rng.choice((3, 40, 200, 400)), invalid=rng.choice((0.0, 0.1)),
+    if kind == "produce":  # now and then a window large enough that a kill lands mid-stream
+        count = 200_000 if rng.random() < 0.1 else rng.choice((3, 40, 200, 400))
+        return _op("produce", count=count, invalid=rng.choice((0.0, 0.1)),
                    aborted=rng.choice((0.0, 0.0, 0.3)), txn=rng.choice((None, 50)), seed=rng.randrange(1_000_000))
     if kind == "crash":
         point = rng.choice(CRASH_POINTS)
@@ -248,6 +254,11 @@ class History:
         self.outputs_from: dict[str, dict[int, int]] = {}
         self.last_window: str | None = None
         self.recovery: list[str] | None = None  # the command the last exit 2 named
+        # The checkpoint topic was deleted (and made again empty): once the group's offsets are gone too,
+        # a run must stop with exit 2 (the lineage's restore, or "nothing proves a first run") until the
+        # command it names ran.
+        self.memory_lost = False
+        self.second: ShopSettings | None = None  # a second pipeline on this one's output topics
 
     # -- helpers -----------------------------------------------------------------------------
     def violate(self, kind: str, detail: str = "") -> None:
@@ -331,6 +342,8 @@ class History:
                              "exit 2 naming them and a recovery command)")
             self.replaced = self.grown = False
             self.truncated.clear()
+            if not any(c is None for c in self.committed().values()):
+                self.memory_lost = False  # every position is in the group and the new checkpoint topic again
             self.excused.clear()
             self.recovery = None
         elif code == 1 and not exit1_ok:
@@ -345,6 +358,10 @@ class History:
             if not named:
                 self.violate("exit_2_names_no_partition", line)
         elif self.truncated and "deleted before being processed" in line:
+            if not named:
+                self.violate("exit_2_names_no_partition", line)
+        elif self.memory_lost and ("offsets restore --from-lineage" in line or "records were deleted from the "
+                                                                             "outputs" in line):
             if not named:
                 self.violate("exit_2_names_no_partition", line)
         else:
@@ -370,6 +387,8 @@ class History:
             for kind, n in rep.violations.items():
                 if kind == "lost" and p in self.excused:
                     continue
+                if kind == "beyond_commit" and self.memory_lost and rep.committed_offset is None:
+                    continue  # the group and the checkpoint topic are gone: no position to judge against yet
                 self.violate(kind, f"{self.shop.topics.purchases}[{p}] x{n}: {rep.examples.get(kind, [])[:2]}")
         if not settled:
             self.violate("hanging_transaction", "an output partition's LSO stays below its high watermark for 45 s")
@@ -480,11 +499,9 @@ class History:
             self.judge_run(job, code, what="replay")
 
     def op_offsets_restore(self) -> None:
+        # Judged as a run: it refuses (exit 2, naming the command) every state a run stops in.
         job = self.cli(["offsets", "restore", "--from-lineage"])
-        code = self.finish(job, 120)
-        bad = run_violations(code, job.stderr)
-        if bad or code not in (0, 1):
-            self.violate("unclear_exit", f"offsets restore exit {code}: {sorted(bad)}: {job.tail(3)!r}")
+        self.judge_run(job, self.finish(job, 120), what="offsets restore")
 
     def op_add_partitions(self) -> None:
         topic = self.shop.topics.purchases
@@ -527,6 +544,92 @@ class History:
         except Exception as exc:  # noqa: BLE001 - a group that never committed does not exist
             if "GROUP_ID_NOT_FOUND" not in str(exc):
                 raise
+
+    def op_idle_tick(self) -> None:
+        """One tick of the DAG's plan task: plan; with nothing new, renew the positions on that path
+        (``renew_positions``, as ``orchestration.dag_factory`` calls it); a stop is judged as a run's."""
+        try:
+            window = self.shop.plan()
+        except EosEtlError as exc:
+            if exc.exit_code != 2:
+                raise
+            self.exit_2(f"error: {exc}", "idle tick")
+            return
+        if window.is_empty:
+            renew_positions(self.shop.pipeline(run_id=f"tick-{self.seed}-{self.step}"), window)
+
+    def op_tick_then_recreate(self) -> None:
+        """An idle tick, then the input topic deleted and created again: the tick's records must name
+        the topic, or the next run resumes the new topic from the old positions."""
+        self.op_idle_tick()
+        self.op_recreate_input()
+
+    def op_delete_checkpoint_topic(self) -> None:
+        """The checkpoint topic deleted and made again empty (``create-topics``): the positions live on
+        in the group's offsets only, until those expire or the group is deleted."""
+        topic = self.shop.pipeline().checkpoint_topic
+        admin = self.lab.admin
+        n = len(admin.partitions(self.shop.topics.purchases))
+        admin.delete_topics([topic])
+        client = AdminClient(self.shop.connection.client_config())
+        _wait(lambda: topic not in client.list_topics(timeout=10).topics, 60, f"{topic} to be deleted")
+        spec = {s.name: s for s in self.shop.specs(n)}[topic]
+        _retry(lambda: ensure_topics(self.lab.admin, [spec], allow_existing=True), 60)
+        self.memory_lost = True
+        self.out.faults += 1
+
+    def op_age_out(self) -> None:
+        """Retention everywhere: the input's records the pipeline processed (below its position) and
+        every output record written so far deleted."""
+        admin = self.lab.admin
+        topic = self.shop.topics.purchases
+        offsets = admin.offsets(topic, admin.partitions(topic))
+        upto = {p: min(c, offsets[p].high_watermark) for p, c in self.positions().items()
+                if c is not None and c > offsets[p].earliest}
+        client = AdminClient(self.shop.connection.client_config())  # held: its futures die with it
+        deletions = [TopicPartition(topic, p, o) for p, o in upto.items()]
+        for t in self.shop.topics.outputs:
+            deletions += [TopicPartition(t, p, o.last_stable) for p, o in admin.offsets(t, admin.partitions(t)).items()
+                          if o.last_stable > o.earliest]
+        if not deletions:
+            self.out.notes.append(f"step {self.step}: nothing to age out")
+            return
+        for fut in client.delete_records(deletions).values():
+            fut.result(30)
+        self.out.faults += 1
+
+    def op_second_pipeline(self) -> None:
+        """A second pipeline (its own input, group and transactional ids) publishes to this one's output
+        topics: 40 purchases, one run. Where deleted outputs leave nothing to prove its first run, it
+        stops, the reset it names runs, and the run again. Its outputs must be exact; this pipeline's
+        lineage must never count them (the checker after the step judges this one)."""
+        if self.second is None:
+            tag = self.shop.topics.purchases.removeprefix("purchases-")
+            t = self.shop.topics
+            self.second = replace(self.shop, group=f"group-eu-{tag}", transactional_id_prefix=f"txn-eu-{tag}",
+                                  topics=replace(t, purchases=f"purchases-eu-{tag}"))
+            ensure_topics(self.lab.admin, self.second.specs(2), allow_existing=True)
+        second = self.second
+        generate(second.connection, second.topics.purchases, 40, invalid_share=0.1, seed=self.seed * 1000 + self.step)
+        for _ in range(3):
+            job = JobProcess(run_window_args(second, list(RUN_EXTRA))).start()
+            code = self.finish(job)
+            if code == 0:
+                report = check_shop(second, expected_ends=self.lab.input_ends(second))
+                for kind, n in report.violations.items():
+                    self.violate(f"second_pipeline_{kind}", f"x{n}: {report.to_dict()['partitions']}"[:400])
+                return
+            errors = error_lines(job.stderr)
+            command = parse_recovery_command(errors[0]) if code == 2 and errors else None
+            if command is None or "records were deleted from the outputs" not in errors[0]:
+                self.violate("second_pipeline_exit", f"exit {code}: {job.tail(3)!r}")
+                return
+            fix = JobProcess([sys.executable, "-m", "eos_etl", *command, *second.to_args(),
+                              "--bootstrap-servers", second.connection.bootstrap_servers]).start()
+            if self.finish(fix, 120) != 0:
+                self.violate("recovery_command_failed", f"second pipeline `{' '.join(command)}`: {fix.tail(2)!r}")
+                return
+        self.violate("second_pipeline_exit", "three runs did not publish its window")
 
     def _fault_under_run(self, fault, heal, delay, route="local", what="run under a broker fault") -> None:
         job = self.run_job(route=route)
@@ -608,6 +711,8 @@ class History:
         """What the operator's ``command`` leaves behind: a reset moves the positions of a replaced or
         truncated input (the next run must then be exact); growing the checkpoint topic, its partitions.
         Anything else still owed makes the next run stop again, as it must."""
+        if command[:2] in (["offsets", "reset"], ["offsets", "restore"]):
+            self.memory_lost = False
         if command[:2] == ["offsets", "reset"]:
             self.replaced = False
             self.truncated.clear()
@@ -675,6 +780,19 @@ class History:
                 log.exception("seed %s: healing after the history failed", self.seed)
         self.out.seconds = round(time.monotonic() - t0, 1)
         return self.out
+
+
+def _retry(action, timeout_s: float) -> None:
+    """``action()`` until it succeeds (a topic's deletion still under way) or ``timeout_s`` passed."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            action()
+            return
+        except Exception:  # noqa: BLE001 - the deletion is still under way
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 def _wait(cond, timeout_s: float, what: str) -> None:

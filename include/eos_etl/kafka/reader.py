@@ -11,11 +11,19 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from .connection import KafkaConnection
 
 log = logging.getLogger(__name__)
+
+
+class RangeDeletedError(LookupError):
+    """A bounded read started below the partition's log start: the records it was to read are gone."""
+
+
+#: What librdkafka reports for a read below the log start when ``auto.offset.reset`` is ``error``.
+_OUT_OF_RANGE = {KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE}
 
 
 @dataclass
@@ -88,7 +96,9 @@ def first_visible_offset(consumer: Consumer, topic: str, partition: int, start: 
     soon as the consumer's position reaches ``end`` (librdkafka moves it past aborted records and
     markers too), so a range of markers costs one fetch. ``consumer`` is assigned the partition for
     the read only and must not commit (``enable.auto.commit`` off). Raises TimeoutError when the
-    position does not reach ``end`` within ``timeout_s`` (a range beyond what the partition holds).
+    position does not reach ``end`` within ``timeout_s`` (a range beyond what the partition holds), and
+    :class:`RangeDeletedError` when ``start`` lies below the log start: ``consumer`` must have
+    ``auto.offset.reset=error``, or librdkafka moves it to the log end and the range reads as empty.
     """
     if end <= start:
         return None
@@ -101,7 +111,11 @@ def first_visible_offset(consumer: Consumer, topic: str, partition: int, start: 
         while True:
             polls += 1
             for msg in consumer.consume(100, 0.02):
-                if not msg.error() and msg.partition() == partition:
+                if (error := msg.error()) is not None:
+                    if error.code() in _OUT_OF_RANGE:
+                        raise RangeDeletedError(f"{topic}[{partition}] no longer holds offset {start}: {error.str()}")
+                    continue
+                if msg.partition() == partition:
                     return msg.offset() if msg.offset() < end else None
             if consumer.position([TopicPartition(topic, partition)])[0].offset >= end:
                 return None

@@ -101,7 +101,7 @@ def schedule_interval_s(schedule) -> float | None:
 
 def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     # Deferred: task-time only; the DAG file's parse stays light (see the module docstring).
-    from ..engine.publisher import publish_without_spark
+    from ..engine.publisher import renew_positions
     from ..engine.preflight import preflight
     from ..kafka.admin import ClusterAdmin
     from ..kafka.topics import ensure_topics
@@ -146,7 +146,7 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
         # No run_window for a window with nothing new: its commit is renewed here, so the group's
         # offsets never expire while the pipeline keeps running.
         run_id = attempt_run_id(ctx["run_id"], ctx["ti"].try_number)
-        publish_without_spark(dataclasses.replace(pipeline, run_id=run_id), window.ranges)
+        renew_positions(dataclasses.replace(pipeline, run_id=run_id), window)
     partitions = [{"partition": p, "start": r.start, "end": r.end, "offsets": r.span}
                   for p, r in sorted(window.ranges.items())]
     for row in partitions:
