@@ -78,6 +78,8 @@ class ReplicaProbe:
         return AdminClient(conf)
 
     def _answers(self, address: str) -> bool:
+        # A metadata request: its client may be dropped as soon as it timed out. (Only admin
+        # requests to a group coordinator must not time out in a living client, see kafka/acls.py.)
         try:
             self._client(address).list_topics(topic=self.topics[0], timeout=PROBE_TIMEOUT_S)
             return True

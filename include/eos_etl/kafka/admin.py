@@ -95,7 +95,9 @@ class ClusterAdmin:
         self._admin = self._new_client()
         # Clients replaced after a timeout are kept, never destroyed: a request of
         # theirs may still be pending, and destroying a client under its own
-        # callbacks is how native crashes happen.
+        # callbacks is how native crashes happen. This is safe only because nothing
+        # here asks a group coordinator through the AdminClient: such a request that
+        # timed out in a client that lives on aborts the process (see :mod:`.acls`).
         self._retired: list[AdminClient] = []
 
     def _new_client(self) -> AdminClient:
