@@ -321,8 +321,11 @@ class History:
             job.kill()
         return code
 
-    def judge_run(self, job: JobProcess, code: int | None, *, what: str = "run", exit1_ok: bool = True) -> None:
-        """The exit contract of a run that no fault of the harness ended."""
+    def judge_run(self, job: JobProcess, code: int | None, *, what: str = "run", exit1_ok: bool = True,
+                  settles: bool = True) -> None:
+        """The exit contract of a run that no fault of the harness ended. ``settles``: an exit 0 means
+        the pipeline's state is whole again (a run); a command that exits 0 without publishing (offsets
+        restore) must still refuse a replaced or truncated input, and settles nothing else."""
         bad = run_violations(code, job.stderr)
         if bad:
             where = self.lab.keep_log(job, f"model-{self.seed}-step{self.step}")
@@ -340,6 +343,8 @@ class History:
                 self.violate("deleted_input_not_detected", f"{what} exited 0 after records of partitions "
                              f"{sorted(self.truncated)} past the committed position were deleted (it must stop with "
                              "exit 2 naming them and a recovery command)")
+            if not settles:
+                return
             self.replaced = self.grown = False
             self.truncated.clear()
             if not any(c is None for c in self.committed().values()):
@@ -501,7 +506,7 @@ class History:
     def op_offsets_restore(self) -> None:
         # Judged as a run: it refuses (exit 2, naming the command) every state a run stops in.
         job = self.cli(["offsets", "restore", "--from-lineage"])
-        self.judge_run(job, self.finish(job, 120), what="offsets restore")
+        self.judge_run(job, self.finish(job, 120), what="offsets restore", settles=False)
 
     def op_add_partitions(self) -> None:
         topic = self.shop.topics.purchases
