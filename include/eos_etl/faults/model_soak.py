@@ -56,6 +56,7 @@ from .. import paths
 from ..checker import check_shop
 from ..engine import checkpoint_topic
 from ..engine.checkpoint_log import read_entries
+from ..engine.preflight import preflight
 from ..engine.publisher import renew_positions
 from ..errors import EosEtlError
 from ..kafka.connection import KafkaConnection
@@ -430,8 +431,12 @@ class History:
         code = self.finish(job)
         fired = self.seen(job, FAILPOINT_FIRED)
         self.out.faults += fired
-        if code is not None and (by_signal(code) or code == CRASH_EXIT) and fired:
-            return  # the failpoint fired in the driver (a window with nothing to read publishes there): the fault
+        own = (action == "kill" and code == -signal.SIGKILL) or (action == "crash" and code == CRASH_EXIT)
+        if code is not None and (fired or own):
+            # The failpoint fired in the driver (a window with nothing to read publishes there): the fault.
+            # Its own exit is proof enough: its "fired" line may die with the process before it is written.
+            self.out.faults += not fired
+            return
         self.judge_run(job, code, what=f"run crashed at {point}")
 
     def op_signal(self, sig, at, delay, route="local") -> None:
@@ -551,17 +556,19 @@ class History:
                 raise
 
     def op_idle_tick(self) -> None:
-        """One tick of the DAG's plan task: plan; with nothing new, renew the positions on that path
-        (``renew_positions``, as ``orchestration.dag_factory`` calls it); a stop is judged as a run's."""
+        """One tick of the DAG's plan task (``orchestration.dag_factory``): preflight, plan, and with
+        nothing new, renew the positions (``renew_positions``); a stop is judged as a run's."""
+        pipeline = self.shop.pipeline(run_id=f"tick-{self.seed}-{self.step}")
         try:
-            window = self.shop.plan()
+            preflight(pipeline, self.lab.admin)  # as the plan task does first
+            window = self.shop.plan(pipeline=pipeline)
         except EosEtlError as exc:
             if exc.exit_code != 2:
                 raise
             self.exit_2(f"error: {exc}", "idle tick")
             return
         if window.is_empty:
-            renew_positions(self.shop.pipeline(run_id=f"tick-{self.seed}-{self.step}"), window)
+            renew_positions(pipeline, window)
 
     def op_tick_then_recreate(self) -> None:
         """An idle tick, then the input topic deleted and created again: the tick's records must name
