@@ -3,7 +3,7 @@
 Airflow is never imported into the pytest process: its configuration is read
 once at import time (and written to ``$AIRFLOW_HOME/airflow.cfg``), which would
 leak into other tests. Every Airflow call runs in a subprocess with
-:meth:`AirflowStandalone.env`, pointed at a temporary home, so neither
+:meth:`EmbeddedAirflow.env`, pointed at a temporary home, so neither
 ``~/airflow`` nor the project's ``var/airflow`` is touched.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from eos_etl import paths
-from eos_etl.stack.airflow import AirflowStandalone, AirflowStartError
+from eos_etl.stack.airflow import AirflowStartError, EmbeddedAirflow
 from eos_etl.stack.airflow_rest import HEALTH_PATH, TOKEN_PATH
 from eos_etl.stack.errors import PortInUseError
 from eos_etl.stack.process import session_members
@@ -84,7 +84,7 @@ def parsed(tmp_path_factory) -> dict[str, dict]:
     good = tmp / "good_dags"
     good.mkdir()
     (good / "good_dag.py").write_text(_GOOD_DAG)
-    af = AirflowStandalone(home=tmp / "airflow")
+    af = EmbeddedAirflow(home=tmp / "airflow")
     proc = subprocess.run(
         [sys.executable, "-c", _PARSE, str(DAGS), str(broken), str(good)],
         env=af.env(),
@@ -119,7 +119,7 @@ def test_project_dags_import_without_errors(parsed):
 
 
 def test_airflow_cmd_uses_the_given_home(tmp_path):
-    af = AirflowStandalone(home=tmp_path / "airflow", port=free_port(), parallelism=2)
+    af = EmbeddedAirflow(home=tmp_path / "airflow", port=free_port(), parallelism=2)
     proc = af.airflow_cmd("config", "get-value", "api", "port", check=True, timeout=300)
     assert proc.stdout.strip().splitlines()[-1] == str(af.port)
     proc = af.airflow_cmd("config", "get-value", "core", "dags_folder", check=True, timeout=300)
@@ -129,7 +129,7 @@ def test_airflow_cmd_uses_the_given_home(tmp_path):
 
 
 def test_password_not_in_repr(tmp_path):
-    af = AirflowStandalone(home=tmp_path, password="s3cret-pw")
+    af = EmbeddedAirflow(home=tmp_path, password="s3cret-pw")
     assert "s3cret-pw" not in repr(af)
     assert "s3cret-pw" not in af.status().describe()
     assert af.login == ("admin", "s3cret-pw")
@@ -140,20 +140,20 @@ def test_password_not_in_repr(tmp_path):
 def test_no_default_password(tmp_path, monkeypatch):
     """Without EOS_ETL_AIRFLOW_PASSWORD the login gets a random password, kept (0600) for later starts."""
     monkeypatch.delenv("EOS_ETL_AIRFLOW_PASSWORD", raising=False)
-    first = AirflowStandalone(home=tmp_path)
-    other_home = AirflowStandalone(home=tmp_path / "other")
+    first = EmbeddedAirflow(home=tmp_path)
+    other_home = EmbeddedAirflow(home=tmp_path / "other")
     assert first.password != other_home.password and len(first.password) >= 20
     assert first.password not in ("admin", "airflow", "")
     first._write_passwords_file()
     assert oct(first.passwords_file.stat().st_mode & 0o777) == "0o600"
-    assert AirflowStandalone(home=tmp_path).password == first.password  # a restart keeps the login
+    assert EmbeddedAirflow(home=tmp_path).password == first.password  # a restart keeps the login
     monkeypatch.setenv("EOS_ETL_AIRFLOW_PASSWORD", "chosen-by-operator")
-    assert AirflowStandalone(home=tmp_path).password == "chosen-by-operator"
+    assert EmbeddedAirflow(home=tmp_path).password == "chosen-by-operator"
 
 
-def _free_ports_standalone(home: Path, **kwargs) -> AirflowStandalone:
-    """A standalone that collides with nothing else on this machine (dev Airflow, other tests)."""
-    return AirflowStandalone(
+def _free_ports_airflow(home: Path, **kwargs) -> EmbeddedAirflow:
+    """An embedded Airflow that collides with nothing else on this machine (dev Airflow, other tests)."""
+    return EmbeddedAirflow(
         home=home,
         port=free_port(),
         worker_log_server_port=free_port(),
@@ -168,15 +168,15 @@ def test_start_fails_fast_when_the_port_is_taken(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        af = _free_ports_standalone(tmp_path / "airflow")
+        af = _free_ports_airflow(tmp_path / "airflow")
         af.port = port
         with pytest.raises(PortInUseError, match=f"port {port} .*Airflow API server"):
             af.start()
     assert not af.pid_file.exists()
 
 
-def test_start_reports_the_log_when_standalone_dies(tmp_path):
-    af = _free_ports_standalone(tmp_path / "airflow", overrides={"AIRFLOW__CORE__EXECUTOR": "NoSuchExecutor"})
+def test_start_reports_the_log_when_a_component_cannot_start(tmp_path):
+    af = _free_ports_airflow(tmp_path / "airflow", overrides={"AIRFLOW__CORE__EXECUTOR": "NoSuchExecutor"})
     try:
         with pytest.raises(AirflowStartError, match="(?s)exited during start-up.*NoSuchExecutor"):
             af.start(timeout=120)
@@ -200,13 +200,13 @@ def _post_token(url: str, username: str, password: str) -> tuple[int, dict]:
 
 
 @pytest.mark.slow
-def test_standalone_starts_logs_in_and_stops(tmp_path_factory):
+def test_airflow_starts_logs_in_and_stops(tmp_path_factory):
     home = tmp_path_factory.mktemp("airflow_home")
-    af = _free_ports_standalone(home, password="test-pw-123")
+    af = _free_ports_airflow(home, password="test-pw-123")
     started = time.monotonic()
     try:
         af.start()
-        print(f"airflow standalone ready in {time.monotonic() - started:.1f}s")
+        print(f"airflow ready in {time.monotonic() - started:.1f}s")
         pid = af.pid()
         assert pid is not None
 
@@ -234,7 +234,8 @@ def test_standalone_starts_logs_in_and_stops(tmp_path_factory):
         assert json.loads(af.passwords_file.read_text()) == {user: password}
         assert af.passwords_file.stat().st_mode & 0o077 == 0
         assert (home / "airflow.db").is_file()
-        assert password not in af.log_file.read_text(errors="replace")
+        for log_file in af.log_dir.glob("*.log"):  # supervisord's and every component's
+            assert password not in log_file.read_text(errors="replace"), log_file
     finally:
         af.stop()
 
@@ -251,13 +252,13 @@ def test_the_projects_airflow_runs_windows_on_its_spark_connect_server(tmp_path,
     from eos_etl.stack.spark_connect import SparkConnectServer, start_for_windows
 
     server = SparkConnectServer(home=tmp_path / "spark-connect", port=15999)
-    af = AirflowStandalone.local(spark_connect=server)
+    af = EmbeddedAirflow.local(spark_connect=server)
     assert af.connections["spark_connect_default"] == {
         "conn_type": "spark_connect", "host": "localhost", "port": 15999, "password": server.token()}
     # The run task supervises that server (ensure_running before each window): it knows its home.
     assert af.overrides == {"EOS_ETL_SPARK_CONNECT_CONN_ID": "spark_connect_default",
                             "EOS_ETL_SPARK_CONNECT_HOME": str(server.home)}
-    plain = AirflowStandalone.local()
+    plain = EmbeddedAirflow.local()
     assert "spark_connect_default" not in plain.connections and not plain.overrides
     assert plain.connections["spark_default"] == af.connections["spark_default"]
     monkeypatch.setenv("EOS_ETL_SPARK_CONNECT", "off")

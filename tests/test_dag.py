@@ -23,7 +23,7 @@ from eos_etl.arguments import attempt_run_id
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.kafka.acls import grant
 from eos_etl.shop.generator import generate
-from eos_etl.stack.airflow import AirflowStandalone
+from eos_etl.stack.airflow import EmbeddedAirflow
 from eos_etl.stack.tools import free_port
 
 from .conftest import SASL_PASSWORD, SASL_USER
@@ -49,11 +49,11 @@ def grant_roles(shop, replay_version: str | None = None) -> None:
 
 
 def airflow_for(shop, home: Path, kafka_broker, connections: dict | None = None, overrides: dict | None = None,
-                **kw) -> AirflowStandalone:
+                **kw) -> EmbeddedAirflow:
     """Airflow whose Kafka connection is SASL_SSL/SCRAM as a principal holding only the
     pipeline and validator ACLs on ``shop`` (plus ``connections`` and environment ``overrides``)."""
     grant_roles(shop)
-    return AirflowStandalone(
+    return EmbeddedAirflow(
         home=home,
         port=free_port(),
         worker_log_server_port=free_port(),
@@ -72,7 +72,7 @@ def airflow_for(shop, home: Path, kafka_broker, connections: dict | None = None,
     )
 
 
-def dag_test(af: AirflowStandalone, dag_id: str, conf: dict | None = None) -> tuple[str, str, str]:
+def dag_test(af: EmbeddedAirflow, dag_id: str, conf: dict | None = None) -> tuple[str, str, str]:
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "dag_runner.py"), dag_id, json.dumps(conf or {})],
                           env=af.env(), capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
@@ -82,7 +82,7 @@ def dag_test(af: AirflowStandalone, dag_id: str, conf: dict | None = None) -> tu
     return state, run_id, out
 
 
-def task_logs(af: AirflowStandalone) -> str:
+def task_logs(af: EmbeddedAirflow) -> str:
     return "\n".join(p.read_text(errors="replace") for p in (af.home / "logs").rglob("*.log"))
 
 
@@ -92,7 +92,7 @@ def dag_home(tmp_path_factory):
 
 
 def test_dag_integrity(tmp_path):
-    af = AirflowStandalone(home=tmp_path, port=free_port())  # no connections: every DAG parses without them
+    af = EmbeddedAirflow(home=tmp_path, port=free_port())  # no connections: every DAG parses without them
     script = """
 import json, sys
 from pathlib import Path
@@ -218,11 +218,11 @@ def test_replay_writes_a_new_version_exactly_once(shop_factory, kafka_broker, sp
             for t in shop.topics.outputs} == counts
 
 
-def _api(af: AirflowStandalone, method: str, path: str, body: dict | None = None, token: str | None = None):
+def _api(af: EmbeddedAirflow, method: str, path: str, body: dict | None = None, token: str | None = None):
     return af.rest.call(method, path, body, token)
 
 
-def _unpause(af: AirflowStandalone, token: str, dag_id: str, timeout_s: float = 180) -> None:
+def _unpause(af: EmbeddedAirflow, token: str, dag_id: str, timeout_s: float = 180) -> None:
     """Unpause ``dag_id`` once the DAG processor has parsed it (shortly after the start)."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -234,7 +234,7 @@ def _unpause(af: AirflowStandalone, token: str, dag_id: str, timeout_s: float = 
             time.sleep(2)
 
 
-def _wait_for_run(af: AirflowStandalone, token: str, dag_id: str, *, run_type: str | None = None,
+def _wait_for_run(af: EmbeddedAirflow, token: str, dag_id: str, *, run_type: str | None = None,
                   timeout_s: float = 600) -> dict:
     """The first run of ``dag_id`` (of ``run_type``) to finish, through the REST API."""
     query = f"?run_type={run_type}" if run_type else ""
@@ -249,7 +249,7 @@ def _wait_for_run(af: AirflowStandalone, token: str, dag_id: str, *, run_type: s
     raise AssertionError(f"no {run_type or ''} run of {dag_id} finished within {timeout_s}s: {runs}")
 
 
-def _screenshot_asset_graph(af: AirflowStandalone, token: str, topic: str, target: Path) -> None:
+def _screenshot_asset_graph(af: EmbeddedAirflow, token: str, topic: str, target: Path) -> None:
     """The Airflow UI's page of the ``topic`` Kafka asset, with its graph (producer -> alias -> consumer)."""
     from .test_ui_browser import CHROMIUM, CHROMIUM_ARGS, _log_in, _playwright
 

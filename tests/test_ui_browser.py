@@ -38,7 +38,7 @@ import pytest
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.shop.generator import generate
-from eos_etl.stack.airflow import AirflowStandalone
+from eos_etl.stack.airflow import EmbeddedAirflow
 from eos_etl.stack.airflow_rest import database_busy
 from eos_etl.stack.tools import free_port
 
@@ -422,7 +422,7 @@ def test_reports_plugin_behind_the_airflow_login(shop_factory, spark, tmp_path, 
     run_ids = _write_reports(shop_factory(partitions=2), spark, var)
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    af = AirflowStandalone(home=home, port=free_port(), worker_log_server_port=free_port(),
+    af = EmbeddedAirflow(home=home, port=free_port(), worker_log_server_port=free_port(),
                            trigger_log_server_port=free_port(), overrides={"EOS_ETL_VAR": str(var)})
     af.start()
     try:

@@ -27,7 +27,7 @@ from .run_files import REPORT_PAGE, SUMMARY, direct_run_summary, run_dir
 from .shop.generator import generate
 from .shop.settings import ShopSettings
 from .shop.pipeline import run_shop_window, summary_dict
-from .stack.airflow import AirflowStandalone
+from .stack.airflow import EmbeddedAirflow
 from .stack.kafka_cluster import KafkaCluster
 from .stack.session import spark_session
 from .stack.spark_cluster import SparkStandalone
@@ -52,7 +52,7 @@ def run_demo(args) -> int:
         spark_master = spark_cluster.master_url
     airflow = None
     if not args.no_airflow:
-        airflow = AirflowStandalone.local(bootstrap_servers=broker.bootstrap_servers if cluster else None,
+        airflow = EmbeddedAirflow.local(bootstrap_servers=broker.bootstrap_servers if cluster else None,
                                           spark_master=spark_master,
                                           spark_connect=start_for_windows(spark_master)).start()
     conn = KafkaConnection(broker.bootstrap_servers)
@@ -127,7 +127,7 @@ def task_durations(dag_run: dict, task_instances: list[dict]) -> str:
 
 def trigger(api, dag_id: str, token: str, *, attempts: int = 3, pause_s: float = 2.0) -> dict:
     """A manual run of ``dag_id``, as the UI's trigger button makes one. Asked again on a 500 or 503: on
-    SQLite (``airflow standalone``) the API server answers 500 when the database stayed locked for its
+    SQLite (the embedded stack) the API server answers 500 when the database stayed locked for its
     busy timeout, as it does while the scheduled run the unpausing started writes its task states; the
     failed request's transaction was rolled back, so asking again makes one run, not two."""
     for attempt in range(1, attempts + 1):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..shop.jvm_training import SHOP_JVM_WORKLOAD
 from ..stack import class_data, maven
-from ..stack.airflow import AirflowStandalone
+from ..stack.airflow import EmbeddedAirflow
 from ..stack.kafka_cluster import KafkaCluster
 from ..stack.spark_cluster import SparkStandalone
 from ..stack.spark_connect import SparkConnectServer, start_for_windows
@@ -70,13 +70,13 @@ def cmd_broker(args) -> int:
 
 
 def _add_airflow(sub) -> None:
-    p = sub.add_parser("airflow", help="the local Airflow standalone (var/airflow, port $EOS_ETL_AIRFLOW_PORT or 8080)")
+    p = sub.add_parser("airflow", help="the local Airflow, supervised (var/airflow, port $EOS_ETL_AIRFLOW_PORT or 8080)")
     p.add_argument("action", choices=["start", "stop", "status"])
     p.set_defaults(func=cmd_airflow)
 
 
 def cmd_airflow(args) -> int:
-    af = AirflowStandalone.local()
+    af = EmbeddedAirflow.local()
     if args.action == "start":
         af.start()
         print(af.describe())
@@ -101,13 +101,13 @@ def cmd_up(args) -> int:
     broker = KafkaCluster.local().start()
     print(broker.status().describe())
     if not args.no_airflow:
-        af = AirflowStandalone.local(spark_connect=start_for_windows()).start()
+        af = EmbeddedAirflow.local(spark_connect=start_for_windows()).start()
         print(af.describe())
     return 0
 
 
 def cmd_down(_args) -> int:
-    AirflowStandalone.local().stop()
+    EmbeddedAirflow.local().stop()
     SparkConnectServer.local().stop()
     KafkaCluster.local().stop()
     print("stopped Airflow, the Spark Connect server and the Kafka broker")
@@ -117,7 +117,7 @@ def cmd_down(_args) -> int:
 def cmd_status(_args) -> int:
     print(KafkaCluster.local().status().describe())
     print(SparkConnectServer.local().describe())
-    print(AirflowStandalone.local().status().describe())
+    print(EmbeddedAirflow.local().status().describe())
     return 0
 
 

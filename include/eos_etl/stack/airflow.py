@@ -1,16 +1,21 @@
-"""A local Airflow 3 for development: ``airflow standalone`` on SQLite.
+"""A local Airflow 3 for development: the components ``airflow standalone`` runs, on SQLite, supervised.
 
 Everything lives in one project-local ``AIRFLOW_HOME`` (``var/airflow`` by
 default), never in ``~/airflow``: ``airflow.cfg`` (written by Airflow on first
 use, with its generated fernet/JWT keys), ``airflow.db`` (SQLite),
 ``simple_auth_manager_passwords.json`` (the login, mode 0600),
-``standalone.pid`` and ``logs/`` (``standalone.log`` holds the output of all
-components; task logs go next to it).
+``supervisord.conf`` and ``airflow.pid`` (supervisord's), and ``logs/``: one log
+per component (``scheduler.log``, ``api-server.log``, ...), ``supervisord.log``
+(every start and exit of a component) and the task logs.
 
-``airflow standalone`` runs the scheduler, DAG processor, triggerer and API
-server (which also serves the UI) as child processes of one parent. The
-parent is started in its own session, so it outlives the CLI that started it
-and :meth:`AirflowStandalone.stop` can signal every component at once.
+It is what ``airflow standalone`` is (the same database set-up, LocalExecutor,
+the Simple auth manager, the same four components) with one difference that
+matters: the scheduler, DAG processor, triggerer and API server (which also
+serves the UI) run under supervisord (:mod:`.airflow_supervisor`), which
+restarts whichever dies, at once. ``standalone`` restarts nothing: a dead
+scheduler stops every schedule while the UI still answers. supervisord runs in
+its own session, so it outlives the CLI that started it and
+:meth:`EmbeddedAirflow.stop` finds every process it ever started.
 
 Login uses Airflow 3's default Simple auth manager: ``[core]
 simple_auth_manager_users`` declares the user (``admin`` with role ``admin``)
@@ -29,9 +34,10 @@ LocalExecutor, which forks that many workers up front.
 
 Usage::
 
-    af = AirflowStandalone.local()        # var/airflow, port 8080
+    af = EmbeddedAirflow.local()          # var/airflow, port 8080
     af.start()                            # init DB, start, wait until healthy
-    print(af.describe())                  # URL, login, log file
+    print(af.describe())                  # URL, login, logs
+    print(af.status().describe())         # each component: running since, last death
     af.airflow_cmd("dags", "list")        # any CLI command, same config
     af.rest.call("GET", "/api/v2/dags", token=af.rest.token())  # its REST API (airflow_rest.py)
     af.stop()
@@ -49,12 +55,15 @@ import signal
 import subprocess
 import sys
 import time
+import xmlrpc.client
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import paths
 from .airflow_rest import AirflowRestClient
 from .errors import PortInUseError, StackError
+from .airflow_supervisor import AFTER_API, API_SERVER, PROGRAMS, Component, Exit, SupervisorControl, exits
+from .airflow_supervisor import config_text, socket_path
 from .process import PidFile, session_members
 from .spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
 from .spark_connect import HOME_ENV as CONNECT_HOME_ENV
@@ -64,51 +73,69 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8080
 DEFAULT_USER = "admin"
-# `airflow standalone` initialises the DB and then starts four Python processes.
-# Measured on 2 cores with warm bytecode caches: 10-15 s until every component
-# heartbeats. The margin covers cold caches, slow disks and busy CI machines.
+# The database set-up, then four Python processes. Measured on 2 cores with warm
+# bytecode caches: 10-15 s until every component heartbeats. The margin covers
+# cold caches, slow disks and busy CI machines.
 READY_TIMEOUT_S = 240.0
-STOP_TIMEOUT_S = 60.0
-# The components `airflow standalone` runs; ready means all of them heartbeat.
+# supervisord gives each component STOP_WAIT_S after SIGTERM, in turn; this bounds the whole stop.
+STOP_TIMEOUT_S = 150.0
+# The components that heartbeat; ready means all of them do (the API server answers the check itself).
 COMPONENTS = ("scheduler", "dag_processor", "triggerer")
+# How often the scheduler looks for task instances a dead scheduler had queued or started (Airflow's
+# default 300 s). With it, a run that was due when the scheduler died runs within DUE_RUN_BOUND_S of its
+# restart: the dead one's heartbeat must age 30 s ([scheduler] scheduler_health_check_threshold) and the
+# next check comes within this interval.
+ORPHANED_TASKS_CHECK_INTERVAL_S = 30
+DUE_RUN_BOUND_S = 120
 
 _SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
-# Lines in the standalone log that mean the API server could not bind its port.
+# Lines in the API server's log that mean it could not bind its port.
 _PORT_TAKEN_MARKERS = ("address already in use", "[errno 98]")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
 class AirflowStartError(StackError):
-    """``airflow standalone`` exited or did not become healthy in time."""
+    """The embedded Airflow exited or did not become healthy in time."""
 
 
 @dataclass
 class AirflowStatus:
     running: bool
-    pid: int | None
+    pid: int | None  # supervisord's
     url: str
     # Component -> "healthy"/"unhealthy"/None, from the health endpoint;
     # empty when the API server does not answer.
     health: dict[str, str | None]
     home: str
     log_file: str
+    # Each component's state now, from supervisord; empty when it does not answer.
+    components: list[Component] = field(default_factory=list)
+    # The last exit of each component that died since supervisord started it (which, when, how).
+    deaths: dict[str, Exit] = field(default_factory=dict)
 
     @property
     def healthy(self) -> bool:
-        return self.running and all(self.health.get(c) == "healthy" for c in ("metadatabase", *COMPONENTS))
+        return self.running and all(self.health.get(c) == "healthy" for c in ("metadatabase", *COMPONENTS)) \
+            and all(c.running for c in self.components)
 
     def describe(self) -> str:
-        state = f"running (pid {self.pid})" if self.running else "stopped"
-        lines = [f"Airflow standalone: {state}", f"  url: {self.url}"]
+        state = f"running (supervisord pid {self.pid})" if self.running else "stopped"
+        lines = [f"Airflow: {state}", f"  url: {self.url}"]
         if self.running:
             health = ", ".join(f"{k} {v or 'absent'}" for k, v in self.health.items()) or "API not answering"
             lines.append(f"  health: {health}")
-        lines += [f"  home: {self.home}", f"  log: {self.log_file}"]
+            for c in self.components:
+                now = f"{c.state.lower()} (pid {c.pid}, up {c.uptime_s:.0f} s)" if c.pid else c.state.lower()
+                death = self.deaths.get(c.name)
+                if death is not None:
+                    now += f"; last died {death.at} ({death.how}), restarted by supervisord"
+                lines.append(f"  {c.name}: {now}")
+        lines += [f"  home: {self.home}", f"  logs: {self.log_file} and one per component beside it"]
         return "\n".join(lines)
 
 
 @dataclass
-class AirflowStandalone:
+class EmbeddedAirflow:
     home: Path
     port: int = field(default_factory=lambda: int(os.environ.get("EOS_ETL_AIRFLOW_PORT", DEFAULT_PORT)))
     # Interface the API server binds; loopback keeps the dev login off the network.
@@ -133,7 +160,7 @@ class AirflowStandalone:
     connections: dict[str, dict] = field(default_factory=dict, repr=False)
     variables: dict[str, str] = field(default_factory=dict)
     _proc: subprocess.Popen | None = field(default=None, init=False, repr=False, compare=False)
-    _log_offset: int = field(default=0, init=False, repr=False, compare=False)
+    _log_offsets: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Absolute: the paths go into env vars for processes started elsewhere.
@@ -152,7 +179,7 @@ class AirflowStandalone:
 
     @classmethod
     def local(cls, *, bootstrap_servers: str | None = None, spark_master: str | None = None,
-              spark_connect=None) -> "AirflowStandalone":
+              spark_connect=None) -> "EmbeddedAirflow":
         """The project's development Airflow: var/airflow, port from EOS_ETL_AIRFLOW_PORT or 8080.
 
         Its connections point at the embedded broker and local-mode Spark unless
@@ -180,12 +207,24 @@ class AirflowStandalone:
 
     # -- layout ---------------------------------------------------------------
     @property
+    def log_dir(self) -> Path:
+        return self.home / "logs"
+
+    @property
     def log_file(self) -> Path:
-        return self.home / "logs" / "standalone.log"
+        """supervisord's log: every start and exit of a component."""
+        return self.log_dir / "supervisord.log"
+
+    def component_log(self, program: str) -> Path:
+        return self.log_dir / f"{program}.log"
 
     @property
     def pid_file(self) -> Path:
-        return self.home / "standalone.pid"
+        return self.home / "airflow.pid"
+
+    @property
+    def config_file(self) -> Path:
+        return self.home / "supervisord.conf"
 
     @property
     def db_file(self) -> Path:
@@ -226,7 +265,7 @@ class AirflowStandalone:
         """
         env = dict(os.environ)
         bin_dir = str(self._bin_dir())
-        # standalone spawns `airflow <component>` through PATH: it must be ours.
+        # supervisord runs `airflow <component>` by absolute path; tasks and hooks may find it through PATH.
         env["PATH"] = os.pathsep.join([bin_dir] + [p for p in env.get("PATH", "").split(os.pathsep) if p != bin_dir])
         # Task supervisors call the execution API on loopback; never via a proxy.
         for var in ("NO_PROXY", "no_proxy"):
@@ -257,6 +296,8 @@ class AirflowStandalone:
                 # The OpenLineage listener emits from a forked child it kills after this many seconds
                 # (default 10): on a busy worker that silently drops a window's lineage.
                 "AIRFLOW__OPENLINEAGE__EXECUTION_TIMEOUT": "60",
+                # A restarted scheduler takes over what a dead one queued within this (see DUE_RUN_BOUND_S).
+                "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": str(ORPHANED_TASKS_CHECK_INTERVAL_S),
                 # spark-submit's driver (and a local-mode executor) listens on loopback only, like Airflow here.
                 "SPARK_LOCAL_IP": "127.0.0.1",
             }
@@ -303,12 +344,20 @@ class AirflowStandalone:
         return recorded[0] if recorded is not None else None
 
     def pid(self) -> int | None:
-        """Pid of the standalone parent process if it is alive (and the same process: its start time)."""
+        """Pid of supervisord if it is alive (and the same process: its start time)."""
         self._reap()
         return PidFile(self.pid_file).pid()
 
     def is_running(self) -> bool:
         return self.pid() is not None
+
+    @property
+    def socket(self) -> Path:
+        return socket_path(self.home)
+
+    def control(self) -> SupervisorControl:
+        """supervisord's control socket (:mod:`.airflow_supervisor`)."""
+        return SupervisorControl(self.socket)
 
     @property
     def settings_file(self) -> Path:
@@ -319,8 +368,8 @@ class AirflowStandalone:
         text = json.dumps({"connections": self.connections, "variables": self.variables}, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()
 
-    def start(self, timeout: float = READY_TIMEOUT_S) -> "AirflowStandalone":
-        """Start ``airflow standalone`` (idempotent) and wait until every component is healthy.
+    def start(self, timeout: float = READY_TIMEOUT_S) -> "EmbeddedAirflow":
+        """Start the components under supervisord (idempotent) and wait until every one is healthy.
 
         Connections are environment variables fixed when Airflow starts: one
         running with other connections (say the single broker, when the cluster
@@ -329,6 +378,8 @@ class AirflowStandalone:
         if self.is_running():
             stored = self.settings_file.read_text().strip() if self.settings_file.is_file() else None
             if stored == self._settings_digest():
+                self._log_offsets["supervisord"] = _size(self.log_file)
+                self._start_after_api(time.monotonic() + timeout)
                 self.wait_ready(timeout)
                 return self
             log.warning("Airflow runs with other connections; restarting it with the requested ones")
@@ -339,41 +390,87 @@ class AirflowStandalone:
         require_free_port(self.trigger_log_server_port, "the Airflow triggerer's log server", host="0.0.0.0")
         if not self.dags_folder.is_dir():
             raise StackError(f"the DAGs folder {self.dags_folder} does not exist")
-        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
         self._write_passwords_file()
         fd = os.open(self.settings_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self._settings_digest() + "\n")
-        env = self.env()
-        env["NO_COLOR"] = "1"  # the log is a file, not a terminal
-        env["PYTHONUNBUFFERED"] = "1"
         started = time.monotonic()
-        with open(self.log_file, "ab") as out:
-            self._log_offset = out.tell()
+        deadline = started + timeout
+        self._init_database(timeout)
+        env = self.env()
+        env["NO_COLOR"] = "1"  # the logs are files, not terminals
+        env["PYTHONUNBUFFERED"] = "1"
+        self.config_file.write_text(config_text(home=self.home, log_dir=self.log_dir, airflow=self._bin_dir() / "airflow",
+                                                python=Path(sys.executable), socket=self.socket))
+        self.config_file.chmod(0o600)
+        self._log_offsets["supervisord"] = _size(self.log_file)
+        for program in PROGRAMS:
+            # Each start reads its own component's log from here on (port errors, start-up failures).
+            self._log_offsets[program] = _size(self.component_log(program))
+        with open(self.log_dir / "supervisord.out", "ab") as out:
             self._proc = subprocess.Popen(
-                [str(self._bin_dir() / "airflow"), "standalone"],
+                [str(self._bin_dir() / "supervisord"), "--nodaemon", "--configuration", str(self.config_file)],
                 env=env,
                 cwd=self.home,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,  # outlives the CLI; stop() signals the whole group
+                start_new_session=True,  # outlives the CLI; stop() finds every process of the session
             )
         PidFile(self.pid_file).record(self._proc.pid)
-        log.info(
-            "Airflow standalone starting (pid %d) on %s, home %s, log %s",
-            self._proc.pid,
-            self.url,
-            self.home,
-            self.log_file,
-        )
+        log.info("Airflow starting under supervisord (pid %d) on %s, home %s, logs in %s",
+                 self._proc.pid, self.url, self.home, self.log_dir)
         try:
-            self.wait_ready(timeout)
+            self._start_after_api(deadline)
+            self.wait_ready(max(1.0, deadline - time.monotonic()))
         except AirflowStartError:
-            self.stop()  # leave no half-started components behind; the log stays
+            self.stop()  # leave no half-started components behind; the logs stay
             raise
         log.info("Airflow is ready on %s after %.0f s", self.url, time.monotonic() - started)
         return self
+
+    def _init_database(self, timeout: float) -> None:
+        """Create or migrate the database, as ``airflow standalone`` does before its components start."""
+        try:
+            proc = subprocess.run(
+                [sys.executable, "-c", "from airflow.utils.db import initdb; initdb()"],
+                env=self.env(), cwd=self.home, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired:
+            raise AirflowStartError(f"Airflow's database set-up in {self.db_file} did not finish within "
+                                    f"{timeout:.0f}s") from None
+        if proc.returncode != 0:
+            raise AirflowStartError(f"Airflow exited during start-up: its database set-up failed with exit code "
+                                    f"{proc.returncode}:\n{_tail(proc.stdout + proc.stderr, 25)}")
+
+    def _start_after_api(self, deadline: float) -> None:
+        """Wait until the API server answers, then start the other components (a no-op for running ones)."""
+        while not port_accepts(self.port, self.connect_host):
+            self._check_alive()
+            if time.monotonic() > deadline:
+                raise AirflowStartError(f"the Airflow API server did not answer on {self.url} in time; "
+                                        f"see {self.component_log(API_SERVER)}:\n{self.tail_log(API_SERVER)}")
+            time.sleep(0.5)
+        control = self.control()
+        for program in AFTER_API:
+            control.start(program)
+
+    def _check_alive(self) -> None:
+        """Raise if supervisord exited or a component died while starting (a crash loop is no start)."""
+        if not self.is_running():
+            raise AirflowStartError(
+                f"Airflow exited during start-up (supervisord); last lines of {self.log_file}:\n"
+                f"{self.tail_log()}\n{_tail(_read(self.log_dir / 'supervisord.out'), 10)}"
+            )
+        self._check_port_error()
+        died = [e for e in exits(self.log_file, self._log_offsets.get("supervisord", 0)) if not e.expected]
+        if died:
+            raise AirflowStartError(
+                f"Airflow exited during start-up: {died[0].program} died ({died[0].how}) at {died[0].at}; "
+                f"last lines of {self.component_log(died[0].program)}:\n{self.tail_log(died[0].program)}"
+            )
 
     @property
     def rest(self) -> AirflowRestClient:
@@ -391,11 +488,7 @@ class AirflowStandalone:
         deadline = time.monotonic() + timeout
         health: dict[str, str | None] = {}
         while time.monotonic() < deadline:
-            if not self.is_running():
-                raise AirflowStartError(
-                    f"airflow standalone exited during start-up; last lines of {self.log_file}:\n{self.tail_log()}"
-                )
-            self._check_port_error()
+            self._check_alive()
             health = self.health()
             if health and all(health.get(c) == "healthy" for c in ("metadatabase", *COMPONENTS)):
                 return
@@ -403,38 +496,43 @@ class AirflowStandalone:
         state = ", ".join(f"{k} {v}" for k, v in health.items()) if health else "the API did not answer"
         raise AirflowStartError(
             f"Airflow did not become healthy on {self.url} within {timeout:.0f}s ({state}); "
-            f"see {self.log_file}:\n{self.tail_log()}"
+            f"see the logs in {self.log_dir}:\n{self.tail_log()}"
         )
 
     def _check_port_error(self) -> None:
         # The port was free when we checked, but someone may have taken it during
-        # the DB initialisation; the API server then dies while standalone lives on.
-        try:
-            with open(self.log_file, "rb") as f:
-                f.seek(self._log_offset)
-                text = f.read().decode("utf-8", errors="replace").lower()
-        except FileNotFoundError:
-            return
-        if "api-server" in text and any(m in text for m in _PORT_TAKEN_MARKERS):
-            tail = self.tail_log()
+        # the DB initialisation; the API server then fails (and is retried) while the rest lives on.
+        text = _read(self.component_log(API_SERVER), self._log_offsets.get(API_SERVER, 0)).lower()
+        if any(m in text for m in _PORT_TAKEN_MARKERS):
+            tail = self.tail_log(API_SERVER)
             self.stop()
             raise PortInUseError(
                 f"the Airflow API server could not listen on port {self.port} (address already in use); "
                 f"stop whatever holds it (e.g. `ss -ltnp 'sport = :{self.port}'`) or set EOS_ETL_AIRFLOW_PORT. "
-                f"Last lines of {self.log_file}:\n{tail}"
+                f"Last lines of {self.component_log(API_SERVER)}:\n{tail}"
             )
 
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> None:
-        """SIGTERM every component (the process group), SIGKILL what is left after ``timeout``."""
-        # The session id is the recorded pid; components orphaned by a parent
-        # that died are still found (and stopped) through it.
+        """Stop every component through supervisord, then SIGTERM (and after ``timeout`` SIGKILL) what is left.
+
+        supervisord stops the components in reverse order, each with SIGTERM to its process group and
+        SIGKILL after its ``stopwaitsecs``. The session sweep after it finds what an earlier incarnation
+        left (a component that died before the reaper ran, tasks in groups of their own).
+        """
         pid = self._recorded_pid()
         if pid is None or not session_members(pid):
             self.pid_file.unlink(missing_ok=True)
             self._reap()
             return
-        log.info("stopping Airflow standalone (session %d)", pid)
-        # Normally one group (the parent's); running tasks have their own.
+        log.info("stopping Airflow (supervisord session %d)", pid)
+        deadline = time.monotonic() + timeout
+        if self.is_running():
+            try:
+                self.control().shutdown()
+            except (OSError, xmlrpc.client.Error) as exc:
+                log.warning("supervisord did not take the shutdown (%s); signalling its session", exc)
+            while self.is_running() and time.monotonic() < deadline:
+                time.sleep(0.2)
         groups = set()
         for member in session_members(pid):
             try:
@@ -446,7 +544,6 @@ class AirflowStandalone:
                 os.killpg(group, signal.SIGTERM)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             self._reap()
             if not session_members(pid):
@@ -454,9 +551,8 @@ class AirflowStandalone:
             time.sleep(0.2)
         left = session_members(pid)
         if left:
-            log.warning(
-                "Airflow processes %s ignored SIGTERM for %.0fs; killing them", ", ".join(map(str, left)), timeout
-            )
+            log.warning("Airflow processes %s ignored SIGTERM for %.0fs; killing them", ", ".join(map(str, left)),
+                        timeout)
             for member in left:
                 try:
                     os.kill(member, signal.SIGKILL)
@@ -478,6 +574,20 @@ class AirflowStandalone:
         if self._proc is not None and self._proc.poll() is not None:
             self._proc = None
 
+    def components(self) -> list[Component]:
+        """Each component's state from supervisord; empty if it does not answer."""
+        try:
+            return self.control().components()
+        except (OSError, xmlrpc.client.Error):
+            return []
+
+    def deaths(self) -> dict[str, Exit]:
+        """The last unexpected exit of each component since supervisord last started."""
+        pid = self.pid()
+        if pid is None:
+            return {}
+        return {e.program: e for e in exits(self.log_file) if not e.expected}
+
     def status(self) -> AirflowStatus:
         pid = self.pid()
         return AirflowStatus(
@@ -487,6 +597,8 @@ class AirflowStandalone:
             health=self.health() if pid is not None else {},
             home=str(self.home),
             log_file=str(self.log_file),
+            components=self.components() if pid is not None else [],
+            deaths=self.deaths(),
         )
 
     def describe(self) -> str:
@@ -502,10 +614,10 @@ class AirflowStandalone:
             ]
         )
 
-    def tail_log(self, lines: int = 25) -> str:
-        if not self.log_file.is_file():
-            return "(no log yet)"
-        return _tail(self.log_file.read_text(errors="replace"), lines)
+    def tail_log(self, program: str | None = None, lines: int = 25) -> str:
+        """The last lines of a component's log, or of supervisord's."""
+        path = self.log_file if program is None else self.component_log(program)
+        return _tail(_read(path), lines) if path.is_file() else "(no log yet)"
 
     def wipe(self) -> None:
         """Delete the home (database, config, logs); Airflow must be stopped."""
@@ -516,3 +628,19 @@ class AirflowStandalone:
 
 def _tail(text: str, lines: int) -> str:
     return "\n".join(text.splitlines()[-lines:]) or "(empty)"
+
+
+def _read(path: Path, offset: int = 0) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0

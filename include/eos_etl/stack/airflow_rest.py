@@ -1,6 +1,6 @@
 """Airflow 3's REST API, as one user: health, a login token, calls, waiting for DAG runs.
 
-:attr:`eos_etl.stack.airflow.AirflowStandalone.rest` gives one for the
+:attr:`eos_etl.stack.airflow.EmbeddedAirflow.rest` gives one for the
 project's own Airflow (its URL and admin login). Requests go straight to the
 API server, never through an ``http(s)_proxy``: it is on this machine.
 """
@@ -22,6 +22,12 @@ log = logging.getLogger(__name__)
 HEALTH_PATH = "/api/v2/monitor/health"
 TOKEN_PATH = "/auth/token"
 FINISHED_RUN_STATES = ("success", "failed")
+
+# Calls that delete dag_run rows, or that delete them when SQLite is locked (a backfill's creation
+# cleans up after itself with DELETE ... WHERE backfill_id, taking a reprocessed run with it): a run
+# deleted under the scheduler makes its next flush fail with StaleDataError and the scheduler exit
+# (docs/airflow-supervision.md). This client never makes them; re-running a run is its /clear.
+_DELETES_RUNS = (("DELETE", "/api/v2/dags/"), ("POST", "/api/v2/backfills"))
 
 # Talks to our own API server directly, even when an http(s)_proxy is set.
 _local_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
@@ -72,6 +78,12 @@ class AirflowRestClient:
         ``timeout`` seconds: with SQLite, a write that meets the scheduler's open write
         transaction fails with "database is locked" and the API answers 500.
         """
+        for refused_method, prefix in _DELETES_RUNS:
+            if method.upper() == refused_method and path.startswith(prefix):
+                raise StackError(
+                    f"{method} {path} can delete DAG runs the scheduler holds (on SQLite it crashes the scheduler); "
+                    "re-run a run with POST /api/v2/dags/<dag_id>/dagRuns/<run_id>/clear instead"
+                )
         deadline = time.monotonic() + timeout
         while True:
             req = urllib.request.Request(
