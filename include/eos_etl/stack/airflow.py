@@ -87,6 +87,7 @@ COMPONENTS = ("scheduler", "dag_processor", "triggerer")
 # next check comes within this interval.
 ORPHANED_TASKS_CHECK_INTERVAL_S = 30
 DUE_RUN_BOUND_S = 120
+SQLITE_BUSY_TIMEOUT_S = 30
 
 _SIMPLE_AUTH_MANAGER = "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager"
 # Lines in the API server's log that mean it could not bind its port.
@@ -286,7 +287,10 @@ class EmbeddedAirflow:
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(self.passwords_file),
                 # Task supervisors talk to the API server; the default assumes port 8080.
                 "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.db_file}",
+                # SQLite has one writer: a writer waits up to this many seconds for the lock (pysqlite's
+                # default is 5) before "database is locked". On a busy machine 5 s refused backfill
+                # creations, whose clean-up then deleted a run under the scheduler (airflow-supervision.md).
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.db_file}?timeout={SQLITE_BUSY_TIMEOUT_S}",
                 "AIRFLOW__API__HOST": self.host,
                 "AIRFLOW__API__PORT": str(self.port),
                 "AIRFLOW__CORE__PARALLELISM": str(self.parallelism),
