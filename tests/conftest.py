@@ -28,6 +28,7 @@ from eos_etl.shop.schema import ShopTopics
 from eos_etl.stack.jvm import JVM_OPTIONS_ENV
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.spark_cluster import SparkStandalone
+from eos_etl.stack.spark_connect import SparkConnectServer
 from eos_etl.stack.tools import free_port
 
 # Every JVM of the suite (brokers, Spark drivers, executors, standalone daemons, also those Airflow's
@@ -38,6 +39,9 @@ os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 # The suite's Airflows parse their DAG files once at start and never see them change; Airflow's default
 # re-parse every 30 s cost ~12 CPU s per Airflow test on a 2-core machine the tests share.
 os.environ.setdefault("AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL", "120")
+# A task's successor waits for the scheduler's next loop; an idle one sleeps 1 s between loops by default.
+# 0.25 s halved the gaps between a window's tasks (docs/airflow.md, "Latency between tasks").
+os.environ.setdefault("AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME", "0.25")
 
 SASL_USER = "etl"
 SASL_PASSWORD = secrets.token_urlsafe(18)  # per test process; never written down
@@ -186,6 +190,17 @@ def kafka_broker(tmp_path_factory) -> Iterator[KafkaCluster]:
     broker.start()
     yield broker
     broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_connect_server(tmp_path_factory):
+    """A Spark Connect server (local[2,4]) for this worker, started on first use: the default route,
+    which the Airflow tests run their windows on. Tests that kill or stall a server start their own."""
+    server = SparkConnectServer(home=tmp_path_factory.mktemp("spark-connect-shared"), port=free_port(),
+                                master="local[2,4]")
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -24,8 +24,8 @@ from .test_dag import _api, _unpause, airflow_for
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 DAG = "shop_invoicing"
-# run_window is busy for seconds (a spark-submit, then the window): the kill lands in it.
-PURCHASES = 10_000
+# A window of this many purchases keeps run_window busy for seconds on the Connect server: the kill lands in it.
+PURCHASES = 50_000
 # How long a window's retry may take on 2 busy cores after the scheduler is back.
 WINDOW_S = 180
 
@@ -43,10 +43,11 @@ def _scheduler(af):
 
 
 def test_a_scheduler_killed_mid_run_is_restarted_and_the_due_runs_still_succeed(shop_factory, kafka_broker,
-                                                                                 tmp_path):
+                                                                                 spark_connect_server, tmp_path):
     shop = shop_factory(partitions=2)
     stats = generate(shop.connection, shop.topics.purchases, PURCHASES, invalid_share=0.01, seed=91)
-    af = airflow_for(shop, tmp_path / "af", kafka_broker, overrides={"EOS_ETL_SCHEDULE": "* * * * *"})
+    af = airflow_for(shop, tmp_path / "af", kafka_broker, overrides={"EOS_ETL_SCHEDULE": "* * * * *"},
+                     spark_connect=spark_connect_server)
     af.start()
     try:
         token = af.rest.token()

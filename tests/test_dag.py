@@ -49,11 +49,13 @@ def grant_roles(shop, replay_version: str | None = None) -> None:
 
 
 def airflow_for(shop, home: Path, kafka_broker, connections: dict | None = None, overrides: dict | None = None,
-                **kw) -> EmbeddedAirflow:
+                spark_connect=None, **kw) -> EmbeddedAirflow:
     """Airflow whose Kafka connection is SASL_SSL/SCRAM as a principal holding only the
-    pipeline and validator ACLs on ``shop`` (plus ``connections`` and environment ``overrides``)."""
+    pipeline and validator ACLs on ``shop`` (plus ``connections`` and environment ``overrides``).
+    With ``spark_connect`` (a running server) its windows run there, the default route; else a
+    spark-submit each."""
     grant_roles(shop)
-    return EmbeddedAirflow(
+    airflow = EmbeddedAirflow(
         home=home,
         port=free_port(),
         worker_log_server_port=free_port(),
@@ -70,9 +72,11 @@ def airflow_for(shop, home: Path, kafka_broker, connections: dict | None = None,
         overrides={"EOS_ETL_VAR": str(home / "var"), "EOS_ETL_SPARK_DRIVER_MEMORY": "1g", **(overrides or {})},
         **kw,
     )
+    return airflow.use_spark_connect(spark_connect) if spark_connect is not None else airflow
 
 
 def dag_test(af: EmbeddedAirflow, dag_id: str, conf: dict | None = None) -> tuple[str, str, str]:
+    af.prepare_home()
     proc = subprocess.run([sys.executable, str(ROOT / "tests" / "dag_runner.py"), dag_id, json.dumps(conf or {})],
                           env=af.env(), capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
@@ -193,14 +197,14 @@ def test_full_dag_run_over_sasl_then_no_op_then_seeded_defect_fails(shop_factory
     assert json.loads((failed_dir[0] / "report.json").read_text())["verdict"] == "failed"
 
 
-def test_replay_writes_a_new_version_exactly_once(shop_factory, kafka_broker, spark, tmp_path):
+def test_replay_writes_a_new_version_exactly_once(shop_factory, kafka_broker, spark, spark_connect_server, tmp_path):
     from eos_etl.shop.pipeline import run_shop_window
 
     shop = shop_factory(partitions=2)
     stats = generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1, seed=51)
     run_shop_window(spark, shop, shop.plan())  # the live pipeline already published everything
     live = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted")) for t in shop.topics.outputs}
-    af = airflow_for(shop, tmp_path / "af", kafka_broker)
+    af = airflow_for(shop, tmp_path / "af", kafka_broker, spark_connect=spark_connect_server)
     grant_roles(shop, replay_version="v2")
     assert af.airflow_cmd("db", "migrate", timeout=300).returncode == 0
 
@@ -271,7 +275,7 @@ def _screenshot_asset_graph(af: EmbeddedAirflow, token: str, topic: str, target:
 
 
 def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(shop_factory, kafka_broker, spark,
-                                                                                tmp_path):
+                                                                                spark_connect_server, tmp_path):
     """Assets through the scheduler: the run_window task resolves the `shop_invoicing.invoices` alias to
     the Kafka topic with the window's offset ranges; `shop_revenue`, scheduled on that alias, is triggered
     and totals exactly that window's invoices (not the history before it) per currency."""
@@ -287,7 +291,7 @@ def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(s
     stats = generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1, seed=62, transaction_size=50,
                      abort_share=0.2)
 
-    af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4)
+    af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4, spark_connect=spark_connect_server)
     lineage_file = tmp_path / "openlineage.jsonl"
     af.overrides["AIRFLOW__OPENLINEAGE__TRANSPORT"] = json.dumps(
         {"type": "file", "log_file_path": str(lineage_file), "append": True})
@@ -407,7 +411,7 @@ def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alert
     assert SASL_PASSWORD not in alerts_file.read_text()
 
 
-def test_a_burst_of_purchases_makes_one_event_driven_run(shop_factory, kafka_broker, tmp_path):
+def test_a_burst_of_purchases_makes_one_event_driven_run(shop_factory, kafka_broker, spark_connect_server, tmp_path):
     """AssetWatcher with the Kafka provider's message-queue trigger: a burst of purchases (several transactions, two partitions) makes exactly one
     asset event and one run, which waits for the burst to end and publishes all of it once."""
     from eos_etl.orchestration.arrivals import WATCH_CONN_ID
@@ -416,7 +420,7 @@ def test_a_burst_of_purchases_makes_one_event_driven_run(shop_factory, kafka_bro
     resources = shop.pipeline().resources()
     watch_group = resources.watch_group
     grant(shop.connection, SASL_USER, resources.grants("watcher"))  # the role `eos-etl acl grant` gives
-    af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4)
+    af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4, spark_connect=spark_connect_server)
     af.connections[WATCH_CONN_ID] = {"conn_type": "kafka", "extra": {
         "bootstrap.servers": kafka_broker.sasl_bootstrap_servers, "group.id": watch_group,
         "security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": SASL_USER,

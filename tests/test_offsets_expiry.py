@@ -186,7 +186,8 @@ def test_a_first_run_and_a_new_partition_still_start_from_the_start_policy(lab):
     assert check_shop(shop, expected_ends=lab.input_ends(shop)).ok
 
 
-def test_a_scheduled_run_after_a_pause_past_the_retention_publishes_only_what_is_new(lab, short_broker, tmp_path):
+def test_a_scheduled_run_after_a_pause_past_the_retention_publishes_only_what_is_new(lab, short_broker,
+                                                                                   spark_connect_server, tmp_path):
     """Through Airflow's scheduler (every minute): the first scheduled run publishes the backlog; the DAG
     is paused until Kafka deleted the group's offsets; purchases arrive; the first scheduled run after
     the unpause publishes exactly those. The plan task warns that the retention (1 minute) is shorter
@@ -196,7 +197,8 @@ def test_a_scheduled_run_after_a_pause_past_the_retention_publishes_only_what_is
     shop = lab.make_shop(2, name="dag-pause")
     first = generate(shop.connection, shop.topics.purchases, 600, invalid_share=0.05, seed=51,
                      transaction_size=100, abort_share=0.1)
-    af = airflow_for(shop, tmp_path / "af", short_broker, overrides={"EOS_ETL_SCHEDULE": "* * * * *"})
+    af = airflow_for(shop, tmp_path / "af", short_broker, overrides={"EOS_ETL_SCHEDULE": "* * * * *"},
+                     spark_connect=spark_connect_server)
     af.start()
     try:
         token = af.rest.token()

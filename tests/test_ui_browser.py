@@ -147,8 +147,9 @@ def _refused_by_sqlite_lock(failures: list[tuple[int, str]]) -> bool:
     return busy_seen
 
 
-def _submit_backfill_dialog(page, dialog, af, token: str) -> dict:
-    """Click the dialog's "Run Backfill" and return the backfill the UI created.
+def _submit_backfill_dialog(page, dialog, af, token: str) -> tuple[dict, bool]:
+    """Click the dialog's "Run Backfill"; return the backfill the UI created and whether SQLite's lock
+    refused a try first.
 
     The UI's query client retries a mutation that got a 5xx three times by itself, keeping the
     button in its loading state meanwhile, so the test waits for that to settle rather than clicking
@@ -167,7 +168,7 @@ def _submit_backfill_dialog(page, dialog, af, token: str) -> dict:
             page.wait_for_timeout(500)  # lets Playwright deliver the response events
             created = [r for r in posts if r.ok]
             if created:
-                return created[-1].json()
+                return created[-1].json(), attempt > 0 or len(posts) > 1
             settled = posts and (button.count() == 0 or button.get_attribute("data-loading") is None)
             if settled:
                 break
@@ -181,8 +182,9 @@ def _submit_backfill_dialog(page, dialog, af, token: str) -> dict:
     raise AssertionError(f"the backfill was never created: SQLite stayed busy through {CLICKS} clicks")
 
 
-def _backfill_cli(af, token: str, start: float, end: float, behavior: str) -> dict:
-    """``airflow backfill create`` over [start, end] (hourly logical dates), then wait until it completed."""
+def _backfill_cli(af, token: str, start: float, end: float, behavior: str) -> tuple[dict, bool]:
+    """``airflow backfill create`` over [start, end] (hourly logical dates), then wait until it completed;
+    returns the backfill and whether SQLite's lock refused a try first."""
     stamp = "%Y-%m-%dT%H:00:00+00:00"
     for attempt in range(4):
         proc = af.airflow_cmd("backfill", "create", "--dag-id", DAG_ID, "--from-date",
@@ -191,9 +193,11 @@ def _backfill_cli(af, token: str, start: float, end: float, behavior: str) -> di
         if proc.returncode == 0 or "database is locked" not in proc.stdout + proc.stderr:
             break
         # SQLite only: the scheduler's write lock refused the CLI. Airflow commits the backfill row
-        # before its runs and cleans up after a lock error only on Postgres and MySQL, so a
-        # backfill without runs may be left behind; it would refuse the next attempt as "another
-        # backfill is running" (the scheduler closes such orphans only after two minutes).
+        # before its runs; its clean-up after the lock error deletes the runs it tagged (a reprocessed
+        # run with them: the supervised scheduler that held it dies and is restarted) and may leave
+        # the backfill row, which would refuse the next attempt as "another backfill is running"
+        # (the scheduler closes such orphans only after two minutes). The 30 s busy timeout of the
+        # embedded stack makes the lock error rare.
         for orphan in _unfinished_backfills(af, token):
             _api(af, "PUT", f"/api/v2/backfills/{orphan['id']}/cancel", None, token)
         time.sleep(3 * (attempt + 1))
@@ -203,12 +207,12 @@ def _backfill_cli(af, token: str, start: float, end: float, behavior: str) -> di
         newest = _api(af, "GET", f"/api/v2/backfills?dag_id={DAG_ID}&order_by=-id&limit=1", None, token)
         backfill = newest["backfills"][0]
         if backfill["reprocess_behavior"] == behavior and backfill.get("completed_at"):
-            return backfill
+            return backfill, attempt > 0
         assert time.monotonic() < deadline, f"backfill {behavior} never completed: {backfill}"
         time.sleep(3)
 
 
-def test_backfills_from_the_cli_and_the_ui_never_duplicate(shop_factory, kafka_broker, tmp_path):
+def test_backfills_from_the_cli_and_the_ui_never_duplicate(shop_factory, kafka_broker, spark_connect_server, tmp_path):
     """One Airflow over one shop: `airflow backfill create` with reprocess none, none again, failed and
     completed over the same three hours, then a backfill of every run started from the UI's Trigger
     dialog. Purchases stamped three hours ago arrive after the scheduled run: the first backfill's run
@@ -220,7 +224,7 @@ def test_backfills_from_the_cli_and_the_ui_never_duplicate(shop_factory, kafka_b
     shop = shop_factory(partitions=2)
     shots = tmp_path / "screenshots"
     shots.mkdir()
-    af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4)
+    af = airflow_for(shop, tmp_path / "af", kafka_broker, parallelism=4, spark_connect=spark_connect_server)
     af.start()
     try:
         token = af.rest.token()
@@ -230,21 +234,21 @@ def test_backfills_from_the_cli_and_the_ui_never_duplicate(shop_factory, kafka_b
         start, end = hour - 3 * 3600, hour - 3600
         counts = _produce_stamped(shop, 300, int((start + 600) * 1000), seed=91)
 
-        backfills = [_backfill_cli(af, token, start, end, "none")]
+        made = [_backfill_cli(af, token, start, end, "none")]
         assert not [r for r in _api(af, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns?run_type=backfill", None,
                                     token)["dag_runs"] if r["state"] != "success"]
         published = {t: len(read_topic(shop.connection, t, isolation="read_uncommitted"))
                      for t in shop.topics.outputs}
-        backfills.append(_backfill_cli(af, token, start, end, "none"))
+        made.append(_backfill_cli(af, token, start, end, "none"))
         # A failed run for "failed" to reprocess: the second backfilled hour's run, marked failed.
         second = time.strftime("%Y-%m-%dT%H:00:00", time.gmtime(hour - 2 * 3600))
         run = next(r for r in _api(af, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns", None, token)["dag_runs"]
                    if r["logical_date"].startswith(second))
         _api(af, "PATCH", f"/api/v2/dags/{DAG_ID}/dagRuns/{urllib.parse.quote(run['dag_run_id'], safe='')}",
              {"state": "failed"}, token)
-        backfills.append(_backfill_cli(af, token, start, end, "failed"))
-        backfills.append(_backfill_cli(af, token, start, end, "completed"))
-        backfills.append(_backfill_in_the_ui(af, token, start, end, shots, sync_playwright, expect))
+        made.append(_backfill_cli(af, token, start, end, "failed"))
+        made.append(_backfill_cli(af, token, start, end, "completed"))
+        made.append(_backfill_in_the_ui(af, token, start, end, shots, sync_playwright, expect))
         runs = _api(af, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns", None, token)["dag_runs"]
         status, _, page = _get(f"{af.url}/eos-etl/backfills/{DAG_ID}/", token)
         assert status == 200, page[:500]
@@ -260,23 +264,33 @@ def test_backfills_from_the_cli_and_the_ui_never_duplicate(shop_factory, kafka_b
     def section(backfill_id: int) -> str:
         return re.search(rf'data-testid="backfill-{backfill_id}">(.*?)</section>', page, re.S).group(1)
 
-    sections = [section(b["id"]) for b in backfills]
+    sections = [section(b["id"]) for b, _ in made]
     summaries = [re.search(r"<strong>(.*?)</strong>", s).group(1) for s in sections]
     # Hourly logical dates H-3, H-2, H-1, each window ending at its logical date: H-2's publishes.
     texts = [" ".join(re.sub(r"<[^>]+>", " ", s).split()) for s in sections]  # each section whole, when one fails
-    assert summaries == ["1 published, 2 no-op", "3 skipped", "1 no-op, 2 skipped", "3 no-op", "3 no-op"], texts
+    # A try that SQLite's lock refused after it had re-tagged existing runs made Airflow 3.3.2 delete them
+    # (its clean-up: DELETE ... WHERE backfill_id; docs/airflow-supervision.md); the try that then
+    # succeeded made new runs for those intervals. Such a backfill is held to publishing nothing.
+    refused = [was_refused for _, was_refused in made]
+    expected = ["1 published, 2 no-op", "3 skipped", "1 no-op, 2 skipped", "3 no-op", "3 no-op"]
+    assert [s for s, r in zip(summaries, refused) if not r] == [e for e, r in zip(expected, refused) if not r], texts
+    assert all("published" not in s for s, r in zip(summaries[1:], refused[1:]) if r), texts
+    print(f"backfills refused by SQLite's lock before they were made: {refused}")
     assert f"new run: read {counts['valid'] + counts['invalid']} purchases, published {counts['valid']} invoices" in (
         sections[0]), (counts, texts[0])
     assert "no run: already exists" in sections[1]
-    assert sections[3].count("reprocessed the existing run") == 3
-    assert sections[4].count("reprocessed the existing run") == 3
+    for i in (3, 4):
+        reprocessed = sections[i].count("reprocessed the existing run")
+        assert reprocessed == 3 or (refused[i] and reprocessed + sections[i].count("new run") == 3), texts[i]
     assert SASL_PASSWORD not in page
 
 
-def _backfill_in_the_ui(af, token: str, start: float, end: float, shots: Path, sync_playwright, expect) -> dict:
+def _backfill_in_the_ui(af, token: str, start: float, end: float, shots: Path, sync_playwright,
+                        expect) -> tuple[dict, bool]:
     """Log in, start a backfill of every run over [start, end] from the DAG's Trigger dialog, wait until
     its runs finish; check in the UI that they show Success, the "Run report" tab of one of them, the
-    "Exactly-once reports" nav entry and the DAG's "Backfills report" tab. Returns the backfill."""
+    "Exactly-once reports" nav entry and the DAG's "Backfills report" tab. Returns the backfill and
+    whether SQLite's lock refused a try first."""
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -300,7 +314,7 @@ def _backfill_in_the_ui(af, token: str, start: float, end: float, shots: Path, s
             expected_runs = int(re.search(r"\d+", announced.inner_text()).group())
             assert expected_runs == round((end - start) / 3600) + 1, announced.inner_text()
             page.screenshot(path=shots / "01-backfill-dialog.png")
-            backfill = _submit_backfill_dialog(page, dialog, af, token)
+            backfill, refused = _submit_backfill_dialog(page, dialog, af, token)
             assert backfill["reprocess_behavior"] == "completed", backfill
             expect(page.get_by_text("Backfill in progress")).to_be_visible()
             page.screenshot(path=shots / "02-backfill-started.png")
@@ -355,7 +369,7 @@ def _backfill_in_the_ui(af, token: str, start: float, end: float, shots: Path, s
             listed = page.frame_locator("iframe[title='Backfills report']").locator("body")
             expect(listed).to_contain_text(f"Backfill {backfill['id']}")
             page.screenshot(path=shots / "06-backfills-report.png")
-            return backfill
+            return backfill, refused
         except Exception:
             _keep_failure_screenshot(page, shots)
             raise

@@ -63,6 +63,7 @@ from .. import paths
 from .airflow_rest import AirflowRestClient
 from .errors import PortInUseError, StackError
 from .airflow_supervisor import AFTER_API, API_SERVER, PROGRAMS, Component, Exit, SupervisorControl, exits
+from .airflow_sqlite import LOCAL_SETTINGS
 from .airflow_supervisor import config_text, socket_path
 from .process import PidFile, session_members
 from .spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
@@ -198,13 +199,19 @@ class EmbeddedAirflow:
             "kafka_purchases": {"conn_type": "generic", "host": bootstrap_servers or f"127.0.0.1:{kafka_port}",
                                 "extra": {"security_protocol": "PLAINTEXT"}},
         }
-        overrides = {}
+        airflow = cls(home=paths.var_dir() / "airflow", connections=connections)
         if spark_connect is not None:
-            connections[AIRFLOW_CONN_ID] = spark_connect.airflow_connection()
-            overrides[AIRFLOW_ROUTE_ENV] = AIRFLOW_CONN_ID
-            # The run task makes sure this server runs and answers before each window.
-            overrides[CONNECT_HOME_ENV] = str(spark_connect.home)
-        return cls(home=paths.var_dir() / "airflow", connections=connections, overrides=overrides)
+            airflow.use_spark_connect(spark_connect)
+        return airflow
+
+    def use_spark_connect(self, server) -> "EmbeddedAirflow":
+        """Run the DAGs' windows (and their validation) on ``server``, a
+        :class:`.spark_connect.SparkConnectServer`, instead of a spark-submit each; before it starts."""
+        self.connections[AIRFLOW_CONN_ID] = server.airflow_connection()
+        self.overrides[AIRFLOW_ROUTE_ENV] = AIRFLOW_CONN_ID
+        # The run task makes sure this server runs and answers before each window.
+        self.overrides[CONNECT_HOME_ENV] = str(server.home)
+        return self
 
     # -- layout ---------------------------------------------------------------
     @property
@@ -322,11 +329,23 @@ class EmbeddedAirflow:
             f.write("\n")
         os.chmod(self.passwords_file, 0o600)
 
-    def airflow_cmd(self, *args: str, check: bool = False, timeout: float | None = None) -> subprocess.CompletedProcess:
-        """Run ``airflow *args`` with :meth:`env`; output is captured as text."""
+    @property
+    def local_settings_file(self) -> Path:
+        return self.home / "config" / "airflow_local_settings.py"
+
+    def prepare_home(self) -> None:
+        """What every Airflow process run with :meth:`env` needs in the home before it starts."""
         if not self.passwords_file.is_file():
             # Else a command that initialises the auth manager generates a random one.
             self._write_passwords_file()
+        # Real SQLite transactions: a refused backfill rolls back whole (:mod:`.airflow_sqlite`).
+        self.local_settings_file.parent.mkdir(parents=True, exist_ok=True)
+        if not self.local_settings_file.is_file() or self.local_settings_file.read_text() != LOCAL_SETTINGS:
+            self.local_settings_file.write_text(LOCAL_SETTINGS)
+
+    def airflow_cmd(self, *args: str, check: bool = False, timeout: float | None = None) -> subprocess.CompletedProcess:
+        """Run ``airflow *args`` with :meth:`env`; output is captured as text."""
+        self.prepare_home()
         proc = subprocess.run(
             [str(self._bin_dir() / "airflow"), *args],
             env=self.env(),
@@ -396,6 +415,7 @@ class EmbeddedAirflow:
             raise StackError(f"the DAGs folder {self.dags_folder} does not exist")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._write_passwords_file()
+        self.prepare_home()
         fd = os.open(self.settings_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(self._settings_digest() + "\n")
@@ -494,7 +514,9 @@ class EmbeddedAirflow:
         while time.monotonic() < deadline:
             self._check_alive()
             health = self.health()
-            if health and all(health.get(c) == "healthy" for c in ("metadatabase", *COMPONENTS)):
+            # supervisord calls a component started once it stayed up START_SECS.
+            if health and all(health.get(c) == "healthy" for c in ("metadatabase", *COMPONENTS)) \
+                    and all(c.running for c in self.components()):
                 return
             time.sleep(1.0)
         state = ", ".join(f"{k} {v}" for k, v in health.items()) if health else "the API did not answer"
