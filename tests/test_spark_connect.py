@@ -32,7 +32,7 @@ from .test_cli import assert_untouched, cli, shop_args
 from .test_dag import airflow_for, dag_test, task_logs
 
 #: The session daemons' idle exit on this module's server (the mechanism; the default is an hour).
-DAEMON_EXIT_S = 30
+DAEMON_EXIT_S = 10
 
 # One server for the module: its tests share one xdist worker.
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-connect")]
@@ -40,7 +40,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spar
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    # Daemons exit 30 s after their last worker here (an hour by default): the daemon-exit test waits for it.
+    # Daemons exit DAEMON_EXIT_S after their last worker here (an hour by default): the daemon-exit test waits for it.
     server = SparkConnectServer(home=tmp_path_factory.mktemp("spark-connect"), port=free_port(), master="local[2,4]",
                                 daemon_idle_exit_s=DAEMON_EXIT_S)
     try:
