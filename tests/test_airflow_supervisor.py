@@ -125,3 +125,26 @@ def test_the_rest_client_never_makes_a_call_that_deletes_runs():
             client.call(method, path, {}, "token")
     with pytest.raises(StackError, match="does not answer"):
         client.token(timeout=2)  # the same client reaches the network for anything else
+
+
+def test_stop_also_stops_an_airflow_standalone_the_project_started_before(tmp_path):
+    """A stack started before the upgrade recorded standalone.pid: `make down` still stops its session."""
+    from eos_etl.stack.airflow import EmbeddedAirflow
+    from eos_etl.stack.process import PidFile
+
+    af = EmbeddedAirflow(home=tmp_path / "airflow")
+    af.home.mkdir(parents=True)
+    # A stand-in session leader whose child ignores SIGTERM, as idle LocalExecutor workers do.
+    leader = subprocess.Popen([sys.executable, "-c", "import signal, subprocess, sys, time; "
+                               "subprocess.Popen([sys.executable, '-c', 'import signal, time; "
+                               "signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)']); time.sleep(60)"],
+                              start_new_session=True)
+    PidFile(af.home / "standalone.pid").record(leader.pid)
+    time.sleep(0.5)
+    started = time.monotonic()
+    af.stop(timeout=3)
+    assert leader.wait(5) == -signal.SIGTERM
+    assert time.monotonic() - started < 15
+    assert not (af.home / "standalone.pid").exists()
+    assert [p for p in os.listdir("/proc") if p.isdigit() and ProcStat.read(int(p)) is not None
+            and ProcStat.read(int(p)).session == leader.pid and ProcStat.read(int(p)).state != "Z"] == []

@@ -545,6 +545,12 @@ class EmbeddedAirflow:
         SIGKILL after its ``stopwaitsecs``. The session sweep after it finds what an earlier incarnation
         left (a component that died before the reaper ran, tasks in groups of their own).
         """
+        legacy = PidFile(self.home / "standalone.pid")
+        if (standalone := legacy.pid()) is not None:
+            # An `airflow standalone` this project started before it ran supervisord: its session.
+            log.info("stopping the earlier `airflow standalone` (session %d)", standalone)
+            self._sweep(standalone, time.monotonic() + timeout, timeout)
+        legacy.path.unlink(missing_ok=True)
         pid = self._recorded_pid()
         if pid is None or not session_members(pid):
             self.pid_file.unlink(missing_ok=True)
@@ -559,8 +565,14 @@ class EmbeddedAirflow:
                 log.warning("supervisord did not take the shutdown (%s); signalling its session", exc)
             while self.is_running() and time.monotonic() < deadline:
                 time.sleep(0.2)
+        self._sweep(pid, deadline, timeout)
+        self._reap()
+        self.pid_file.unlink(missing_ok=True)
+
+    def _sweep(self, sid: int, deadline: float, timeout: float) -> None:
+        """SIGTERM every process group of session ``sid``; SIGKILL what is left at ``deadline``."""
         groups = set()
-        for member in session_members(pid):
+        for member in session_members(sid):
             try:
                 groups.add(os.getpgid(member))
             except ProcessLookupError:
@@ -572,10 +584,10 @@ class EmbeddedAirflow:
                 pass
         while time.monotonic() < deadline:
             self._reap()
-            if not session_members(pid):
+            if not session_members(sid):
                 break
             time.sleep(0.2)
-        left = session_members(pid)
+        left = session_members(sid)
         if left:
             log.warning("Airflow processes %s ignored SIGTERM for %.0fs; killing them", ", ".join(map(str, left)),
                         timeout)
@@ -585,16 +597,14 @@ class EmbeddedAirflow:
                 except ProcessLookupError:
                     pass
             kill_deadline = time.monotonic() + 30.0
-            while session_members(pid):
+            while session_members(sid):
                 if time.monotonic() > kill_deadline:
                     raise StackError(
-                        f"Airflow processes {', '.join(map(str, session_members(pid)))} survived SIGKILL "
-                        f"(stuck in the kernel?); check them with `ps -o pid,stat,cmd -s {pid}`"
+                        f"Airflow processes {', '.join(map(str, session_members(sid)))} survived SIGKILL "
+                        f"(stuck in the kernel?); check them with `ps -o pid,stat,cmd -s {sid}`"
                     )
                 self._reap()
                 time.sleep(0.1)
-        self._reap()
-        self.pid_file.unlink(missing_ok=True)
 
     def _reap(self) -> None:
         if self._proc is not None and self._proc.poll() is not None:
