@@ -62,9 +62,9 @@ from pathlib import Path
 from .. import paths
 from .airflow_rest import AirflowRestClient
 from .errors import PortInUseError, StackError
-from .airflow_supervisor import AFTER_API, API_SERVER, PROGRAMS, Component, Exit, SupervisorControl, exits
 from .airflow_sqlite import LOCAL_SETTINGS
-from .airflow_supervisor import config_text, socket_path
+from .airflow_supervisor import AFTER_API, API_SERVER, PROGRAMS, Component, Exit, SupervisorControl, config_text
+from .airflow_supervisor import exits, socket_path
 from .process import PidFile, session_members
 from .spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
 from .spark_connect import HOME_ENV as CONNECT_HOME_ENV
@@ -295,8 +295,8 @@ class EmbeddedAirflow:
                 # Task supervisors talk to the API server; the default assumes port 8080.
                 "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.url}/execution/",
                 # SQLite has one writer: a writer waits up to this many seconds for the lock (pysqlite's
-                # default is 5) before "database is locked". On a busy machine 5 s refused backfill
-                # creations, whose clean-up then deleted a run under the scheduler (airflow-supervision.md).
+                # default is 5) before "database is locked". A refusal that comes at once (a read upgraded
+                # to a write after another writer committed) still happens; airflow_sqlite makes it harmless.
                 "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.db_file}?timeout={SQLITE_BUSY_TIMEOUT_S}",
                 "AIRFLOW__API__HOST": self.host,
                 "AIRFLOW__API__PORT": str(self.port),
@@ -338,7 +338,7 @@ class EmbeddedAirflow:
         if not self.passwords_file.is_file():
             # Else a command that initialises the auth manager generates a random one.
             self._write_passwords_file()
-        # Real SQLite transactions: a refused backfill rolls back whole (:mod:`.airflow_sqlite`).
+        # Savepoints inside real SQLite transactions: a refused backfill rolls back whole (:mod:`.airflow_sqlite`).
         self.local_settings_file.parent.mkdir(parents=True, exist_ok=True)
         if not self.local_settings_file.is_file() or self.local_settings_file.read_text() != LOCAL_SETTINGS:
             self.local_settings_file.write_text(LOCAL_SETTINGS)
