@@ -1,7 +1,8 @@
 # The two commands a newcomer needs:  make demo   and   make test
 PY := .venv/bin/python
-# pytest-xdist workers for `make test` (CI has 2 cores; each worker starts its own broker and Spark session)
-TEST_WORKERS ?= 2
+# pytest-xdist workers for `make test`: CI has 2 cores, and a third worker runs while the others' tests
+# wait on schedules, retention and backfills (each worker starts its own broker and Spark session)
+TEST_WORKERS ?= 3
 
 .PHONY: setup demo test test-fast test-unit soak soak-cluster soak-partitions soak-model bench bench-breakdown up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
 

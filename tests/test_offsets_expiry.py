@@ -1,8 +1,9 @@
 """A pipeline paused longer than the broker keeps its group's offsets publishes nothing twice.
 
 A real broker of its own deletes a group's committed offsets one minute after
-their last commit (``offsets.retention.minutes=1``, checked every 2 s): the
-scenarios wait until Kafka really deleted them, then run on. The pipeline's
+their last commit (``offsets.retention.minutes=1``, Kafka's least, checked every
+2 s): the scenarios wait until Kafka really deleted them, then run on; those that
+need no scheduler share one wait. The pipeline's
 position comes from its checkpoint topic (written in every transaction), a
 pipeline that keeps running keeps its offsets alive, and a position that is
 gone for good stops the run with one error line instead of republishing.
@@ -23,6 +24,7 @@ from eos_etl.faults.soak import SHORT_RETENTION
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
+from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
 from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.pipeline import run_shop_window
@@ -32,7 +34,8 @@ from eos_etl.stack.tools import free_port
 from .conftest import SASL_PASSWORD, SASL_USER
 from .test_cli import cli, shop_args
 
-pytestmark = [pytest.mark.spark, pytest.mark.slow]
+# One worker runs the module: its scenarios share one broker and one wait past the retention.
+pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("offsets-expiry")]
 
 
 @pytest.fixture(scope="module")
@@ -63,18 +66,22 @@ def run_cli(shop: ShopSettings) -> tuple[dict, str]:
     return json.loads(res.stdout.strip().splitlines()[-1]), res.stderr
 
 
-def test_pauses_past_the_offsets_retention_publish_nothing_twice(lab):
-    """Three pipelines share one wait past the retention:
+@pytest.fixture(scope="module")
+def past_the_retention(lab) -> dict:
+    """Four pipelines brought to where each scenario waits past the retention, then one wait for all:
 
     * ``paused``, the scenario as a new user met it: 3,000 purchases, a run, a pause until Kafka deleted
-      the group's offsets, a run with nothing new (it planned the whole topic again before), 500 more, a
-      run: 3,500 purchases published once each, through the CLI;
+      the group's offsets (through the CLI);
     * ``open``: an attempt killed after sending its offsets leaves a transaction open; the broker keeps
-      the group's older commit while a transactional commit is pending, so the next run's fencing (which
-      aborts it) lets it expire; the run after resumes from the checkpoint topic;
-    * ``living``: a pipeline that runs no-op windows every 15 s keeps its offsets through the same minute.
+      the group's older commit while a transactional commit is pending;
+    * ``living``: a pipeline that runs no-op windows every 15 s keeps its offsets through the same minute;
+    * ``lost``: outputs published, then the checkpoint topic deleted, so that once the group's offsets
+      expire neither source of its position is left.
+
+    The wait lasts until the paused and lost groups' offsets are gone and the living pipeline has run
+    for longer than the retention; what each test checks after it is its own.
     """
-    paused, open_, living = (lab.make_shop(2, name=n) for n in ("paused", "open", "living"))
+    paused, open_, living, lost = (lab.make_shop(2, name=n) for n in ("paused", "open", "living", "lost"))
     first = generate(paused.connection, paused.topics.purchases, 3000, invalid_share=0.05, seed=31,
                      transaction_size=100, abort_share=0.1)
     summary, _ = run_cli(paused)
@@ -90,16 +97,32 @@ def test_pauses_past_the_offsets_retention_publish_nothing_twice(lab):
     attempt.kill()
     held = group_offsets(open_)
 
+    lost_first = generate(lost.connection, lost.topics.purchases, 400, invalid_share=0.1, seed=41)
+    lab.recover(lost)
+    lab.admin.delete_topics([lost.pipeline().checkpoint_topic])
+
     generate(living.connection, living.topics.purchases, 200, seed=34)
     lab.recover(living)
     living_since, refreshes = time.monotonic(), 0
-    # Until the paused group's offsets are gone, and the living one has run for longer than the retention.
-    while group_offsets(paused) != {0: None, 1: None} or time.monotonic() - living_since < 75:
-        assert time.monotonic() - paused_at < 240, "the broker never deleted the paused group's offsets"
+    gone = {0: None, 1: None}
+    while group_offsets(paused) != gone or group_offsets(lost) != gone or time.monotonic() - living_since < 75:
+        assert time.monotonic() - paused_at < 240, "the broker never deleted the paused and lost groups' offsets"
         run_shop_window(None, living, living.plan())  # nothing new: only renews the commit
         refreshes += 1
         assert None not in group_offsets(living).values(), "a living pipeline lost its offsets"
         time.sleep(15)
+    return {"paused": (paused, first, paused_at), "open": (open_, held), "living": (living, refreshes),
+            "lost": (lost, lost_first)}
+
+
+def test_pauses_past_the_offsets_retention_publish_nothing_twice(lab, past_the_retention):
+    """After the wait: the paused pipeline runs with nothing new (it planned the whole topic again
+    before), then over 500 more: 3,500 purchases published once each; the open transaction's next run
+    fences it, its old commit expires and the run after resumes from the checkpoint topic; the living
+    pipeline kept its offsets throughout."""
+    paused, first, paused_at = past_the_retention["paused"]
+    open_, held = past_the_retention["open"]
+    living, refreshes = past_the_retention["living"]
     assert time.monotonic() - paused_at >= 55 and refreshes >= 5
     assert None not in group_offsets(living).values()
 
@@ -125,19 +148,13 @@ def test_pauses_past_the_offsets_retention_publish_nothing_twice(lab):
     assert report.ok, report.to_dict()["violations"]
 
 
-def test_a_lost_position_stops_the_run_and_offsets_restore_brings_it_back(lab):
+def test_a_lost_position_stops_the_run_and_offsets_restore_brings_it_back(lab, past_the_retention):
     """Outputs published, but neither group offsets nor checkpoint records (the checkpoint topic was
     recreated empty): the run refuses with one error line naming the partitions and the command; that
     command restores the position from the outputs' lineage and the next run publishes only what is new."""
-    shop = lab.make_shop(2, name="lost")
-    first = generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.1, seed=41)
-    lab.recover(shop)
+    shop, first = past_the_retention["lost"]
     admin = lab.admin
-    admin.delete_topics([shop.pipeline().checkpoint_topic])
-    lab.wait_for_expired_offsets(shop, 240)
-    time.sleep(2)  # the topic's deletion completes
-    from eos_etl.kafka.topics import ensure_topics
-
+    assert group_offsets(shop) == {0: None, 1: None}
     ensure_topics(admin, shop.specs(2), allow_existing=True)
     with pytest.raises(PositionLostError):
         shop.plan()
