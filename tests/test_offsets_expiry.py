@@ -91,7 +91,9 @@ def past_the_retention(lab) -> dict:
     generate(open_.connection, open_.topics.purchases, 600, invalid_share=0.05, seed=32)
     lab.recover(open_, ["--chunk-records", "100"])
     generate(open_.connection, open_.topics.purchases, 300, invalid_share=0.05, seed=33)
-    extra = ["--chunk-records", "10000", "--transaction-timeout-ms", "120000", "--chunk-seconds", "50"]
+    # The open transaction must outlive the shared wait (up to 4 minutes): the broker aborts it after its
+    # timeout, and the group's older commit then expires before the scenario checks it.
+    extra = ["--chunk-records", "10000", "--transaction-timeout-ms", "600000", "--chunk-seconds", "50"]
     attempt = lab.job(open_, extra, failpoints="after_send_offsets=stop,partition=0").start()
     assert attempt.wait_for_failpoint_stop(240), attempt.tail()
     attempt.kill()
