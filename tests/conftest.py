@@ -145,9 +145,11 @@ def read_all(
 
 
 
-# -- scheduling over pytest-xdist workers (`make test` runs two) ----------------------------------
+# -- scheduling over pytest-xdist workers (`make test` runs three) ---------------------------------
 # Session fixtures are per worker: tests on the three-node Kafka cluster or the Spark
-# standalone cluster share one xdist group, so only one worker ever starts those clusters.
+# standalone cluster share one xdist group, so only one worker ever starts those clusters; a module
+# whose tests share a module-scoped fixture (its own broker, a network lab) is one group too, so that
+# fixture starts once, not once per worker that happens to get one of its tests.
 SHARED_CLUSTER_FIXTURES = {"kafka_cluster", "healthy_cluster", "spark_cluster"}
 
 
@@ -163,11 +165,30 @@ def _needs_runtime(item) -> bool:
                 or any(item.get_closest_marker(m) for m in ("spark", "slow", "integration")))
 
 
+def _uses_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    return info is not None and any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values())
+
+
+def xdist_group_of(item) -> str | None:
+    """The xdist group the item runs in: its own mark's, the shared clusters', its module's or none."""
+    mark = item.get_closest_marker("xdist_group")
+    if mark is not None:
+        return mark.args[0] if mark.args else mark.kwargs.get("name", "default")
+    if SHARED_CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return "shared-clusters"
+    if _uses_module_fixture(item):
+        return item.module.__name__
+    return None
+
+
+# First: xdist's own hook (on the workers) reads the xdist_group marks to name each test's group.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
-        if SHARED_CLUSTER_FIXTURES & fixtures:
-            item.add_marker(pytest.mark.xdist_group("shared-clusters"))
+        group = xdist_group_of(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
         if not _needs_runtime(item):  # `make test-unit` runs these alone
             item.add_marker(pytest.mark.unit)
     # Long tests first, so the last minutes are not one worker finishing a long test alone.
