@@ -2,9 +2,9 @@
 
 The suite relies on it (the three-node cluster, the Spark cluster and a module's own broker start
 once, not once per worker), and it broke silently before: pytest 9.2's structured node ids end
-pytest-xdist 3.8's ``--dist loadgroup`` (pytest-xdist#1386), and marks added by a conftest after
-xdist's own collection hook are never read. This runs a tiny suite the way ``make test`` runs this one,
-with this suite's grouping rules, and asserts where each test ran.
+pytest-xdist 3.8's ``--dist loadgroup`` (pytest-xdist#1386), and marks a conftest adds after xdist's
+own collection hook ran are never read. This runs a tiny suite the way ``make test`` runs this one,
+with this suite's conftest hook and grouping rules, and asserts where each test ran.
 """
 
 from __future__ import annotations
@@ -16,20 +16,12 @@ from pathlib import Path
 
 import pytest
 
-CONFTEST = '''
-import pytest
-from grouping import xdist_group_of
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        group = xdist_group_of(item)
-        if group is not None and item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(group))
+FIXTURES = '''
 
 @pytest.fixture(scope="session")
 def kafka_cluster():
     return "cluster"
+
 
 @pytest.fixture(scope="module")
 def own_broker():
@@ -46,19 +38,17 @@ TESTS = {
 
 
 def test_groups_run_on_one_worker_each(tmp_path: Path):
-    conftest_module = Path(__file__).with_name("conftest.py")
-    source = conftest_module.read_text()
-    # The grouping rules as the suite's conftest defines them, nothing else of it.
+    source = Path(__file__).with_name("conftest.py").read_text()
+    # The suite's grouping rules and its collection hook as its conftest defines them, nothing else of it.
     start = source.index("SHARED_CLUSTER_FIXTURES = ")
-    end = source.index("# First: xdist's own hook")
-    (tmp_path / "grouping.py").write_text("import pytest\n" + source[start:end])
-    (tmp_path / "conftest.py").write_text(CONFTEST)
+    end = source.index('@pytest.fixture(scope="session", autouse=True)\ndef _logging()')
+    (tmp_path / "conftest.py").write_text("import pytest\n\n" + source[start:end] + FIXTURES)
     for name, text in TESTS.items():
         (tmp_path / name).write_text(text)
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "3", "--dist", "loadgroup",
-                           "-v", "-o", "addopts=", "--rootdir", str(tmp_path), str(tmp_path)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)})
+                           "-v", "-o", "addopts=", "-W", "ignore::pytest.PytestUnknownMarkWarning", "--rootdir",
+                           str(tmp_path), str(tmp_path)],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     workers: dict[str, set[str]] = {}
     for worker, test in re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED (\S+)", proc.stdout):
