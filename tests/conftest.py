@@ -182,7 +182,8 @@ def xdist_group_of(item) -> str | None:
     return None
 
 
-# First: xdist's own hook (on the workers) reads the xdist_group marks to name each test's group.
+# tryfirst: xdist's own collection hook (on each worker) reads the xdist_group marks to name each
+# test's group, so they must be added before it runs.
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
