@@ -414,7 +414,7 @@ class Check:
         self.stack.wait_healthy()
 
     def prepare_env(self) -> Stack:
-        from eos_etl.stack.tools import free_port
+        from eos_etl.stack.ports import free_port
 
         run([sys.executable, str(ROOT / "scripts" / "compose_env.py")])
         cas = sorted(HOST_CAS.glob("*.crt")) if HOST_CAS.is_dir() else []

@@ -29,7 +29,7 @@ from eos_etl.stack.jvm import JVM_OPTIONS_ENV
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.spark_cluster import SparkStandalone
 from eos_etl.stack.spark_connect import SparkConnectServer
-from eos_etl.stack.tools import free_port
+from eos_etl.stack.ports import free_port
 
 # Every JVM of the suite (brokers, Spark drivers, executors, standalone daemons, also those Airflow's
 # tasks start) with the C1 compiler only: the suite's JVMs live for seconds over hundreds of records

@@ -663,7 +663,7 @@ def test_tls_script_makes_certificates_a_real_broker_and_a_tls_client_accept(tmp
     from eos_etl.kafka.errors import BrokerUnreachableError
     from eos_etl.stack.kafka_cluster import KafkaCluster
     from eos_etl.stack.tls import ensure_broker_tls
-    from eos_etl.stack.tools import free_port
+    from eos_etl.stack.ports import free_port
 
     dirs, made = _make_tls(tmp_path)
     assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]

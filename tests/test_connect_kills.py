@@ -21,7 +21,7 @@ from eos_etl.faults.connect_scenarios import (MidStream, connect_client_kill_mid
                                               connect_client_term_midstream)
 from eos_etl.faults.lab import Lab
 from eos_etl.stack.spark_connect import SparkConnectServer
-from eos_etl.stack.tools import free_port
+from eos_etl.stack.ports import free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-connect-faults")]
 

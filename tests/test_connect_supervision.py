@@ -26,7 +26,7 @@ from eos_etl.shop.generator import generate
 from eos_etl.stack.connect_probe import STALL_BOUND_S
 from eos_etl.stack.process import PidFile
 from eos_etl.stack.spark_connect import SparkConnectServer
-from eos_etl.stack.tools import free_port
+from eos_etl.stack.ports import free_port
 
 from .conftest import SASL_PASSWORD
 from .test_cli import cli, shop_args

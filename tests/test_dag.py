@@ -24,7 +24,7 @@ from eos_etl.checker import check_shop, read_topic
 from eos_etl.kafka.acls import grant
 from eos_etl.shop.generator import generate
 from eos_etl.stack.airflow import EmbeddedAirflow
-from eos_etl.stack.tools import free_port
+from eos_etl.stack.ports import free_port
 
 from .conftest import SASL_PASSWORD, SASL_USER
 

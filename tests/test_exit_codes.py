@@ -32,7 +32,7 @@ from eos_etl.kafka import reachability
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.shop.generator import generate
-from eos_etl.stack.tools import free_port
+from eos_etl.stack.ports import free_port
 
 from . import test_broker_lost_in_task, test_state_edges
 from .test_cli import cli as run_cli

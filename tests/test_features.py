@@ -16,7 +16,7 @@ from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.features import api_versions_request, finalized_features, parse_api_versions_response
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.kafka_tools import TransactionsTool
-from eos_etl.stack.tools import free_port
+from eos_etl.stack.ports import free_port
 
 from .test_cli import cli, shop_args
 

@@ -29,7 +29,7 @@ from eos_etl.shop.generator import generate
 from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.pipeline import run_shop_window
 from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.tools import free_port
+from eos_etl.stack.ports import free_port
 
 from .conftest import SASL_PASSWORD, SASL_USER
 from .test_cli import cli, shop_args

@@ -93,7 +93,7 @@ def test_the_spark_connect_server_runs_windows_on_the_standalone_cluster(kafka_c
     """The default route on a cluster: the Connect server is the application, its executors are the
     workers' (on 127.0.0.2 and 127.0.0.3), its driver on an address they reach."""
     from eos_etl.stack.spark_connect import SparkConnectServer
-    from eos_etl.stack.tools import free_port
+    from eos_etl.stack.ports import free_port
 
     shop = _cluster_shop(kafka_cluster)
     stats = generate(shop.connection, shop.topics.purchases, 1_000, invalid_share=0.1, seed=9)

@@ -25,7 +25,7 @@ from eos_etl.checker import check_shop, read_topic
 from eos_etl.shop.generator import generate
 from eos_etl.stack import class_data
 from eos_etl.stack.spark_connect import SparkConnectServer
-from eos_etl.stack.tools import free_port
+from eos_etl.stack.ports import free_port
 
 from .conftest import SASL_PASSWORD
 from .test_cli import assert_untouched, cli, shop_args

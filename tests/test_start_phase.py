@@ -30,7 +30,7 @@ from eos_etl.shop.generator import generate
 from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.tools import free_port
+from eos_etl.stack.ports import free_port
 
 from .conftest import unique
 

@@ -33,7 +33,7 @@ from eos_etl.kafka.reader import read_ranges
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.kafka_tools import TransactionsTool
-from eos_etl.stack.tools import free_port
+from eos_etl.stack.ports import free_port
 
 from .conftest import unique
 

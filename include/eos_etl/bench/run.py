@@ -27,7 +27,7 @@ from ..shop.jvm_training import SHOP_JVM_WORKLOAD
 from ..shop.schema import ShopTopics
 from ..stack import class_data
 from ..stack.spark_connect import SparkConnectServer
-from ..stack.tools import free_port
+from ..stack.ports import free_port
 from . import breakdown
 from .cluster_compare import ClusterComparison
 from .harness import measure

@@ -71,7 +71,7 @@ from ..shop.pipeline import run_shop_window
 from ..shop.schema import ShopTopics
 from ..stack.session import spark_session, stop_session
 from ..stack.spark_connect import SparkConnectServer
-from ..stack.tools import free_port
+from ..stack.ports import free_port
 from .targets import KafkaTarget, stop_leftovers
 
 log = logging.getLogger(__name__)

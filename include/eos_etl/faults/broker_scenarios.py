@@ -20,7 +20,7 @@ from ..checker import read_topic
 from ..engine.lineage import H_RUN_ID
 from ..shop.generator import generate, hostile_purchases
 from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly, run_violations
-from ..stack.tools import free_port
+from ..stack.ports import free_port
 from .lab import Lab, TrialResult
 from .trial import once, shop_with_purchases, trial, written
 from .job_process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args

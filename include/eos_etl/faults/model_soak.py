@@ -66,7 +66,7 @@ from ..shop.generator import generate
 from ..shop.settings import ShopSettings
 from ..stack.kafka_cluster import KafkaCluster
 from ..stack.spark_connect import SparkConnectServer
-from ..stack.tools import free_port
+from ..stack.ports import free_port
 from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from . import reliability_page as page
 from .clear_failure import by_signal, error_lines, run_violations

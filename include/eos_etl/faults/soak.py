@@ -25,7 +25,7 @@ from ..kafka.connection import KafkaConnection
 from ..stack.kafka_cluster import KafkaCluster
 from ..stack.spark_cluster import SparkStandalone
 from ..stack.spark_connect import SparkConnectServer
-from ..stack.tools import free_port
+from ..stack.ports import free_port
 from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from . import reliability_page as page
 from . import broker_scenarios as sc

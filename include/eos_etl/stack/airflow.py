@@ -68,7 +68,8 @@ from .airflow_supervisor import exits, socket_path
 from .process import PidFile, session_members
 from .spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
 from .spark_connect import HOME_ENV as CONNECT_HOME_ENV
-from .tools import port_accepts, require_free_port, require_tool
+from .ports import port_accepts, require_free_port
+from .tools import require_tool
 
 log = logging.getLogger(__name__)
 

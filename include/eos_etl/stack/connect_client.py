@@ -49,7 +49,7 @@ from .connect_probe import STALL_BOUND_S, USER_ID, probe
 from .errors import SparkServerLostError
 from .package_zip import source_digest
 from .spark import CONNECT_DEFAULT_PORT, REQUIRED_CONF, SOURCE_DIGEST_CONF, TOKEN_ENV
-from .tools import port_accepts
+from .ports import port_accepts
 
 log = logging.getLogger(__name__)
 

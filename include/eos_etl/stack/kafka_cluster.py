@@ -60,12 +60,8 @@ from .errors import BrokerStartError, PortInUseError, StackError
 from .jvm import jvm_options
 from .process import PidFile, wait_ports_free
 from .tls import ensure_broker_tls, ensure_client_tls
-from .tools import (
-    free_port,
-    port_accepts,
-    port_is_free,
-    require_tool,
-)
+from .ports import free_port, port_accepts, port_is_free
+from .tools import require_tool
 from .versions import KAFKA_BROKER
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from .errors import StackError
-from .tools import port_is_free, require_tool
+from .ports import port_is_free
+from .tools import require_tool
 
 log = logging.getLogger(__name__)
 

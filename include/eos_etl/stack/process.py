@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import StackError
-from .tools import port_is_free
+from .ports import port_is_free
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,8 @@ from .errors import StackError
 from .jvm import jvm_options_string
 from .process import PidFile, ProcStat, all_pids, cmdline, descendants
 from .spark import spark_home
-from .tools import free_port, port_accepts, require_free_port, require_tool
+from .ports import free_port, port_accepts, require_free_port
+from .tools import require_tool
 
 log = logging.getLogger(__name__)
 

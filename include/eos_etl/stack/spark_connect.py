@@ -79,7 +79,7 @@ from .spark import (
     spark_home,
 )
 from .spark_cluster import STOP_TIMEOUT_S
-from .tools import free_port, port_accepts, port_is_free, require_free_port
+from .ports import free_port, port_accepts, port_is_free, require_free_port
 
 log = logging.getLogger(__name__)
 
