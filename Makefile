@@ -4,7 +4,7 @@ PY := .venv/bin/python
 # wait on schedules, retention and backfills (each worker starts its own broker and Spark session)
 TEST_WORKERS ?= 3
 
-.PHONY: setup demo test test-fast test-unit soak soak-cluster soak-partitions soak-model bench bench-breakdown up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
+.PHONY: setup demo test test-fast test-unit soak soak-cluster soak-partitions soak-model bench bench-breakdown bench-partitions up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
 
 setup:
 	@bash scripts/setup.sh
@@ -57,6 +57,11 @@ bench: setup
 bench-breakdown: setup
 	$(PY) -m eos_etl.bench --only breakdown
 
+## A window's cost against the input's partition count (4 to 1,024) on the default route: full, small and
+## empty windows, the checker on each count; writes docs/partitions.json, prints its table.
+bench-partitions: setup
+	$(PY) -m eos_etl.bench --only partitions
+
 up: setup
 	$(PY) -m eos_etl up
 
@@ -67,7 +72,12 @@ status:
 	$(PY) -m eos_etl status
 
 ## The local clusters: 3 Kafka nodes (var/kafka-cluster) + Spark standalone master and 2 workers (var/spark-cluster).
-cluster-up: setup
+cluster-## A window's cost against the input's partition count (4 to 1,024) on the default route: full, small and
+## empty windows, the checker on each count; writes docs/partitions.json, prints its table.
+bench-partitions: setup
+	$(PY) -m eos_etl.bench --only partitions
+
+up: setup
 	$(PY) -m eos_etl cluster up
 
 cluster-down:

@@ -255,6 +255,19 @@ HOSTILE = [
     ("shipping_address", "nowhere", "invalid_type"),
     ("user_full_name", None, "missing_field"),
 ]
+# A valid purchase's JSON (``b``) inside text that is not exactly one JSON object.
+NOT_ONE_OBJECT = [
+    lambda b: b + b" trailing",
+    lambda b: b + b" " + b,  # two objects
+    lambda b: b + b"," + b,
+    lambda b: b"[" + b + b"]",  # an array of one purchase
+    lambda b: b + b"]",  # closes an array around it early
+    lambda b: b + b"]} {",
+    lambda b: b + b"}",
+    lambda b: b[:-1] + b",}",  # a trailing comma
+    lambda b: b"null",
+    lambda b: b'"' + b.replace(b'"', b'\\"') + b'"',  # the purchase as a JSON string
+]
 
 
 def test_hostile_inputs_go_to_dead_letters_with_reasons(spark, shop_factory):
@@ -275,8 +288,16 @@ def test_hostile_inputs_go_to_dead_letters_with_reasons(spark, shop_factory):
             payload, reason, field_name = item
             payloads.append(payload)
             expected.append((reason, field_name))
+    for wrap in NOT_ONE_OBJECT:
+        payloads.append(wrap(json.dumps(base).encode()))
+        expected.append(("malformed_json", ""))
     payloads.append(json.dumps({**base, "user_full_name": "x" * 5000}).encode())
     expected.append(("oversized", ""))
+    # Valid: whitespace around the object, a "]" inside a string, a repeated key (the last counts).
+    payloads.append(b" \n" + json.dumps({**base, "user_full_name": "A ] B"}).encode() + b" \r\n")
+    expected.append((None, None))
+    payloads.append(json.dumps(base).encode()[:-1] + b', "currency": "USD"}')
+    expected.append((None, None))
     payloads.append(json.dumps({**base, "user_full_name": "Ünïcødé \"quoted\" \\ name 🛒"}, ensure_ascii=False).encode())
     expected.append((None, None))
     p = Producer(shop.connection.client_config())
@@ -295,8 +316,9 @@ def test_hostile_inputs_go_to_dead_letters_with_reasons(spark, shop_factory):
         rec = dead[offset]
         assert (rec.headers["dlq_reason"].decode(), rec.headers["dlq_field"].decode()) == (reason, field_name), offset
         assert rec.value == payload and rec.key == f"k{offset}".encode()
-    [invoice] = read_topic(shop.connection, shop.topics.invoices)
-    assert json.loads(invoice.value)["user_full_name"] == "Ünïcødé \"quoted\" \\ name 🛒"
+    invoices = [json.loads(r.value) for r in read_topic(shop.connection, shop.topics.invoices)]
+    assert [(i["user_full_name"], i["currency"]) for i in invoices] == [
+        ("A ] B", "EUR"), ("A B", "USD"), ("Ünïcødé \"quoted\" \\ name 🛒", "EUR")]
     assert_exactly_once(shop, window)
 
 

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..logging_setup import configure
-from . import breakdown, validation_scaling
+from . import breakdown, partitions, validation_scaling
 from .cluster_compare import merge_into
 from .page import TARGETS, end_proof_shares, write_page
 from .run import Bench, Options
@@ -63,7 +63,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--idle-pause-s", type=float, default=80.0,
                    help="idle seconds before each SC window after a pause, past Spark's idle-worker minute "
                         "(default 80)")
-    p.add_argument("--only", choices=["cluster-compare", "validation-scaling", "end-proof", "breakdown"], default=None,
+    p.add_argument("--sweep-partitions", type=_ints, default=[4, 32, 128, 512, 1024],
+                   help="--only partitions: the input partition counts (default 4,32,128,512,1024)")
+    p.add_argument("--sweep-records", type=int, default=200_000,
+                   help="--only partitions: purchases in each count's topic and full window (default 200000)")
+    p.add_argument("--sweep-small", type=int, default=2_000,
+                   help="--only partitions: purchases in the small window (default 2000)")
+    p.add_argument("--only", choices=["cluster-compare", "validation-scaling", "end-proof", "breakdown", "partitions"],
+                   default=None,
                    help="run only this part: cluster-compare is merged into the earlier results in "
                         "--out/benchmarks.json; validation-scaling writes --out/validation_scaling.json")
     p.add_argument("--validation-window-records", type=int, default=2_000,
@@ -97,6 +104,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.sizes, args.partition_counts, args.txn_sizes = [1_000, 2_000], [1, args.partitions], [1, 100, 1_000]
         args.proof_sizes = [2_000]
         args.breakdown_size = 2_000
+        args.sweep_partitions, args.sweep_records, args.sweep_small = [1, 8], 2_000, 100
         args.idle_pause_s = 0.0
     return args
 
@@ -145,6 +153,23 @@ def _breakdown_report(data: dict, out: Path, opts: Options) -> int:
     return 1 if failed else 0
 
 
+def _partitions_report(data: dict, out: Path) -> int:
+    """``--only partitions``: its rows to --out/partitions.json and its table on stdout; 1 when a run or a
+    check failed (a target missed is reported, not failed: it is what the sweep measures)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "partitions.json").write_text(json.dumps(data, indent=1))
+    rows = [r for r in data["rows"] if r.get("sweep")]
+    print(partitions.markdown(rows))
+    print(f"targets at {partitions.TARGET_PARTITIONS} partitions (ratio to the smallest count): "
+          + ", ".join(f"{sweep} {'met' if met else 'MISSED'} (<= {partitions.TARGET_RATIOS[sweep]}x)"
+                      for sweep, met in partitions.verdicts(rows).items()))
+    failed = [r["name"] for r in data["rows"] if not r["ok"]] + [
+        f"check {c['size']}/p{c['partitions']}" for c in data["checks"] if not c["ok"]]
+    if failed:
+        print(f"failed: {failed}")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     configure()
     args = parse_args(argv)
@@ -162,7 +187,9 @@ def main(argv: list[str] | None = None) -> int:
                        cluster_compare=not args.no_cluster_compare, spark_connect=not args.no_spark_connect,
                        only_cluster_compare=args.only == "cluster-compare", proof_sizes=args.proof_sizes,
                        only_end_proof=args.only == "end-proof", breakdown_size=args.breakdown_size,
-                       only_breakdown=args.only == "breakdown", idle_pause_s=args.idle_pause_s)
+                       only_breakdown=args.only == "breakdown", idle_pause_s=args.idle_pause_s,
+                       sweep_partitions=args.sweep_partitions, sweep_records=args.sweep_records,
+                       sweep_small=args.sweep_small, only_partitions=args.only == "partitions")
         t0 = time.monotonic()
         data = Bench(opts).run()
         log.info("bench finished in %.1f min", (time.monotonic() - t0) / 60)
@@ -170,6 +197,8 @@ def main(argv: list[str] | None = None) -> int:
             return _end_proof_report(data, args.out)
         if opts.only_breakdown:
             return _breakdown_report(data, args.out, opts)
+        if opts.only_partitions:
+            return _partitions_report(data, args.out)
     command = " ".join(["python -m eos_etl.bench", *(argv if argv is not None else sys.argv[1:])])
     data.setdefault("command", command)
     if data.get("cluster_compare"):

@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 SPARK_PRODUCER = {k: DEFAULT_PRODUCER_CONFIG[k] for k in ("acks", "linger.ms", "batch.size", "compression.type")}
 
 
+#: The brokers' request counters a partition sweep row carries (``KafkaTarget.request_counts``).
+TRANSACTION_REQUESTS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn")
+
 #: Purchases per transaction of the window-end proof's inputs (unless ``--input-transaction-size``).
 PROOF_INPUT_TRANSACTION = 1_000
 
@@ -58,6 +61,10 @@ class Options:
     only_end_proof: bool = False  # run nothing but the window-end proof's windows
     breakdown_size: int = 1_000_000  # the per-purchase breakdown's window (bench.breakdown)
     only_breakdown: bool = False  # run nothing but the per-purchase breakdown
+    sweep_partitions: list[int] = field(default_factory=lambda: [4, 32, 128, 512, 1024])  # bench.partitions
+    sweep_records: int = 200_000  # the partition sweep's full window
+    sweep_small: int = 2_000  # its small window
+    only_partitions: bool = False  # run nothing but the partition sweep
     sample: int = 500  # purchases for N (one transaction each)
     max_transactions: int = 500  # B2 uses at most this many transactions (k=1 -> 500 purchases)
     big_repeats: int | None = None  # S repetitions at sizes above `records` (default: repeats)
@@ -94,13 +101,15 @@ class Bench:
         if self.work.exists():
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True)
-        self.target = KafkaTarget.start("single", self.work / "kafka", size=1, heap="1g")
+        self.target = KafkaTarget.start("single", self.work / "kafka", size=1, heap="1g",
+                                        jmx=self.opts.only_partitions)
 
     def stop_broker(self) -> None:
         if self.target is not None:
             self.target.stop()
 
-    def start_spark_connect(self, size: int | None = None, expected_purchases: int | None = None) -> None:
+    def start_spark_connect(self, size: int | None = None, expected_purchases: int | None = None,
+                            pc: int | None = None) -> None:
         """The long-lived server SC runs on, with the settings every Spark JVM here gets, and its first
         window (cold: the server's own start-up, paid once per server; ``size``, default the main window)
         run and recorded apart."""
@@ -108,11 +117,11 @@ class Bench:
         self.connect = SparkConnectServer(home=self.work / "spark-connect", port=free_port()).start()
         self.meta["spark_connect_start_s"] = round(time.monotonic() - t0, 1)
         o = self.opts
-        size = size or o.records
-        row, settings = self.run_case("SC", size=size, pc=o.partitions, rep=0, label="SC-first",
+        size, pc = size or o.records, pc or o.partitions
+        row, settings = self.run_case("SC", size=size, pc=pc, rep=0, label="SC-first",
                                       record=False, keep_topics=True, expected_purchases=expected_purchases)
         self.meta["spark_connect_first_window"] = {k: row.get(k) for k in ("job_s", "wall_s", "cpu_s", "ok")}
-        self.check_s(settings, size, o.partitions, tags={"case": "SC"})
+        self.check_s(settings, size, pc, tags={"case": "SC"})
         self.drop_outputs(settings)
 
     def stop_spark_connect(self) -> None:
@@ -142,23 +151,27 @@ class Bench:
     def run_case(self, case: str, *, size: int, pc: int, rep: int, label: str | None = None,
                  extra: dict | None = None, keep_topics: bool = False, record: bool = True,
                  target: KafkaTarget | None = None, row_tags: dict | None = None,
-                 expected_purchases: int | None = None) -> tuple[dict, ShopSettings]:
+                 expected_purchases: int | None = None, settings: ShopSettings | None = None
+                 ) -> tuple[dict, ShopSettings]:
         """Run one case in its own process against ``target`` (default: the single node), verify, record.
 
         ``row_tags`` are extra fields stored with the row (the cluster comparison marks its rows so they are
         reported apart from the single-node tables). ``expected_purchases``: the window's purchases when its
-        offset span holds commit markers too (a transactional input); default the span."""
+        offset span holds commit markers too (a transactional input); default the span. ``settings``: run
+        that pipeline again (its group, outputs and ids) instead of a new one."""
         target = target or self.target
         label = label or case
         name = f"{label.lower().replace('(', '').replace(')', '').replace('=', '').replace(' ', '-')}-{size}-p{pc}-r{rep}-{uuid.uuid4().hex[:6]}"
         if target is not self.target:
             name = f"{target.name}-{name}"
-        settings = self._settings(name, pc, target)
+        rerun = settings is not None
+        settings = settings or self._settings(name, pc, target)
         t = settings.topics
         # Every case, a reading-only one too: planning reads the checkpoint topic and looks at the outputs.
         ensure_topics(target.admin, settings.specs(pc, outputs_only=True))
         window = self._window(settings, size, pc, target)
         self.windows[settings.group] = window
+        before = self._output_counts(settings, target) if rerun else (0, 0, 0)
         spec = {
             "case": case,
             "connection": target.connection.to_json(),
@@ -174,7 +187,7 @@ class Bench:
         }
         row, _ = self._measure(name, spec, target, label=label, size=size, pc=pc, rep=rep, **(row_tags or {}))
         row["window_purchases"] = expected_purchases or window.span
-        row["problems"] = self._verify(case, row, settings, window, target) if row["ok"] else row["problems"]
+        row["problems"] = self._verify(case, row, settings, window, target, before) if row["ok"] else row["problems"]
         row["ok"] = not row["problems"]
         if row["problems"]:
             log.error("%s: verification failed: %s", name, row["problems"])
@@ -235,7 +248,18 @@ class Bench:
         lso = sum(o.last_stable - o.earliest for o in offs.values())
         return hw, lso, len(parts)
 
-    def _verify(self, case: str, row: dict, settings: ShopSettings, window, target: KafkaTarget) -> list[str]:
+    def _output_counts(self, settings: ShopSettings, target: KafkaTarget) -> tuple[int, int, int]:
+        """(high watermarks, last stable offsets, partitions) summed over the pipeline's output topics."""
+        t = settings.topics
+        hw = lso = nparts = 0
+        for topic in (t.invoices, t.shipments, t.dead_letters):
+            h, s, n = self._topic_counts(topic, target)
+            hw, lso, nparts = hw + h, lso + s, nparts + n
+        return hw, lso, nparts
+
+    def _verify(self, case: str, row: dict, settings: ShopSettings, window, target: KafkaTarget,
+                before: tuple[int, int, int] = (0, 0, 0)) -> list[str]:
+        """``before``: the output topics' counts before this run (a pipeline run again), subtracted."""
         problems: list[str] = []
         t = settings.topics
         res = row["result"]
@@ -250,10 +274,8 @@ class Bench:
             return problems
         if outputs != 2 * purchases:
             problems.append(f"outputs {outputs} != 2 x purchases {purchases}")
-        hw = lso = nparts = 0
-        for topic in (t.invoices, t.shipments, t.dead_letters):
-            h, s, n = self._topic_counts(topic, target)
-            hw, lso, nparts = hw + h, lso + s, nparts + n
+        hw, lso, nparts = self._output_counts(settings, target)
+        hw, lso = hw - before[0], lso - before[1]
         row["topic_records_hw"] = hw
         if case in ("B1", "B3"):
             # Non-transactional: offsets are records, exactly.
@@ -422,6 +444,43 @@ class Bench:
                               extra={"stage": stage}, row_tags={"stage": stage})
         self.target.inputs.pop(o.partitions, None)
 
+    def run_partitions(self) -> None:
+        """A window's cost against the partition count (:mod:`.partitions`): per count, its input topic,
+        then per repetition the full window and that pipeline's empty one, and a small window; the
+        checker over the first repetition's full and small windows; rows tagged ``sweep``."""
+        o = self.opts
+        for pc in o.sweep_partitions:
+            self.target.prepare_input(f"bench-sweep-p{pc}", pc, o.sweep_records)
+            if self.connect is None:  # its cold first window on the first count's input, not measured
+                self.start_spark_connect(size=o.sweep_small, pc=pc)
+            for rep in range(1, o.repeats + 1):
+                _row, settings = self._counting_requests(
+                    "SC", size=o.sweep_records, pc=pc, rep=rep, label="SC sweep full", keep_topics=True,
+                    row_tags={"sweep": "full"})
+                if rep == 1:
+                    self.check_s(settings, o.sweep_records, pc, tags={"case": "SC", "sweep": "full"})
+                self._counting_requests("SC", size=o.sweep_records, pc=pc, rep=rep, label="SC sweep empty",
+                                        keep_topics=True, row_tags={"sweep": "empty"}, settings=settings)
+                self.drop_outputs(settings)
+                _row, settings = self._counting_requests(
+                    "SC", size=o.sweep_small, pc=pc, rep=rep, label="SC sweep small", keep_topics=rep == 1,
+                    row_tags={"sweep": "small"})
+                if rep == 1:
+                    self.check_s(settings, o.sweep_small, pc, tags={"case": "SC", "sweep": "small"})
+                    self.drop_outputs(settings)
+            self.target.admin.delete_topics([f"bench-sweep-p{pc}"])
+            self.target.inputs.pop(pc, None)
+
+    def _counting_requests(self, case: str, **kwargs) -> tuple[dict, ShopSettings]:
+        """:meth:`run_case`, with the transactional requests the brokers served meanwhile in the row
+        (``broker_requests``; planning and verifying send none of them)."""
+        before = self.target.request_counts()
+        row, settings = self.run_case(case, **kwargs)
+        after = self.target.request_counts()
+        row["broker_requests"] = {k: after.get(k, 0) - before.get(k, 0) for k in TRANSACTION_REQUESTS}
+        self.save()
+        return row, settings
+
     def save(self) -> None:
         data = {"options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.opts).items()},
                 "meta": self.meta, "started": self.started, "elapsed_s": round(time.time() - self.started, 1),
@@ -438,6 +497,8 @@ class Bench:
         try:
             if self.opts.only_breakdown:
                 self.run_breakdown()
+            elif self.opts.only_partitions:
+                self.run_partitions()
             elif self.opts.only_end_proof:
                 self.run_end_proof()
             elif not self.opts.only_cluster_compare:
@@ -453,7 +514,7 @@ class Bench:
                     self.run_regimes()
                 self.run_end_proof()
                 self.stop_spark_connect()
-            single = self.opts.only_end_proof or self.opts.only_breakdown
+            single = self.opts.only_end_proof or self.opts.only_breakdown or self.opts.only_partitions
             if (self.opts.cluster_compare and not single) or self.opts.only_cluster_compare:
                 ClusterComparison(self, SPARK_PRODUCER).run()
         finally:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,9 +35,10 @@ class KafkaTarget:
     inputs: dict[int, dict] = field(default_factory=dict)  # input partitions -> {"topic", "count", ...}
 
     @classmethod
-    def start(cls, name: str, home: Path, *, size: int, heap: str | None = None) -> "KafkaTarget":
-        """Start a ``size``-node Kafka in ``home`` (a fresh directory) on free ports."""
-        cluster = KafkaCluster(home=home, size=size, heap=heap)
+    def start(cls, name: str, home: Path, *, size: int, heap: str | None = None, jmx: bool = False) -> "KafkaTarget":
+        """Start a ``size``-node Kafka in ``home`` (a fresh directory) on free ports (``jmx``: with its
+        metrics readable, :meth:`request_counts`)."""
+        cluster = KafkaCluster(home=home, size=size, heap=heap, jmx=jmx)
         try:
             cluster.start()
         except BaseException:
@@ -59,6 +61,19 @@ class KafkaTarget:
         """CPU seconds of all its broker processes so far (None when a node is gone)."""
         per_node = [process_cpu_seconds(n.pid()) for n in self.cluster.nodes]
         return None if any(c is None for c in per_node) else sum(per_node)
+
+    def request_counts(self) -> dict[str, int]:
+        """Requests served so far per API (``EndTxn``, ``InitProducerId``, ...), summed over the nodes and
+        the API versions: the brokers' own ``RequestMetrics`` counters, read with Kafka's JmxTool."""
+        counts: dict[str, int] = {}
+        for node in self.cluster.nodes:
+            proc = subprocess.run(
+                [*self.cluster.jvm_args(node.home / "unused-log4j2.properties"), "org.apache.kafka.tools.JmxTool",
+                 "--jmx-url", node.jmx_url, "--object-name", "kafka.network:type=RequestMetrics,name=RequestsPerSec,*",
+                 "--attributes", "Count", "--report-format", "csv", "--one-time"],
+                capture_output=True, text=True, timeout=120, check=True)
+            counts_of(proc.stdout, counts)
+        return counts
 
     def prepare_input(self, topic: str, partitions: int, count: int, transaction_size: int | None = None) -> dict:
         """Generate ``count`` valid purchases (seed 42: the same records on every target) into a fresh topic,
@@ -89,3 +104,14 @@ def stop_leftovers(work: Path) -> None:
         if any(n.pid() is not None for n in leftover.nodes):
             log.warning("a previous bench Kafka still runs in %s; stopping it", layout.parent)
             leftover.stop()
+
+
+def counts_of(jmx_csv: str, into: dict[str, int]) -> dict[str, int]:
+    """Add JmxTool's ``--report-format csv`` lines of ``RequestsPerSec`` counters to ``into``, by request."""
+    for line in jmx_csv.splitlines():
+        name, _, value = line.partition(',"')
+        if ",request=" not in name or not name.endswith(":Count"):
+            continue
+        request = name.split(",request=", 1)[1].split(",", 1)[0].split(":", 1)[0]
+        into[request] = into.get(request, 0) + int(float(value.rstrip('"')))
+    return into

@@ -78,8 +78,10 @@ def valid_purchase(rng: random.Random, now: datetime) -> dict:
 def invalid_purchase(rng: random.Random, now: datetime, kind: str, max_payload_bytes: int) -> bytes | None:
     p = valid_purchase(rng, now)
     if kind == "malformed_json":
+        whole = json.dumps(p).encode()
         return rng.choice([b'{"purchase_id": "p-1", "quantity": ', b"not json at all", b"[1, 2, 3]",
-                           b"\xff\xfe\x00garbage", json.dumps(p).encode()[:-7]])
+                           b"\xff\xfe\x00garbage", whole[:-7], whole + b" trailing", whole + whole,
+                           b"[" + whole + b"]"])
     if kind == "missing_field":
         p.pop(rng.choice(list(p)))
     elif kind == "invalid_type":

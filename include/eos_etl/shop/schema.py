@@ -58,7 +58,7 @@ ADDRESS_FIELDS = ("street", "city", "postal_code", "country")
 REASONS = (
     "null_value",  # tombstone: the record has no value
     "oversized",  # value larger than max_payload_bytes
-    "malformed_json",  # not a JSON object
+    "malformed_json",  # not exactly one JSON object (nothing but whitespace around it)
     "missing_field",  # a required field is absent or null
     "invalid_type",  # a field does not parse as its type
     "non_positive_quantity",

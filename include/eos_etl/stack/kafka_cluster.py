@@ -348,7 +348,26 @@ class KafkaNode:
         (self.home / "log4j2.properties").write_text(_LOG4J2.format(log=self.log_file))
 
     def _jvm_args(self) -> list[str]:
-        return self.cluster.jvm_args(self.home / "log4j2.properties")
+        args = self.cluster.jvm_args(self.home / "log4j2.properties")
+        if self.cluster.jmx:
+            port = self.jmx_port()
+            # The registry and the connector on one port, on the node's address only.
+            args[1:1] = [f"-Dcom.sun.management.jmxremote.port={port}", f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+                         f"-Dcom.sun.management.jmxremote.host={self.host}", f"-Djava.rmi.server.hostname={self.host}",
+                         "-Dcom.sun.management.jmxremote.authenticate=false", "-Dcom.sun.management.jmxremote.ssl=false"]
+        return args
+
+    def jmx_port(self) -> int:
+        """The node's JMX port, chosen at its first start and kept in its home."""
+        port_file = self.home / "jmx.port"
+        if not port_file.is_file():
+            self.home.mkdir(parents=True, exist_ok=True)
+            port_file.write_text(str(self.cluster.placement.free_port(self.node_id)))
+        return int(port_file.read_text())
+
+    @property
+    def jmx_url(self) -> str:
+        return f"service:jmx:rmi:///jndi/rmi://{self.host}:{self.jmx_port()}/jmxrmi"
 
     def format_storage(self, cluster_id: str) -> None:
         if (self.data_dir / "meta.properties").is_file():
@@ -498,6 +517,9 @@ class KafkaCluster:
     host: str = "127.0.0.1"
     # Where the nodes run (None: all on ``host``, a loopback address).
     placement: NodePlacement | None = None
+    # Each node's metrics over JMX, on a free port of its own address, unauthenticated: for
+    # benchmarks that read the brokers' request counters (``KafkaNode.jmx_url``), never for a stack.
+    jmx: bool = False
     nodes: list[KafkaNode] = field(init=False, default_factory=list)
 
     def __post_init__(self) -> None:

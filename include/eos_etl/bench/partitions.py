@@ -1,0 +1,91 @@
+"""A window's cost against the input's partition count, on the default route (``--only partitions``).
+
+For each partition count, the same purchases (seed 42) spread over that many partitions, and three
+windows of the ``SC`` case (``run_shop_window`` as a client of one Spark Connect server), each in a
+process of its own whose wall time is the row's figure:
+
+* ``full``  every purchase of the topic;
+* ``empty`` the ``full`` pipeline run again, nothing new (it renews every partition's position);
+* ``small`` about ``small`` purchases (``small // partitions`` per partition) on a fresh pipeline.
+
+The targets compare each count with the smallest one in the same run: at 128 partitions a window
+costs at most 1.5x the smallest count's for the same records, an empty or small window at most 2x.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+SWEEPS = ("full", "small", "empty")
+# Ratio to the smallest partition count, per sweep, at TARGET_PARTITIONS partitions.
+TARGET_PARTITIONS = 128
+TARGET_RATIOS = {"full": 1.5, "small": 2.0, "empty": 2.0}
+
+
+def table(rows: list[dict]) -> list[dict]:
+    """Per partition count: median wall and job seconds per sweep, the purchases, and the ratio of the
+    wall time to the smallest count's."""
+    ok = [r for r in rows if r.get("sweep") and r["ok"]]
+    counts = sorted({r["pc"] for r in ok})
+    out = []
+    for pc in counts:
+        line: dict = {"partitions": pc}
+        for sweep in SWEEPS:
+            mine = [r for r in ok if r["pc"] == pc and r["sweep"] == sweep]
+            if mine:
+                line[sweep] = {"runs": len(mine), "wall_s": round(statistics.median(r["wall_s"] for r in mine), 2),
+                               "job_s": round(statistics.median(r["job_s"] or 0 for r in mine), 2),
+                               "purchases": mine[0]["window_purchases"]}
+        out.append(line)
+    if out:
+        base = out[0]
+        for line in out:
+            for sweep in SWEEPS:
+                if sweep in line and sweep in base and base[sweep]["wall_s"]:
+                    line[sweep]["ratio"] = round(line[sweep]["wall_s"] / base[sweep]["wall_s"], 2)
+    return out
+
+
+def verdicts(rows: list[dict]) -> dict[str, bool]:
+    """Per sweep, whether TARGET_PARTITIONS partitions stay within the target ratio (absent: not measured)."""
+    lines = {line["partitions"]: line for line in table(rows)}
+    at = lines.get(TARGET_PARTITIONS, {})
+    return {sweep: at[sweep]["ratio"] <= limit for sweep, limit in TARGET_RATIOS.items() if sweep in at}
+
+
+def markdown(rows: list[dict]) -> str:
+    lines = ["Wall time of each `run_shop_window` process on one Spark Connect server (median over runs); "
+             "in brackets, the ratio to the smallest partition count.", "",
+             "| input partitions | full window | purchases | small window | purchases | empty window |",
+             "|--:|--:|--:|--:|--:|--:|"]
+
+    def cell(line: dict, sweep: str) -> str:
+        c = line.get(sweep)
+        return f"{c['wall_s']:.1f} s ({c.get('ratio', 1):.2f}x)" if c else "-"
+
+    for line in table(rows):
+        lines.append(f"| {line['partitions']:,} | {cell(line, 'full')} | {line.get('full', {}).get('purchases', '-')} "
+                     f"| {cell(line, 'small')} | {line.get('small', {}).get('purchases', '-')} | {cell(line, 'empty')} |")
+    counted = requests(rows)
+    if counted:
+        lines += ["", "Transactional requests the broker served per window (its `RequestMetrics` counters; median "
+                  "over runs): InitProducerId / AddPartitionsToTxn / EndTxn.", "",
+                  "| input partitions | full window | small window | empty window |", "|--:|--:|--:|--:|"]
+        for pc in sorted({pc for pc, _ in counted}):
+            cells = ["/".join(str(counted[pc, sweep][k]) for k in REQUESTS) if (pc, sweep) in counted else "-"
+                     for sweep in SWEEPS]
+            lines.append(f"| {pc:,} | {cells[0]} | {cells[1]} | {cells[2]} |")
+    return "\n".join(lines)
+
+
+REQUESTS = ("InitProducerId", "AddPartitionsToTxn", "EndTxn")
+
+
+def requests(rows: list[dict]) -> dict[tuple[int, str], dict[str, int]]:
+    """(partitions, sweep) -> the median count of each of :data:`REQUESTS` over the runs that carry them."""
+    out = {}
+    for key in {(r["pc"], r["sweep"]) for r in rows if r.get("sweep") and r["ok"] and r.get("broker_requests")}:
+        mine = [r["broker_requests"] for r in rows if (r.get("pc"), r.get("sweep")) == key and r["ok"]
+                and r.get("broker_requests")]
+        out[key] = {k: int(statistics.median(m.get(k, 0) for m in mine)) for k in REQUESTS}
+    return out
