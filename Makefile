@@ -72,12 +72,7 @@ status:
 	$(PY) -m eos_etl status
 
 ## The local clusters: 3 Kafka nodes (var/kafka-cluster) + Spark standalone master and 2 workers (var/spark-cluster).
-cluster-## A window's cost against the input's partition count (4 to 1,024) on the default route: full, small and
-## empty windows, the checker on each count; writes docs/partitions.json, prints its table.
-bench-partitions: setup
-	$(PY) -m eos_etl.bench --only partitions
-
-up: setup
+cluster-up: setup
 	$(PY) -m eos_etl cluster up
 
 cluster-down:
