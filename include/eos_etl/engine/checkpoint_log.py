@@ -37,7 +37,7 @@ from ..kafka.connection import KafkaConnection
 from ..kafka.errors import KafkaSetupError, MissingTopicError
 from ..kafka.reachability import unreachable
 from ..kafka.reader import iter_ranges
-from ..kafka.retry import describe_kafka_exception, is_retriable
+from ..kafka.retry import Deadline, describe_kafka_exception, is_retriable, retry_until
 from .checkpoint_topic import REQUIRED_POLICY
 
 def require_topic(admin, topic: str, input_topic: str) -> None:
@@ -147,9 +147,15 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
                                       "create it with `python -m eos_etl create-topics`")
             partitions = sorted(tmd.partitions)
         ranges = {}
+        deadline = Deadline(timeout_s)
         for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s, cached=False)
-            ranges[p] = (low, high)  # a read_committed consumer's high watermark is the last stable offset
+            # A partition whose leader is not serving yet (a topic just created, a leader moving) answers
+            # NOT_LEADER_FOR_PARTITION at once: asked again until the deadline, all partitions sharing it.
+            ranges[p] = retry_until(  # a read_committed consumer's high watermark is the last stable offset
+                lambda timeout, tp=TopicPartition(topic, p): consumer.get_watermark_offsets(tp, timeout=timeout,
+                                                                                             cached=False),
+                what=f"the offsets of {topic}[{p}]", deadline_s=deadline.slice(timeout_s, at_least=1.0),
+                attempt_timeout_s=timeout_s)
     except KafkaException as exc:
         if is_retriable(exc):  # no answer in time: lost at runtime, or never reachable
             raise unreachable(connection, f"no broker answered for the checkpoint topic {topic!r} within "
