@@ -23,6 +23,8 @@ from pathlib import Path
 
 import psutil
 
+from ..stack.process import wait_stopped
+
 #: Logged by the publisher when a partition starts publishing (engine.publisher).
 PUBLISHING = "publishing "
 #: Logged by a failpoint when it fires (engine.failpoints).
@@ -163,7 +165,12 @@ class JobProcess:
         return landed
 
     def pause(self) -> bool:
-        return self.signal(signal.SIGSTOP)
+        """SIGSTOP every process of the job; returns once all their threads have stopped."""
+        procs = self.tree()
+        sent = self.signal(signal.SIGSTOP, procs)
+        for p in procs:
+            wait_stopped(p.pid)
+        return sent
 
     def resume(self) -> bool:
         return self.signal(signal.SIGCONT)

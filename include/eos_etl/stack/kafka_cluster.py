@@ -454,8 +454,9 @@ class KafkaNode:
         self._signal_and_wait(signal.SIGKILL, 30.0)
 
     def pause(self) -> None:
-        """SIGSTOP: the process freezes with its sockets open (a stand-in for a network partition)."""
-        if not PidFile(self.pid_file).send(signal.SIGSTOP):
+        """SIGSTOP: the process freezes with its sockets open (a stand-in for a network partition).
+        Returns once every thread has stopped: from then on, nothing sent to this node is answered."""
+        if not PidFile(self.pid_file).freeze():
             raise StackError(f"Kafka node {self.node_id} is not running")
 
     def resume(self) -> None:
