@@ -9,7 +9,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from eos_etl.engine import checkpoint_log
 from eos_etl.kafka.connection import KafkaConnection
-from eos_etl.kafka.errors import KafkaSetupError
+from eos_etl.kafka import reachability
+from eos_etl.kafka.errors import BrokerLostError, KafkaSetupError
 
 
 class _Consumer:
@@ -67,3 +68,20 @@ def test_leaders_that_never_serve_end_the_read_within_its_timeout_for_all_partit
         _read(timeout_s=2.0)
     assert time.monotonic() - t0 < 2.0 + 3.0  # the retries' last pause at most, not 2 s per partition
     assert _Consumer.asked[0] > 1
+
+
+def test_a_broker_lost_while_the_records_are_read_is_one_error_not_a_traceback(consumer, monkeypatch):
+    """The broker answered for the offsets, then died before the records were read (seen with the only
+    broker killed in a run's first seconds): the reader's metadata request fails with a transport error."""
+    consumer(KafkaError.NOT_LEADER_FOR_PARTITION, times=0)
+
+    def lost(*_args, **_kwargs):
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure"))
+        yield  # a generator, as iter_ranges is
+
+    monkeypatch.setattr(checkpoint_log, "iter_ranges", lost)
+    monkeypatch.setattr(reachability, "_answered", set())  # this test's alone
+    reachability.mark_answered(KafkaConnection("127.0.0.1:1"))  # as the run's preflight had been answered
+    with pytest.raises(BrokerLostError, match="no broker answered for the checkpoint topic") as raised:
+        _read()
+    assert raised.value.exit_code == 1

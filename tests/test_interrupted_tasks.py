@@ -2,8 +2,8 @@
 
 When one task fails for good, Spark aborts the job and interrupts the others: their Python
 workers see their stream of records end a moment before Spark destroys them, exactly as when
-the input ended. Here partition 0's task fails on its first record in every attempt while
-partition 1's streams a large range; the independent checker, before any retry, must find every
+the input ended. Here partition 0's task fails in every attempt, 2 s after it started, while
+partition 1's streams a large range and commits part of it; the independent checker, before any retry, must find every
 committed input published, and partition 1's committed position short of its window end (the
 end of a stream that was cut is not the end of its input). The retry then completes the window
 exactly. The same on a Spark Connect server whose client is killed: tests/test_connect_kills.py.
@@ -58,14 +58,17 @@ def test_a_job_aborted_by_another_partitions_failure_commits_no_unread_input(spa
     spark.conf.set(ARROW_BATCH, "1000")  # the first batch early, not after 10,000 slow records
     request.addfinalizer(lambda: spark.conf.set(ARROW_BATCH, batch))
     with pytest.raises(Exception) as raised:
-        # Partition 0 fails right after init_transactions in each of its 4 attempts; partition 1's task
-        # streams meanwhile, its Python worker waiting on a JVM made slow for its records, as it waits
-        # on Spark's read and transform at full size. When the job is aborted, its worker is between
-        # batches and reaches the end of its cut stream before Spark destroys it.
-        run_window(spark, shop.pipeline(chunk_records=5000, failpoints="after_init=raise,partition=0"), window,
+        # Partition 0 fails 2 s after init_transactions in each of its 4 attempts, so that the job is
+        # aborted when partition 1 has committed part of its range (not its first transaction: a worker
+        # over a Unix socket sees its stream end at once, and a job aborted in a second left partition 1
+        # with nothing committed). Partition 1's task streams meanwhile, its Python worker waiting on a
+        # JVM made slow for its records, as it waits on Spark's read and transform at full size. When the
+        # job is aborted, its worker is between batches and reaches the end of its cut stream.
+        failpoints = "after_init=sleep:2,partition=0;after_committed_read=raise,partition=0"
+        run_window(spark, shop.pipeline(chunk_records=5000, failpoints=failpoints), window,
                    _slow_on_the_jvm(shop.transform(), partition=1))
     t_aborted = time.monotonic()
-    assert "failpoint after_init" in str(raised.value)
+    assert "failpoint after_committed_read" in str(raised.value)
     # The fault landed on work in progress: when the job was aborted, partition 1's task had produced
     # some of its records (committed or not) and had more to come.
     produced = [r for r in read_topic(shop.connection, shop.topics.invoices, isolation="read_uncommitted")

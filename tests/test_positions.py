@@ -11,6 +11,7 @@ import pytest
 from eos_etl.engine import checkpoint_log, offsets_retention
 from eos_etl.engine.checkpoint_log import CheckpointEntry
 from eos_etl.engine.position import Lineage, PartitionState, Verdict, decide
+from eos_etl.engine.window import OffsetRange, Window
 from eos_etl.orchestration.dag_factory import schedule_interval_s
 
 TOPIC_ID = "t-id"
@@ -80,3 +81,22 @@ def test_warnings_for_a_short_retention_and_an_old_last_commit():
                                                ("0 9 * * 1-5", 3 * 86400), (None, None), ("not cron", None)])
 def test_the_schedule_interval_is_its_longest_gap(schedule, seconds):
     assert schedule_interval_s(schedule) == seconds
+
+
+def test_a_window_with_nothing_new_renews_only_the_positions_getting_old():
+    now, minute = 1_800_000_000_000, 60_000
+    committed_at = {0: now - minute, 1: now - 42 * 60 * minute, 2: now - 41 * 60 * minute}
+    # A week's retention: renewed past a quarter of it (42 hours); partition 3 has no checkpoint record.
+    assert offsets_retention.renewal_due(10080, [0, 1, 2, 3], committed_at, now_ms=now) == [1, 3]
+    # A one-minute retention (the offsets-expiry tests' broker): past 15 s.
+    assert offsets_retention.renewal_due(1, [0, 1], {0: now - 14_000, 1: now - 15_000}, now_ms=now) == [1]
+    # The brokers' configs unreadable: every partition, as before.
+    assert offsets_retention.renewal_due(None, [0, 1], {0: now, 1: now}, now_ms=now) == [0, 1]
+
+
+def test_a_windows_commit_times_survive_its_json():
+    window = Window(topic="t", group="g", ranges={0: OffsetRange(5, 5), 1: OffsetRange(7, 7)}, committed_at={0: 123})
+    assert Window.from_json(window.to_json()) == window
+    assert "committed_at" not in Window(topic="t", group="g", ranges={0: OffsetRange(5, 5)}).to_dict()
+    with pytest.raises(ValueError, match="committed_at"):
+        Window.from_dict({**window.to_dict(), "committed_at": {"2": 1}})

@@ -52,7 +52,13 @@ def test_happy_path_counts_across_partitions(spark, shop_factory):
     committed = {p: r.committed_offset for p, r in report.partitions.items()}
     assert committed == window_ends(window)
     # A new plan starts where this window ended and is empty.
-    assert shop.plan().is_empty
+    empty = shop.plan()
+    assert empty.is_empty and set(empty.committed_at) == {0, 1, 2}
+    # Run right after, it renews nothing: every position was committed seconds ago, against the brokers'
+    # 30 days of offsets retention (a quarter of it is when a position gets renewed).
+    idle = run_shop_window(spark, shop, empty)
+    assert idle.partitions == [] and idle.transactions == 0
+    assert {p: r.committed_offset for p, r in assert_exactly_once(shop, window).partitions.items()} == committed
 
 
 def test_invoice_and_shipment_contents_and_lineage(spark, shop_factory):

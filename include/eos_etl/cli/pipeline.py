@@ -158,14 +158,15 @@ def cmd_run_window(args) -> int:
     settings = shop_settings_from_args(args)
     pipeline = settings.pipeline(**_pipeline_overrides(args))
     admin = ClusterAdmin(settings.connection)  # every question of the preflight and the plan
-    features = preflight(pipeline, admin).features  # before Spark starts: misconfiguration fails in seconds
+    checked = preflight(pipeline, admin)  # before Spark starts: misconfiguration fails in seconds
+    features = checked.features
     window = plan_from_args(settings, args, for_run=True, pipeline=pipeline, admin=admin)
-    # A window with nothing new only renews its commits: no Spark session for that.
+    # A window with nothing new only renews its commits getting old: no Spark session for that.
     spark = None if window.is_empty else spark_session(f"eos-etl-{settings.topics.purchases}", master=args.master,
                                                        conf=spark_conf)
     route = spark_route(spark) if spark is not None else None
     try:
-        summary = run_shop_window(spark, settings, window, check=False, pipeline=pipeline)
+        summary = run_shop_window(spark, settings, window, check=False, pipeline=pipeline, preflighted=checked)
     except Exception as exc:
         remote = os.environ.get(REMOTE_ENV)
         if remote and (lost := server_lost(exc, remote)) is not None:

@@ -157,10 +157,7 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
                 what=f"the offsets of {topic}[{p}]", deadline_s=deadline.slice(timeout_s, at_least=1.0),
                 attempt_timeout_s=timeout_s)
     except KafkaException as exc:
-        if is_retriable(exc):  # no answer in time: lost at runtime, or never reachable
-            raise unreachable(connection, f"no broker answered for the checkpoint topic {topic!r} within "
-                                          f"{timeout_s:.0f}s (last: {describe_kafka_exception(exc)})") from exc
-        raise KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: {describe_kafka_exception(exc)}") from exc
+        raise _read_failed(connection, topic, timeout_s, exc) from exc
     finally:
         consumer.close()
     entries: dict[int, CheckpointEntry] = {}
@@ -171,4 +168,15 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
                 entries[entry.partition] = entry  # offset order within a partition: the last one wins
     except TimeoutError as exc:
         raise unreachable(connection, f"cannot read the checkpoint topic {topic!r}: {exc}") from exc
+    except KafkaException as exc:  # the broker lost between the offsets and the records
+        raise _read_failed(connection, topic, timeout_s, exc) from exc
     return entries
+
+
+def _read_failed(connection: KafkaConnection, topic: str, timeout_s: float, exc: KafkaException) -> Exception:
+    """The one error for a failed read of the checkpoint topic: a broker that did not answer in time (lost
+    at runtime, or never reachable), or what it refused."""
+    if is_retriable(exc):
+        return unreachable(connection, f"no broker answered for the checkpoint topic {topic!r} within "
+                                       f"{timeout_s:.0f}s (last: {describe_kafka_exception(exc)})")
+    return KafkaSetupError(f"cannot read the checkpoint topic {topic!r}: {describe_kafka_exception(exc)}")

@@ -1,12 +1,21 @@
-"""Warnings about the broker's offsets retention, before it matters.
+"""The broker's offsets retention: which positions a window with nothing new renews, and warnings.
 
 Kafka deletes the committed offsets of a group without members
 ``offsets.retention.minutes`` after their last commit. The pipeline does not
 depend on them lasting (its checkpoint topic keeps the position, see
-:mod:`.checkpoint_log`), but monitoring tools read the group's lag and an
-operator should know before offsets vanish: a run warns, one line each, when
-the last commit is older than half the retention, and when the schedule leaves
-less than twice its interval of margin.
+:mod:`.checkpoint_log`), but monitoring tools read the group's lag, so a window
+with nothing new commits positions again (a renewal) before they expire. Only
+the ones that are getting old (:func:`renewal_due`): renewing every partition on
+every idle window cost a transaction per input partition each time (128
+partitions: 128 InitProducerId, AddPartitionsToTxn and EndTxn requests a window)
+for offsets that had days left. A position is renewed once its last commit is
+older than :data:`RENEW_SHARE` of the retention; with the warning below about a
+schedule slower than half the retention, that leaves a margin of at least a
+quarter of it.
+
+An operator should also know before offsets vanish: a run warns, one line each,
+when the last commit is older than half the retention, and when the schedule
+leaves less than twice its interval of margin.
 """
 
 from __future__ import annotations
@@ -17,6 +26,19 @@ from ..kafka.admin import ClusterAdmin
 
 SETTING = "offsets.retention.minutes"
 KAFKA_DEFAULT_MINUTES = 10080  # what a broker without the setting uses
+#: A position whose last commit is older than this share of the retention is renewed by a window with nothing new.
+RENEW_SHARE = 0.25
+
+
+def renewal_due(retention_minutes: int | None, partitions: list[int], committed_at_ms: dict[int, int], *,
+                now_ms: int) -> list[int]:
+    """The partitions whose position a window with nothing new commits again: those last committed more
+    than :data:`RENEW_SHARE` of the retention ago, or at an unknown time; all of them when the retention
+    is unknown (the broker's configs were not readable)."""
+    if retention_minutes is None:
+        return sorted(partitions)
+    limit_ms = retention_minutes * 60_000 * RENEW_SHARE
+    return sorted(p for p in partitions if p not in committed_at_ms or now_ms - committed_at_ms[p] >= limit_ms)
 
 
 def _duration(seconds: float) -> str:

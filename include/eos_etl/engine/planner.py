@@ -230,8 +230,9 @@ def plan_window(
         ranges[p] = OffsetRange(start, max(end, start))
     missing = tuple(p for p in parts if not found.decisions[p].committed)
     _log_sources(config, found)
+    committed_at = {p: s.record.timestamp_ms for p, s in found.states.items() if s.record is not None}
     window = Window(topic=topic, group=group, ranges=ranges, uncommitted=missing, held=found.held,
-                    topic_id=found.topic_id)
+                    topic_id=found.topic_id, committed_at=committed_at)
     log.info("planned window %s", window)
     return window
 

@@ -77,10 +77,12 @@ def cluster_features(config: PipelineConfig) -> FinalizedFeatures | None:
 @dataclass
 class Preflight:
     """What a passed preflight learnt: the warnings it logged (a weak output topic, offsets that may
-    expire before the next run) and the cluster's finalised features (None if unreadable)."""
+    expire before the next run), the cluster's finalised features and the brokers' offsets retention
+    in minutes (None: unreadable)."""
 
     warnings: list[str]
     features: FinalizedFeatures | None
+    offsets_retention_minutes: int | None = None
 
 
 def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None, *,
@@ -131,4 +133,6 @@ def preflight(config: PipelineConfig, admin: ClusterAdmin | None = None, *,
             f"transaction.max.timeout.ms={max_timeout}; lower the pipeline's transaction timeout "
             "(and chunk_seconds) or raise the broker setting"
         )
-    return Preflight(warnings, features)
+    retention = brokers.get(offsets_retention.SETTING)
+    return Preflight(warnings, features, int(retention) if retention is not None else
+                     (offsets_retention.KAFKA_DEFAULT_MINUTES if brokers else None))

@@ -46,7 +46,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 
 from ..kafka.reader import RangeDeletedError
-from . import failpoints
+from . import failpoints, offsets_retention
 from .checkpoint import PartitionCheckpoint
 from .errors import ProducerFencedError, PublishError, WindowEndNotReachedError, WindowMismatchError
 from .pipeline import PipelineConfig
@@ -258,11 +258,18 @@ def reset_positions(config: PipelineConfig, positions: dict[int, int]) -> list[P
         return list(pool.map(lambda item: reset(*item), sorted(positions.items())))
 
 
-def renew_positions(config: PipelineConfig, window) -> list[PartitionResult]:
-    """A window with nothing new (a :class:`~.window.Window`, empty): every partition's position
-    committed again, so the group's offsets never expire while the pipeline runs (a run's and the
-    DAG's idle tick alike). Bound to the window's topic id: the records it writes name the topic."""
-    return publish_without_spark(config.bound_to(window), window.ranges)
+def renew_positions(config: PipelineConfig, window, retention_minutes: int | None = None) -> list[PartitionResult]:
+    """A window with nothing new (a :class:`~.window.Window`, empty): the positions that are getting old
+    committed again, so the group's offsets never expire while the pipeline runs (a run's and the DAG's
+    idle tick alike). Which: :func:`~.offsets_retention.renewal_due` for the brokers'
+    ``retention_minutes`` (None: unknown, every partition), and every partition whose start the group
+    had no offset for. Bound to the window's topic id: the records it writes name the topic."""
+    due = set(offsets_retention.renewal_due(retention_minutes, window.partitions, window.committed_at,
+                                            now_ms=int(time.time() * 1000))) | set(window.uncommitted)
+    if skipped := len(window.ranges) - len(due):
+        log.info("%d of %d positions committed less than %.0f%% of the offsets retention ago: not renewed",
+                 skipped, len(window.ranges), offsets_retention.RENEW_SHARE * 100)
+    return publish_without_spark(config.bound_to(window), {p: r for p, r in window.ranges.items() if p in due})
 
 
 def publish_without_spark(config: PipelineConfig, ranges: dict[int, OffsetRange]) -> list[PartitionResult]:

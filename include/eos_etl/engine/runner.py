@@ -37,7 +37,7 @@ from ..kafka import reachability
 from . import failpoints
 from .kafka_source import read_window
 from .pipeline import PipelineConfig
-from .preflight import preflight
+from .preflight import Preflight, preflight
 from .publish_task import publish_task, result_schema
 from .publisher import PartitionResult, publish_without_spark, renew_positions
 from .replica_guard import ReplicaGuard
@@ -111,20 +111,24 @@ def run_window(
     transform: Callable,
     *,
     check: bool = True,
+    preflighted: Preflight | None = None,
 ) -> RunSummary:
-    """Publish ``transform(window)`` exactly once; return what this run did."""
+    """Publish ``transform(window)`` exactly once; return what this run did. ``preflighted``: the caller's
+    own preflight of ``config`` (then none here, whatever ``check``)."""
     t0 = time.monotonic()
     config = config.bound_to(window)  # every record this run writes names the topic it was planned on
-    if check:
-        preflight(config)
+    if preflighted is None and check:
+        preflighted = preflight(config)
+    retention_minutes = preflighted.offsets_retention_minutes if preflighted is not None else None
     t_preflight = time.monotonic() - t0
     summary = RunSummary(run_id=config.run_id, window=window)
     log.info("run %s: window %s, transactional ids %s-%s-*", config.run_id, window,
              config.transactional_id_prefix, config.input_topic)
     if window.is_empty:
-        summary.partitions = renew_positions(config, window)
+        summary.partitions = renew_positions(config, window, retention_minutes)
         summary.seconds = round(time.monotonic() - t0, 3)
-        log.info("run %s: window is empty: nothing to publish, committed positions renewed", config.run_id)
+        log.info("run %s: window is empty: nothing to publish; %d of %d committed positions renewed",
+                 config.run_id, len(summary.partitions), len(window.ranges))
         return summary
     early: dict[int, PartitionResult] = {}
     if starts := {p: OffsetRange(window.ranges[p].start, window.ranges[p].start) for p in window.uncommitted}:

@@ -50,6 +50,9 @@ class Window:
     # The topic's id when the window was planned (empty: not known): a window is never run on a
     # topic of the same name created since.
     topic_id: str = ""
+    # When each partition's position was last committed (its checkpoint record's timestamp, ms), where
+    # known: a window with nothing new renews only the positions that are getting old (engine.offsets_retention).
+    committed_at: dict[int, int] = field(default_factory=dict)
 
     @property
     def partitions(self) -> list[int]:
@@ -101,6 +104,8 @@ class Window:
             data["held"] = list(self.held)
         if self.topic_id:
             data["topic_id"] = self.topic_id
+        if self.committed_at:
+            data["committed_at"] = {str(p): ms for p, ms in sorted(self.committed_at.items())}
         return data
 
     def to_json(self) -> str:
@@ -125,8 +130,14 @@ class Window:
         topic_id = data.get("topic_id", "")
         if not isinstance(topic_id, str):
             raise ValueError("topic_id: expected a string")
+        committed_at = dict(data.get("committed_at", {}))
+        if not all(type(ms) is int for ms in committed_at.values()):
+            raise ValueError("committed_at: expected a timestamp (ms) per partition")
+        committed_at = {int(p): ms for p, ms in committed_at.items()}
+        if not set(committed_at) <= set(ranges):
+            raise ValueError("committed_at: expected the window's partitions")
         return cls(topic=data["topic"], group=data["group"], ranges=ranges, uncommitted=tuple(uncommitted),
-                   held=tuple(held), topic_id=topic_id)
+                   held=tuple(held), topic_id=topic_id, committed_at=committed_at)
 
     @classmethod
     def from_json(cls, text: str) -> "Window":

@@ -128,7 +128,8 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     # The run task's run-window checks again: it is another process, maybe on another worker and
     # minutes later (retries, a queue), and the command must be safe run alone; this one gives the
     # plan task its one clear error before a window is planned and its warnings for the report.
-    warnings = preflight(pipeline, admin, schedule_interval_s=interval_s).warnings
+    checked = preflight(pipeline, admin, schedule_interval_s=interval_s)
+    warnings = checked.warnings
     arrivals = _wait_for_arrivals(ctx, admin, settings.topics.purchases)
     dry_run = bool(params.get("dry_run"))
 
@@ -143,10 +144,10 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     cap = _count_param(params, "max_records_per_partition")
     window = settings.plan(pipeline=pipeline, admin=admin, max_records_per_partition=cap, until_timestamp_ms=until_ms)
     if window.is_empty and not dry_run:
-        # No run_window for a window with nothing new: its commit is renewed here, so the group's
-        # offsets never expire while the pipeline keeps running.
+        # No run_window for a window with nothing new: its positions that are getting old are renewed
+        # here, so the group's offsets never expire while the pipeline keeps running.
         run_id = attempt_run_id(ctx["run_id"], ctx["ti"].try_number)
-        renew_positions(dataclasses.replace(pipeline, run_id=run_id), window)
+        renew_positions(dataclasses.replace(pipeline, run_id=run_id), window, checked.offsets_retention_minutes)
     partitions = [{"partition": p, "start": r.start, "end": r.end, "offsets": r.span}
                   for p, r in sorted(window.ranges.items())]
     for row in partitions:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..engine.pipeline import PipelineConfig
+from ..engine.preflight import Preflight
 from ..engine.runner import RunSummary, run_window
 from ..engine.window import Window
 from .settings import ShopSettings
@@ -19,11 +20,13 @@ def summary_dict(settings: ShopSettings, summary: RunSummary) -> dict:
 
 
 def run_shop_window(spark, settings: ShopSettings, window: Window, *, check: bool = True,
-                    pipeline: PipelineConfig | None = None, **pipeline_overrides) -> RunSummary:
-    """``pipeline``: the run's configuration when the caller built it already (it ran
-    :func:`preflight` with it: ``check=False``); else built here with ``pipeline_overrides``."""
+                    pipeline: PipelineConfig | None = None, preflighted: Preflight | None = None,
+                    **pipeline_overrides) -> RunSummary:
+    """``pipeline``: the run's configuration when the caller built it already (and ``preflighted``:
+    the :func:`~eos_etl.engine.preflight.preflight` it ran with it); else built here with
+    ``pipeline_overrides``."""
     if pipeline is None:
         pipeline = settings.pipeline(**pipeline_overrides)
     elif pipeline_overrides:
         raise ValueError("pass the run's pipeline configuration or overrides to build one, not both")
-    return run_window(spark, pipeline, window, settings.transform(), check=check)
+    return run_window(spark, pipeline, window, settings.transform(), check=check, preflighted=preflighted)
