@@ -161,8 +161,10 @@ def test_a_long_lived_process_counts_only_from_the_case_start(tmp_path):
     finally:
         busy.kill()
         busy.wait()
-    # The busy process burns up to one core: during the case (~1.5 s) it adds about that much, not its 2 s before.
-    assert 0.5 < m.cpu_s - alone.cpu_s < 2.5, (m.cpu_s, alone.cpu_s)
+    # The busy process burns up to one core: during the case (~1.5 s) it adds at most that much, never its 2 s
+    # before. How much less depends on the machine's load (a loaded 2-core machine gave it 0.49 s of the 1.5 s),
+    # so the lower bound only says it was counted at all.
+    assert 0.05 < m.cpu_s - alone.cpu_s < 2.5, (m.cpu_s, alone.cpu_s)
     assert m.peak_rss_mb > alone.peak_rss_mb and m.processes_seen == alone.processes_seen + 1
 
 

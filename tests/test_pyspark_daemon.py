@@ -67,3 +67,31 @@ def test_spark_workers_import_pyspark_from_the_installed_package(spark) -> None:
 
     assert module_file == pyspark.__file__
     assert not [a for a in archives if os.path.abspath(a).startswith(os.path.dirname(pyspark.__file__))], archives
+
+
+_WORKER_OF_A_CLOSED_CONNECTION = """
+import socket, sys
+import pyspark.daemon
+from eos_etl.stack import pyspark_daemon
+worker = pyspark_daemon.worker if sys.argv[1] == "project" else pyspark.daemon.worker  # else: "theirs"
+jvm, mine = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+jvm.close()  # the JVM's side is gone: a session stopped while its worker waited for the next task
+print("exit", worker(mine, True))
+"""
+
+
+def test_a_worker_whose_jvm_closed_the_connection_ends_without_a_traceback() -> None:
+    """pyspark's worker reads EOF, writes its error for the JVM, and its last flush fails with EPIPE on the
+    Unix socket: pyspark's daemon prints that with a traceback into the run's log; the project's ends quietly."""
+    import subprocess
+    import sys
+
+    def run(which: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", _WORKER_OF_A_CLOSED_CONNECTION, which], capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "SPARK_REUSE_WORKER": "1"})
+
+    theirs = run("theirs")
+    assert "PySpark daemon failed to flush the output to the worker process" in theirs.stderr, theirs.stderr
+    assert "BrokenPipeError" in theirs.stderr and theirs.stdout.strip() == "exit -1"
+    ours = run("project")
+    assert ours.stderr == "" and ours.stdout.strip() == "exit -1", (ours.stdout, ours.stderr)

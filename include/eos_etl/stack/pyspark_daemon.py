@@ -16,6 +16,15 @@ they run this venv's Python, so this module is importable before pyspark is.
 
 With ``EOS_ETL_PYTHON_DAEMON_IDLE_EXIT_S`` set (the Spark Connect server sets it), the daemon exits
 once it has had no worker for that long: see :func:`exit_when_idle`.
+
+Each forked worker runs :func:`worker`, pyspark's own but for one case: a worker whose JVM side
+closed the connection (a session stopping while the worker waits for its next task, a task the JVM
+abandoned) ends quietly. Over a Unix socket (``spark.python.unix.domain.socket.enabled``, the
+project's default) the worker's last flush then fails at once with ``EPIPE``, and pyspark's daemon
+prints "PySpark daemon failed to flush the output to the worker process" with a traceback into a run's
+log after the run succeeded; over TCP the same write is accepted by the kernel and lost silently.
+Nobody is listening for that output any more, which is how pyspark's own worker treats a closed socket
+when it writes an error (``pyspark.util.handle_worker_exception``).
 """
 
 from __future__ import annotations
@@ -26,6 +35,7 @@ import signal
 import sys
 import threading
 import time
+import traceback
 
 from .process import ProcStat, all_pids
 
@@ -76,6 +86,47 @@ def exit_when_idle(idle_s: float, poll_s: float = 2.0) -> None:
             return
 
 
+#: What a write to a connection its peer closed raises.
+_PEER_GONE = (BrokenPipeError, ConnectionResetError)
+
+
+def worker(sock, authenticated: bool) -> int:
+    """``pyspark.daemon.worker`` (pyspark 4.1), except that a last flush refused because the JVM closed the
+    connection is not reported (see the module's docstring); any other flush failure is, as pyspark does."""
+    # Deferred, both: only the daemon's forked workers run this; the driver imports this module's helpers.
+    import pyspark.daemon as daemon
+    from pyspark.serializers import UTF8Deserializer, write_with_length
+
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # a stack trace before exit, as pyspark's
+    buffer_size = int(os.environ.get("SPARK_BUFFER_SIZE", 65536))
+    infile = os.fdopen(os.dup(sock.fileno()), "rb", buffer_size)
+    outfile = os.fdopen(os.dup(sock.fileno()), "wb", buffer_size)
+    if not authenticated:
+        accepted = UTF8Deserializer().loads(infile) == os.environ["PYTHON_WORKER_FACTORY_SECRET"]
+        write_with_length(b"ok" if accepted else b"err", outfile)
+        outfile.flush()
+        if not accepted:
+            sock.close()
+            return 1
+    exit_code = 0
+    try:
+        daemon.worker_main(infile, outfile)
+    except SystemExit as exc:
+        exit_code = daemon.compute_real_exit_code(exc.code)
+    finally:
+        try:
+            outfile.flush()
+        except _PEER_GONE:
+            exit_code = exit_code or 1  # the connection is gone: never reused
+        except Exception:
+            print("PySpark daemon failed to flush the output to the worker process:\n" + traceback.format_exc(),
+                  file=sys.stderr)
+    return exit_code
+
+
 def main() -> None:
     if idle_s := float(os.environ.get(IDLE_EXIT_ENV) or 0):
         threading.Thread(target=exit_when_idle, args=(idle_s,), name="idle-exit", daemon=True).start()
@@ -86,9 +137,10 @@ def main() -> None:
     for name in [n for n in sys.modules if n == "eos_etl" or n.startswith("eos_etl.")]:
         del sys.modules[name]
     # Deferred: only the daemon process runs pyspark's daemon; the driver imports this module's helpers.
-    from pyspark.daemon import manager  # reads the worker module from sys.argv, as when run by Spark
+    import pyspark.daemon as daemon  # reads the worker module from sys.argv, as when run by Spark
 
-    manager()
+    daemon.worker = worker  # what daemon.manager() runs in each forked worker
+    daemon.manager()
 
 
 if __name__ == "__main__":
