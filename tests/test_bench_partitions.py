@@ -47,3 +47,14 @@ def test_jmx_tool_csv_lines_sum_by_request_over_versions():
         'kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,version=11:OneMinuteRate,"1.5"',
     ])
     assert counts_of(csv, {"EndTxn": 1}) == {"EndTxn": 11, "InitProducerId": 2}
+
+
+def test_each_writer_slot_setting_has_its_own_table_and_verdicts():
+    rows = [{**_row(pc, s, wall), "writer_slots": slots} for slots, walls in ((None, (10.0, 35.0)), (4, (10.0, 14.0)))
+            for s in partitions.SWEEPS for pc, wall in zip((4, 128), walls)]
+    assert partitions.settings(rows) == [None, 4]
+    assert partitions.verdicts(rows, None) == {"full": False, "small": False, "empty": False}
+    assert partitions.verdicts(rows, 4) == {"full": True, "small": True, "empty": True}
+    md = partitions.markdown(rows)
+    assert "**With one transactional id per partition**" in md and "**With 4 writer slots**" in md
+    assert "| 128 | 35.0 s (3.50x) |" in md and "| 128 | 14.0 s (1.40x) |" in md

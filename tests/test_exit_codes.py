@@ -34,7 +34,7 @@ from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.shop.generator import generate
 from eos_etl.stack.ports import free_port
 
-from . import test_broker_lost_in_task, test_state_edges
+from . import test_broker_lost_in_task, test_state_edges, test_writer_slots
 from .test_cli import cli as run_cli
 from .test_cli import sasl_args, shop_args
 
@@ -95,6 +95,9 @@ CLASSES = project_error_classes()
 
 #: Rows provoked through the CLI against a real broker by a test of another module (here: the others).
 PROVOKED_ELSEWHERE = {
+    # Positions committed per partition, a run and an offsets reset with writer slots.
+    "WriterSlotsChangedError": (test_writer_slots,
+                                "test_another_grouping_is_refused_until_reslot_which_fences_the_old_ids"),
     # A broker of its own, stopped under a running task.
     "BrokerLostError": (test_broker_lost_in_task,
                         "test_a_broker_lost_under_a_running_task_fails_the_run_with_exit_1_and_the_next_run_is_exact"),

@@ -28,6 +28,24 @@ def _ints(text: str) -> list[int]:
     return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
 
 
+def _slot_settings(text: str) -> list[int | None]:
+    """``none,4``: writer-slot settings, none for one transactional id per partition."""
+    return [None if x.strip().lower() == "none" else int(x) for x in text.split(",") if x.strip()]
+
+
+def _add_sweep(p: argparse.ArgumentParser) -> None:
+    """The partition sweep's options (``--only partitions``)."""
+    p.add_argument("--sweep-partitions", type=_ints, default=[4, 32, 128, 512, 1024],
+                   help="--only partitions: the input partition counts (default 4,32,128,512,1024)")
+    p.add_argument("--sweep-slots", type=_slot_settings, default=[None, 4],
+                   help="--only partitions: the writer-slot settings measured side by side, none for one "
+                        "transactional id per partition (default none,4)")
+    p.add_argument("--sweep-records", type=int, default=200_000,
+                   help="--only partitions: purchases in each count's topic and full window (default 200000)")
+    p.add_argument("--sweep-small", type=int, default=2_000,
+                   help="--only partitions: purchases in the small window (default 2000)")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m eos_etl.bench", description=__doc__)
     p.add_argument("--records", type=int, default=100_000, help="purchases in the main window (default 100000)")
@@ -63,12 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--idle-pause-s", type=float, default=80.0,
                    help="idle seconds before each SC window after a pause, past Spark's idle-worker minute "
                         "(default 80)")
-    p.add_argument("--sweep-partitions", type=_ints, default=[4, 32, 128, 512, 1024],
-                   help="--only partitions: the input partition counts (default 4,32,128,512,1024)")
-    p.add_argument("--sweep-records", type=int, default=200_000,
-                   help="--only partitions: purchases in each count's topic and full window (default 200000)")
-    p.add_argument("--sweep-small", type=int, default=2_000,
-                   help="--only partitions: purchases in the small window (default 2000)")
+    _add_sweep(p)
     p.add_argument("--only", choices=["cluster-compare", "validation-scaling", "end-proof", "breakdown", "partitions"],
                    default=None,
                    help="run only this part: cluster-compare is merged into the earlier results in "
@@ -160,9 +173,11 @@ def _partitions_report(data: dict, out: Path) -> int:
     (out / "partitions.json").write_text(json.dumps(data, indent=1))
     rows = [r for r in data["rows"] if r.get("sweep")]
     print(partitions.markdown(rows))
-    print(f"targets at {partitions.TARGET_PARTITIONS} partitions (ratio to the smallest count): "
-          + ", ".join(f"{sweep} {'met' if met else 'MISSED'} (<= {partitions.TARGET_RATIOS[sweep]}x)"
-                      for sweep, met in partitions.verdicts(rows).items()))
+    for slots in partitions.settings(rows):
+        print(f"targets at {partitions.TARGET_PARTITIONS} partitions with {partitions.describe(slots)} (ratio to the "
+              "smallest count): " + ", ".join(f"{sweep} {'met' if met else 'MISSED'} (<= "
+                                               f"{partitions.TARGET_RATIOS[sweep]}x)"
+                                               for sweep, met in partitions.verdicts(rows, slots).items()))
     failed = [r["name"] for r in data["rows"] if not r["ok"]] + [
         f"check {c['size']}/p{c['partitions']}" for c in data["checks"] if not c["ok"]]
     if failed:
@@ -188,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
                        only_cluster_compare=args.only == "cluster-compare", proof_sizes=args.proof_sizes,
                        only_end_proof=args.only == "end-proof", breakdown_size=args.breakdown_size,
                        only_breakdown=args.only == "breakdown", idle_pause_s=args.idle_pause_s,
-                       sweep_partitions=args.sweep_partitions, sweep_records=args.sweep_records,
+                       sweep_partitions=args.sweep_partitions, sweep_slots=args.sweep_slots, sweep_records=args.sweep_records,
                        sweep_small=args.sweep_small, only_partitions=args.only == "partitions")
         t0 = time.monotonic()
         data = Bench(opts).run()

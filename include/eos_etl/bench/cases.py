@@ -70,6 +70,7 @@ def _settings(spec):
                           dead_letters=t["dead_letters"]),
         group=spec["group"],
         transactional_id_prefix=spec["prefix"],
+        writer_slots=spec.get("writer_slots"),
     )
 
 

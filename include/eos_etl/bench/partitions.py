@@ -8,6 +8,10 @@ process of its own whose wall time is the row's figure:
 * ``empty`` the ``full`` pipeline run again, nothing new (it renews every partition's position);
 * ``small`` about ``small`` purchases (``small // partitions`` per partition) on a fresh pipeline.
 
+Each of the ``--sweep-slots`` settings (one transactional id per partition, or ``S`` writer slots:
+``engine.slots``) runs every window above side by side, so both are measured on the same machine state;
+the rows carry their ``writer_slots`` and each setting has a table of its own.
+
 The targets compare each count with the smallest one in the same run: at 128 partitions a window
 costs at most 1.5x the smallest count's for the same records, an empty or small window at most 2x.
 """
@@ -22,10 +26,15 @@ TARGET_PARTITIONS = 128
 TARGET_RATIOS = {"full": 1.5, "small": 2.0, "empty": 2.0}
 
 
-def table(rows: list[dict]) -> list[dict]:
+def settings(rows: list[dict]) -> list[int | None]:
+    """The writer-slot settings the sweep's rows were measured with (None: one id per partition), in order."""
+    return sorted({r.get("writer_slots") for r in rows if r.get("sweep")}, key=lambda s: -1 if s is None else s)
+
+
+def table(rows: list[dict], writer_slots: int | None = None) -> list[dict]:
     """Per partition count: median wall and job seconds per sweep, the purchases, and the ratio of the
-    wall time to the smallest count's."""
-    ok = [r for r in rows if r.get("sweep") and r["ok"]]
+    wall time to the smallest count's (of the rows measured with ``writer_slots``)."""
+    ok = [r for r in rows if r.get("sweep") and r["ok"] and r.get("writer_slots") == writer_slots]
     counts = sorted({r["pc"] for r in ok})
     out = []
     for pc in counts:
@@ -46,14 +55,26 @@ def table(rows: list[dict]) -> list[dict]:
     return out
 
 
-def verdicts(rows: list[dict]) -> dict[str, bool]:
+def verdicts(rows: list[dict], writer_slots: int | None = None) -> dict[str, bool]:
     """Per sweep, whether TARGET_PARTITIONS partitions stay within the target ratio (absent: not measured)."""
-    lines = {line["partitions"]: line for line in table(rows)}
+    lines = {line["partitions"]: line for line in table(rows, writer_slots)}
     at = lines.get(TARGET_PARTITIONS, {})
     return {sweep: at[sweep]["ratio"] <= limit for sweep, limit in TARGET_RATIOS.items() if sweep in at}
 
 
+def describe(writer_slots: int | None) -> str:
+    return "one transactional id per partition" if writer_slots is None else f"{writer_slots} writer slots"
+
+
 def markdown(rows: list[dict]) -> str:
+    """A section per writer-slot setting (just the tables when only one was measured)."""
+    measured = settings(rows) or [None]
+    if len(measured) == 1:
+        return _markdown(rows, measured[0])
+    return "\n\n".join(f"**With {describe(s)}**\n\n{_markdown(rows, s)}" for s in measured)
+
+
+def _markdown(rows: list[dict], writer_slots: int | None) -> str:
     lines = ["Wall time of each `run_shop_window` process on one Spark Connect server (median over runs); "
              "in brackets, the ratio to the smallest partition count.", "",
              "| input partitions | full window | purchases | small window | purchases | empty window |",
@@ -63,10 +84,10 @@ def markdown(rows: list[dict]) -> str:
         c = line.get(sweep)
         return f"{c['wall_s']:.1f} s ({c.get('ratio', 1):.2f}x)" if c else "-"
 
-    for line in table(rows):
+    for line in table(rows, writer_slots):
         lines.append(f"| {line['partitions']:,} | {cell(line, 'full')} | {line.get('full', {}).get('purchases', '-')} "
                      f"| {cell(line, 'small')} | {line.get('small', {}).get('purchases', '-')} | {cell(line, 'empty')} |")
-    counted = requests(rows)
+    counted = requests(rows, writer_slots)
     if counted:
         lines += ["", "Transactional requests the broker served per window (its `RequestMetrics` counters; median "
                   "over runs): InitProducerId / AddPartitionsToTxn / EndTxn.", "",
@@ -81,8 +102,9 @@ def markdown(rows: list[dict]) -> str:
 REQUESTS = ("InitProducerId", "AddPartitionsToTxn", "EndTxn")
 
 
-def requests(rows: list[dict]) -> dict[tuple[int, str], dict[str, int]]:
+def requests(rows: list[dict], writer_slots: int | None = None) -> dict[tuple[int, str], dict[str, int]]:
     """(partitions, sweep) -> the median count of each of :data:`REQUESTS` over the runs that carry them."""
+    rows = [r for r in rows if r.get("writer_slots") == writer_slots]
     out = {}
     for key in {(r["pc"], r["sweep"]) for r in rows if r.get("sweep") and r["ok"] and r.get("broker_requests")}:
         mine = [r["broker_requests"] for r in rows if (r.get("pc"), r.get("sweep")) == key and r["ok"]

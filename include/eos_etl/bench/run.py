@@ -62,6 +62,7 @@ class Options:
     breakdown_size: int = 1_000_000  # the per-purchase breakdown's window (bench.breakdown)
     only_breakdown: bool = False  # run nothing but the per-purchase breakdown
     sweep_partitions: list[int] = field(default_factory=lambda: [4, 32, 128, 512, 1024])  # bench.partitions
+    sweep_slots: list[int | None] = field(default_factory=lambda: [None, 4])  # bench.partitions: writer slots
     sweep_records: int = 200_000  # the partition sweep's full window
     sweep_small: int = 2_000  # its small window
     only_partitions: bool = False  # run nothing but the partition sweep
@@ -138,11 +139,11 @@ class Bench:
         self.meta["inputs"] = dict(self.target.inputs)
 
     # -- one measured case ------------------------------------------------------------------
-    def _settings(self, name: str, pc: int, target: KafkaTarget) -> ShopSettings:
+    def _settings(self, name: str, pc: int, target: KafkaTarget, writer_slots: int | None = None) -> ShopSettings:
         topics = ShopTopics(purchases=target.inputs[pc]["topic"], invoices=f"bench-{name}-invoices",
                             shipments=f"bench-{name}-shipments", dead_letters=f"bench-{name}-dlq")
         return ShopSettings(connection=target.connection, topics=topics, group=f"bench-{name}",
-                            transactional_id_prefix=f"bench-{name}")
+                            transactional_id_prefix=f"bench-{name}", writer_slots=writer_slots)
 
     def _window(self, settings: ShopSettings, size: int, pc: int, target: KafkaTarget):
         cap = size // pc if size < target.inputs[pc]["count"] else None
@@ -165,7 +166,7 @@ class Bench:
         if target is not self.target:
             name = f"{target.name}-{name}"
         rerun = settings is not None
-        settings = settings or self._settings(name, pc, target)
+        settings = settings or self._settings(name, pc, target, (extra or {}).get("writer_slots"))
         t = settings.topics
         # Every case, a reading-only one too: planning reads the checkpoint topic and looks at the outputs.
         ensure_topics(target.admin, settings.specs(pc, outputs_only=True))
@@ -446,30 +447,37 @@ class Bench:
 
     def run_partitions(self) -> None:
         """A window's cost against the partition count (:mod:`.partitions`): per count, its input topic,
-        then per repetition the full window and that pipeline's empty one, and a small window; the
-        checker over the first repetition's full and small windows; rows tagged ``sweep``."""
+        then per repetition and writer-slot setting the full window and that pipeline's empty one, and a
+        small window; the checker over the first repetition's full and small windows; rows tagged ``sweep``
+        and ``writer_slots``."""
         o = self.opts
         for pc in o.sweep_partitions:
             self.target.prepare_input(f"bench-sweep-p{pc}", pc, o.sweep_records)
             if self.connect is None:  # its cold first window on the first count's input, not measured
                 self.start_spark_connect(size=o.sweep_small, pc=pc)
             for rep in range(1, o.repeats + 1):
-                _row, settings = self._counting_requests(
-                    "SC", size=o.sweep_records, pc=pc, rep=rep, label="SC sweep full", keep_topics=True,
-                    row_tags={"sweep": "full"})
-                if rep == 1:
-                    self.check_s(settings, o.sweep_records, pc, tags={"case": "SC", "sweep": "full"})
-                self._counting_requests("SC", size=o.sweep_records, pc=pc, rep=rep, label="SC sweep empty",
-                                        keep_topics=True, row_tags={"sweep": "empty"}, settings=settings)
-                self.drop_outputs(settings)
-                _row, settings = self._counting_requests(
-                    "SC", size=o.sweep_small, pc=pc, rep=rep, label="SC sweep small", keep_topics=rep == 1,
-                    row_tags={"sweep": "small"})
-                if rep == 1:
-                    self.check_s(settings, o.sweep_small, pc, tags={"case": "SC", "sweep": "small"})
-                    self.drop_outputs(settings)
+                for slots in o.sweep_slots:
+                    self._sweep(pc, rep, slots)
             self.target.admin.delete_topics([f"bench-sweep-p{pc}"])
             self.target.inputs.pop(pc, None)
+
+    def _sweep(self, pc: int, rep: int, slots: int | None) -> None:
+        o = self.opts
+        tags, extra = {"writer_slots": slots}, {"writer_slots": slots}
+        _row, settings = self._counting_requests(
+            "SC", size=o.sweep_records, pc=pc, rep=rep, label="SC sweep full", keep_topics=True,
+            row_tags={"sweep": "full", **tags}, extra=extra)
+        if rep == 1:
+            self.check_s(settings, o.sweep_records, pc, tags={"case": "SC", "sweep": "full", **tags})
+        self._counting_requests("SC", size=o.sweep_records, pc=pc, rep=rep, label="SC sweep empty",
+                                keep_topics=True, row_tags={"sweep": "empty", **tags}, settings=settings, extra=extra)
+        self.drop_outputs(settings)
+        _row, settings = self._counting_requests(
+            "SC", size=o.sweep_small, pc=pc, rep=rep, label="SC sweep small", keep_topics=rep == 1,
+            row_tags={"sweep": "small", **tags}, extra=extra)
+        if rep == 1:
+            self.check_s(settings, o.sweep_small, pc, tags={"case": "SC", "sweep": "small", **tags})
+            self.drop_outputs(settings)
 
     def _counting_requests(self, case: str, **kwargs) -> tuple[dict, ShopSettings]:
         """:meth:`run_case`, with the transactional requests the brokers served meanwhile in the row

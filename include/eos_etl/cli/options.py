@@ -100,6 +100,22 @@ def add_shop(p: argparse.ArgumentParser) -> None:
                    type=ID("transactional-id prefix"),
                    help="ownership claim: ids are <prefix>-<topic>-<partition>; never share between pipelines")
     g.add_argument("--max-payload-bytes", type=POSITIVE("--max-payload-bytes"), default=DEFAULT_MAX_PAYLOAD_BYTES)
+    g.add_argument("--writer-slots", type=writer_slots, default=None, metavar="N|none",
+                   help="publish with N transactional ids (<prefix>-<topic>-s<i>of<N>, partition p by slot p %% N), "
+                        "or one per partition (none, the default); changed only with `offsets reslot`")
+
+
+def writer_slots(text: str) -> int | None:
+    """``--writer-slots``: a positive count, or ``none`` (one transactional id per partition)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--writer-slots: expected a positive count or none, got {text!r}")
+    return value
 
 
 def shop_settings_from_args(args) -> ShopSettings:

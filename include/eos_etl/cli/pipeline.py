@@ -20,6 +20,9 @@ from ..engine import checkpoint_log
 from ..engine.planner import positions, recovery_command
 from ..engine.position import Verdict, lineage_position
 from ..engine.publisher import publish_without_spark, reset_positions
+from ..engine.errors import PublishError
+from ..engine.recovery import reslot_positions
+from ..engine.slots import describe as describe_slots
 from ..engine.preflight import preflight
 from ..engine.window import OffsetRange
 from ..errors import ConfigurationError
@@ -199,8 +202,10 @@ def _spark_conf_from_args(args) -> dict[str, str]:
 def _add_offsets(sub) -> None:
     p = sub.add_parser("offsets", help="each input partition's position and the row of docs/positions.md that "
                        "decides it; restore: commit the positions the checkpoint records or the outputs' lineage "
-                       "prove; reset: commit a position an operator decides for the partitions named")
-    p.add_argument("action", choices=["show", "restore", "reset"])
+                       "prove; reset: commit a position an operator decides for the partitions named; reslot: "
+                       "commit every position again under --writer-slots, fencing the old transactional ids "
+                       "(no run may be going on)")
+    p.add_argument("action", choices=["show", "restore", "reset", "reslot"])
     p.add_argument("--from-lineage", action="store_true",
                    help="restore: also the partitions whose position only the outputs' lineage holds (one past "
                         "the largest source_offset this pipeline published from this topic)")
@@ -253,7 +258,19 @@ def cmd_offsets(args) -> int:
     found = positions(admin, pipeline, parts, lineage_progress=lambda line: print(line, file=sys.stderr))
     pipeline = replace(pipeline, input_topic_id=found.topic_id)  # the records it commits name this topic
     rows = {p: _offsets_row(found, p) for p in parts}
-    if args.action == "reset":
+    if args.action in ("reset", "restore"):
+        found.check_grouping(pipeline)  # exit 2 naming `offsets reslot`: nothing moved
+    if args.action == "reslot":
+        outcome = reslot_positions(pipeline, _groupings(found), parts)
+        for p in outcome["retagged"]:
+            rows[p]["writer_slots"] = pipeline.writer_slots
+        print(f"{pipeline.input_topic} partitions {sorted(outcome['retagged'])} of group {pipeline.group} now "
+              f"published with {describe_slots(pipeline.writer_slots)} (positions unchanged); the other "
+              "groupings' transactional ids fenced", file=sys.stderr)
+        if outcome["changed"]:
+            raise PublishError(f"partitions {outcome['changed']} were committed under another grouping while the "
+                               "reslot ran (a run of the pipeline is going on?): stop it and run offsets reslot again")
+    elif args.action == "reset":
         todo = _reset_positions(pipeline, found, args.partitions, args.to)
         done = {r.partition: r.committed_before for r in reset_positions(pipeline, todo)}
         for p, before in done.items():
@@ -282,10 +299,19 @@ def _offsets_row(found, p: int) -> dict:
            "checkpoint": state.record.to_dict() if state.record is not None else None,
            "input_earliest": state.log_start, "input_last_stable": state.log_end,
            "position": decision.offset, "from": _SOURCES.get(decision.row.name, "unknown"),
+           "writer_slots": found.groupings().get(p),
            "row": decision.row.name, "decision": decision.verdict.value, "why": decision.row.why}
     if decision.row.name == "lineage-found":
         row["position"] = lineage_position(state)
     return row
+
+
+def _groupings(found) -> dict[int, int | None]:
+    """Per partition with a committed position of this topic, the writer slots its record names (a group
+    offset without a record of this topic: committed before checkpoint records named their grouping)."""
+    named = found.groupings()
+    return {p: named.get(p) for p, state in found.states.items()
+            if state.group_offset is not None or p in named}
 
 
 def _restore_positions(pipeline, found, *, from_lineage: bool) -> dict[int, int]:

@@ -21,22 +21,70 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ..errors import ConfigurationError
 from ..kafka.errors import KafkaSetupError
-from ..kafka.group_offsets import fetch_committed
+from ..kafka.group_offsets import fetch_committed_with_metadata
 from ..kafka.reachability import unreachable
 from ..kafka.reader import first_visible_offset
 from ..kafka.retry import describe_kafka_exception, is_retriable, retry_until
-from . import checkpoint_log
+from . import checkpoint_log, slots
 from .checkpoint_log import CheckpointEntry
 from .position import resumed_position
 
 log = logging.getLogger(__name__)
 
 
+def checkpoint_consumer(config):
+    """The consumer a checkpoint reads with (the group's offsets, the window-end proof)."""
+    conf = config.consumer_settings()
+    conf.setdefault("log_level", 3)
+    # Its reads are bounded ones (the window-end proof): a fetch that found nothing new must not
+    # hold the next assign for the broker's default long poll (500 ms), as a read that reached
+    # the range's end leaves one in flight.
+    conf.setdefault("fetch.wait.max.ms", 10)
+    # A proof that starts below the log start (records deleted while the task ran) must fail, not
+    # jump to the log end (librdkafka's default reset) and prove an end over records never published.
+    conf["auto.offset.reset"] = "error"
+    # Never subscribes: the group has no active members, so offsets are
+    # committed with the "simple consumer" group metadata and the
+    # transactional.id's epoch alone fences zombies.
+    return Consumer(conf)
+
+
+class SlotCheckpoints:
+    """The checkpoints of one writer slot's partitions (:meth:`of`), sharing one consumer and one
+    answer to how many partitions the input has; used one at a time (a consumer is not shared
+    between threads here)."""
+
+    def __init__(self, config, timeout_s: float = 30.0, *, grouping: int | None | str = "config"):
+        self._config = config
+        self._timeout_s = timeout_s
+        self._grouping = grouping
+        self._consumer = None
+        self.input_partitions: int | None = None  # the input's partition count, once one checkpoint asked
+
+    def of(self, partition: int) -> "PartitionCheckpoint":
+        if self._consumer is None:
+            self._consumer = checkpoint_consumer(self._config)
+        return PartitionCheckpoint(self._config, partition, self._timeout_s, shared=self, grouping=self._grouping)
+
+    @property
+    def consumer(self):
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+
 class PartitionCheckpoint:
-    def __init__(self, config, partition: int, timeout_s: float = 30.0):
+    def __init__(self, config, partition: int, timeout_s: float = 30.0, *, shared: SlotCheckpoints | None = None,
+                 grouping: int | None | str = "config"):
         """``config``: the :class:`~eos_etl.engine.pipeline.PipelineConfig` of the pipeline, bound to the
         input topic's id (:meth:`~eos_etl.engine.pipeline.PipelineConfig.bound_to`): every record this
-        checkpoint writes names the topic its position was taken on, so none can pass for another's."""
+        checkpoint writes names the topic its position was taken on, so none can pass for another's.
+        ``shared``: its slot's checkpoints, whose consumer it reads with (closed by them, not by this one).
+        ``grouping``: the writer slots its commits name (:mod:`.slots`), if not ``config``'s: a reslot's,
+        which commits with the old ids the grouping that owns the partitions from then on."""
         if not config.input_topic_id:
             raise ConfigurationError(f"a checkpoint of {config.input_topic}[{partition}] needs the input topic's id "
                                      "(PipelineConfig.bound_to(window) binds it)")
@@ -47,21 +95,13 @@ class PartitionCheckpoint:
         self._connection = config.connection
         self._run_id = config.run_id
         self._topic_id = config.input_topic_id
+        self._writer_slots = config.writer_slots if grouping == "config" else grouping
+        # The writer slots the last commit read by committed() names (engine.slots); None: none, or no slots.
+        self.committed_grouping: int | None = None
         self._timeout_s = timeout_s
+        self._shared = shared
         self._input_partitions: int | None = None
-        conf = config.consumer_settings()
-        conf.setdefault("log_level", 3)
-        # Its reads are bounded ones (the window-end proof): a fetch that found nothing new must not
-        # hold the next assign for the broker's default long poll (500 ms), as a read that reached
-        # the range's end leaves one in flight.
-        conf.setdefault("fetch.wait.max.ms", 10)
-        # A proof that starts below the log start (records deleted while the task ran) must fail, not
-        # jump to the log end (librdkafka's default reset) and prove an end over records never published.
-        conf["auto.offset.reset"] = "error"
-        # Never subscribes: the group has no active members, so offsets are
-        # committed with the "simple consumer" group metadata and the
-        # transactional.id's epoch alone fences zombies.
-        self._consumer = Consumer(conf)
+        self._consumer = shared.consumer if shared is not None else checkpoint_consumer(config)
 
     def committed(self) -> int | None:
         """The partition's committed position, or None if the pipeline never committed one, as
@@ -76,6 +116,7 @@ class PartitionCheckpoint:
             return offset
         entry = self.logged()
         position = resumed_position(None, entry, self._topic_id)
+        self.committed_grouping = entry.writer_slots if position is not None else None
         if position is not None:
             log.warning("%s[%d]: group %s has no committed offset (expired?); resuming from its checkpoint record: "
                         "%d (run %s)", self.topic, self.partition, self.group, position, entry.run_id)
@@ -85,12 +126,14 @@ class PartitionCheckpoint:
         """The group's committed offset of this partition (stable: the checkpoint's consumer reads
         read_committed; :func:`~eos_etl.kafka.group_offsets.fetch_committed`), None if it has none."""
 
-        def ask(timeout: float) -> int | None:
-            return fetch_committed(self._consumer, self.topic, [self.partition], timeout)[self.partition]
+        def ask(timeout: float) -> tuple[int | None, str]:
+            return fetch_committed_with_metadata(self._consumer, self.topic, [self.partition], timeout)[self.partition]
 
         try:
-            return retry_until(ask, what=f"committed offset of {self.topic}[{self.partition}]",
-                               deadline_s=self._timeout_s, attempt_timeout_s=min(10.0, self._timeout_s))
+            offset, metadata = retry_until(ask, what=f"committed offset of {self.topic}[{self.partition}]",
+                                           deadline_s=self._timeout_s, attempt_timeout_s=min(10.0, self._timeout_s))
+            self.committed_grouping = slots.grouping_of_metadata(metadata)
+            return offset
         except KafkaException as exc:
             if is_retriable(exc):  # no answer within the deadline: lost at runtime, or never reachable
                 raise unreachable(self._connection, f"no broker answered the committed offset of "
@@ -120,18 +163,23 @@ class PartitionCheckpoint:
         return self._consumer.consumer_group_metadata()
 
     def offsets(self, next_offset: int) -> list[TopicPartition]:
-        return [TopicPartition(self.topic, self.partition, next_offset)]
+        """The group's offset to commit, with the writer slots that commit it as its metadata (:mod:`.slots`)."""
+        if metadata := slots.offset_metadata(self._writer_slots):
+            return [TopicPartition(self.topic, self.partition, next_offset, metadata=metadata)]
+        return [TopicPartition(self.topic, self.partition, next_offset)]  # as every commit before slots
 
     def stage(self, producer, next_offset: int) -> None:
         """Add the position ``next_offset`` to ``producer``'s open transaction: the checkpoint
         record, then the group's offset. Both commit with the transaction or not at all."""
         entry = CheckpointEntry(self.partition, next_offset, self._partitions_of_input(), self._run_id, 0,
-                                self._topic_id)
+                                self._topic_id, self._writer_slots)
         producer.produce_to(self.log_topic, self.partition,
                             checkpoint_log.key(self.group, self.topic, self.partition), entry.value())
         producer.send_offsets_to_transaction(self.offsets(next_offset), self.group_metadata())
 
     def _partitions_of_input(self) -> int:
+        if self._input_partitions is None and self._shared is not None and self._shared.input_partitions:
+            self._input_partitions = max(self._shared.input_partitions, self.partition + 1)
         if self._input_partitions is None:
             try:
                 md = self._consumer.list_topics(self.topic, timeout=self._timeout_s)
@@ -144,7 +192,10 @@ class PartitionCheckpoint:
                     f"cannot read the partitions of {self.topic}: {describe_kafka_exception(exc)}") from exc
             # Never fewer than this partition's number + 1, even from a metadata answer that lags.
             self._input_partitions = max(len(md.topics[self.topic].partitions), self.partition + 1)
+            if self._shared is not None:
+                self._shared.input_partitions = self._input_partitions
         return self._input_partitions
 
     def close(self) -> None:
-        self._consumer.close()
+        if self._shared is None:
+            self._consumer.close()

@@ -14,7 +14,8 @@ segment, rolled hourly).
 A record: key ``["<group>", "<input topic>", <partition>]`` (JSON), value
 ``{"next_offset": N, "input_partitions": P, "run_id": "..."}`` (JSON),
 timestamp the time of the commit; ``"topic_id"`` (the input topic's id, see
-:meth:`~eos_etl.kafka.admin.ClusterAdmin.topic_id`) when the run knew it. ``input_partitions`` is how many partitions
+:meth:`~eos_etl.kafka.admin.ClusterAdmin.topic_id`) when the run knew it;
+``"writer_slots": S`` when the pipeline publishes with ``S`` writer slots (:mod:`.slots`). ``input_partitions`` is how many partitions
 the input topic had when the record was written, so a reader can tell "this
 partition is newer than the pipeline's last run" from "this partition was never
 checkpointed". The record for input partition ``p`` goes to partition ``p`` of
@@ -94,11 +95,14 @@ class CheckpointEntry:
     run_id: str
     timestamp_ms: int
     topic_id: str = ""  # the input topic's id the position was taken on; empty: not recorded
+    writer_slots: int | None = None  # the writer slots that committed it (PipelineConfig.writer_slots)
 
     def value(self) -> bytes:
         data = {"next_offset": self.next_offset, "input_partitions": self.input_partitions, "run_id": self.run_id}
         if self.topic_id:
             data["topic_id"] = self.topic_id
+        if self.writer_slots is not None:
+            data["writer_slots"] = self.writer_slots
         return json.dumps(data, separators=(",", ":")).encode()
 
     def on_other_topic(self, topic_id: str) -> bool:
@@ -110,6 +114,8 @@ class CheckpointEntry:
                 "committed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.timestamp_ms / 1000))}
         if self.topic_id:
             data["topic_id"] = self.topic_id
+        if self.writer_slots is not None:
+            data["writer_slots"] = self.writer_slots
         return data
 
 
@@ -122,8 +128,10 @@ def decode(group: str, input_topic: str, raw_key: bytes | None, raw_value: bytes
         if g != group or t != input_topic or raw_value is None:
             return None
         data = json.loads(raw_value)
+        slots = data.get("writer_slots")
         return CheckpointEntry(int(p), int(data["next_offset"]), int(data["input_partitions"]),
-                               str(data.get("run_id", "")), timestamp_ms, str(data.get("topic_id", "")))
+                               str(data.get("run_id", "")), timestamp_ms, str(data.get("topic_id", "")),
+                               int(slots) if slots is not None else None)
     except (ValueError, TypeError, KeyError):
         return None
 

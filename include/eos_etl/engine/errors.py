@@ -40,7 +40,7 @@ class ProducerFencedError(PublishError):
     What the attempt knew when it was fenced, for :mod:`.superseded` (None: not known):
     ``transaction_age_s``, how long its transaction had been open (None: none was);
     ``transaction_timeout_s``, the transaction's timeout; ``position``, the committed position
-    it last knew (set by the publisher).
+    it last knew, and ``partition``, the input partition it was publishing (both set by the publisher).
     """
 
     def __init__(self, message: str, *, transaction_age_s: float | None = None,
@@ -49,6 +49,7 @@ class ProducerFencedError(PublishError):
         self.transaction_age_s = transaction_age_s
         self.transaction_timeout_s = transaction_timeout_s
         self.position: int | None = None
+        self.partition: int | None = None
 
 
 class WindowEndNotReachedError(PublishError):
@@ -93,5 +94,13 @@ class PositionBeyondLogError(EngineError):
     partition's log end: the input topic was deleted and created again, or truncated. Planning from it
     would skip every record up to it without a word. An operator decides where the pipeline goes on
     from (``offsets reset``) before anything is published (exit code 2)."""
+
+    exit_code = EXIT_CONFIGURATION
+
+
+class WriterSlotsChangedError(EngineError):
+    """The pipeline's positions were committed under another grouping of its partitions into writer slots
+    (:mod:`.slots`) than this run's: publishing now would let two transactional ids commit one partition.
+    An operator changes the grouping with ``offsets reslot`` (exit code 2)."""
 
     exit_code = EXIT_CONFIGURATION

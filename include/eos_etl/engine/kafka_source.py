@@ -41,13 +41,36 @@ def kafka_batch_reader(spark, connection: KafkaConnection):
     return reader
 
 
+#: Spark's SQL setting that makes a union of children with one partitioning keep it (their partitions zipped).
+UNION_OUTPUT_PARTITIONING = "spark.sql.unionOutputPartitioning"
+
+
 def read_window(spark, config: PipelineConfig, window: Window):
-    """Spark's Kafka source over exactly the window, read_committed, failing on data loss."""
-    partitions = list(window.nonempty())
+    """Spark's Kafka source over exactly the window, read_committed, failing on data loss: one Spark
+    partition per input partition, or with writer slots one per slot (:mod:`.slots`)."""
+    if config.writer_slots is None:
+        return _read(spark, config, window, list(window.nonempty()))
+    slots: dict[int, list[int]] = {}
+    for p in window.nonempty():
+        slots.setdefault(config.slot_of(p), []).append(p)
+    # Per slot its partitions' read, coalesced into one Spark partition (a narrow dependency: one task
+    # iterates the slot's Kafka partitions one after another, each in offset order, no shuffle), and the
+    # slots' reads side by side in one DataFrame, a Spark partition each. Spark 4 would zip the partitions
+    # of union children that share one partitioning (all single partitions here) into one: off for this
+    # session, so each slot stays a task of its own (a slot's task refuses another slot's records anyway).
+    spark.conf.set(UNION_OUTPUT_PARTITIONING, "false")
+    reads = [_read(spark, config, window, partitions).coalesce(1) for _slot, partitions in sorted(slots.items())]
+    frame = reads[0]
+    for read in reads[1:]:
+        frame = frame.union(read)
+    return frame
+
+
+def _read(spark, config: PipelineConfig, window: Window, partitions: list[int]):
     return (
         kafka_batch_reader(spark, config.connection).option("assign", json.dumps({window.topic: partitions}))
-        .option("startingOffsets", window.spark_starting_offsets())
-        .option("endingOffsets", window.spark_ending_offsets())
+        .option("startingOffsets", window.spark_starting_offsets(partitions))
+        .option("endingOffsets", window.spark_ending_offsets(partitions))
         .option("kafka.isolation.level", "read_committed")
         .option("failOnDataLoss", "true")
         .load()

@@ -65,8 +65,13 @@ class PipelineConfig:
     # record carries it, so a later plan tells a topic deleted and created again from the one the
     # position was taken on. Empty: not known (a config not yet bound to a plan).
     input_topic_id: str = ""
+    # Writer slots (engine.slots): None, one transactional id per input partition; S, S ids, input
+    # partition p written by slot p % S with one producer per slot. Changed only by `offsets reslot`.
+    writer_slots: int | None = None
 
     def __post_init__(self) -> None:
+        if self.writer_slots is not None and (type(self.writer_slots) is not int or self.writer_slots < 1):
+            raise ConfigurationError(f"writer_slots must be a positive integer or unset, not {self.writer_slots!r}")
         if not self.transactional_id_prefix or any(c.isspace() for c in self.transactional_id_prefix):
             raise ConfigurationError("transactional_id_prefix must be a non-empty string without spaces")
         if len(self.checkpoint_topic) > 249:
@@ -104,8 +109,20 @@ class PipelineConfig:
         """What every transactional id of this pipeline starts with (its prefixed ACL's name)."""
         return f"{self.transactional_id_prefix}-{self.input_topic}-"
 
+    def slot_of(self, partition: int) -> int:
+        """The writer slot that publishes input ``partition`` (:mod:`.slots`): itself without slots."""
+        return partition if self.writer_slots is None else partition % self.writer_slots
+
+    def slot_transactional_id(self, slot: int) -> str:
+        """Slot ``slot``'s transactional id: ``<stem><p>`` without slots, ``<stem>s<slot>of<S>`` with
+        ``S`` slots (the count in the id: a new count never reuses an old id)."""
+        if self.writer_slots is None:
+            return f"{self.transactional_id_stem}{slot}"
+        return f"{self.transactional_id_stem}s{slot}of{self.writer_slots}"
+
     def transactional_id(self, partition: int) -> str:
-        return f"{self.transactional_id_stem}{partition}"
+        """The transactional id that publishes input ``partition`` (its slot's)."""
+        return self.slot_transactional_id(self.slot_of(partition))
 
     def resources(self):
         """The Kafka resources this pipeline uses, for its ACLs (:mod:`eos_etl.kafka.grants`)."""

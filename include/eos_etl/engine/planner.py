@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from ..kafka.admin import ClusterAdmin, PartitionOffsets
 from ..kafka.errors import UnstableOffsetsError
 from ..kafka.group_offsets import GroupOffsetsReader
-from . import checkpoint_log
+from . import checkpoint_log, slots
 from .checkpoint_log import CheckpointEntry
 from .errors import InputDataLossError, PositionBeyondLogError, PositionLostError
 from .lineage_positions import read_lineage
@@ -85,6 +85,17 @@ class Positions:
     states: dict[int, PartitionState]
     decisions: dict[int, Decision]
     held: tuple[int, ...] = ()
+
+    def groupings(self) -> dict[int, int | None]:
+        """Per partition whose checkpoint record names this topic, the writer slots it was committed with
+        (:mod:`.slots`); records of a topic of the same name deleted since say nothing of this one."""
+        return {p: s.record.writer_slots for p, s in self.states.items()
+                if s.record is not None and s.record.topic_id == self.topic_id}
+
+    def check_grouping(self, config: PipelineConfig) -> None:
+        """Exit code 2 (:class:`~.errors.WriterSlotsChangedError`) unless every position in use was committed
+        with ``config``'s writer slots."""
+        slots.check_grouping(config, self.groupings())
 
     def stopped(self) -> dict[int, Decision]:
         return {p: d for p, d in self.decisions.items() if d.verdict is Verdict.STOP}
@@ -217,6 +228,7 @@ def plan_window(
     admin.check_reachable()  # in 1 s slices: rejected credentials fail in about a second
     parts = partitions if partitions is not None else admin.partitions(topic)
     found = positions(admin, config, parts, policy=start_policy, recover=recover)
+    found.check_grouping(config)
     found.raise_if_stopped(config)
     time_caps = admin.offsets_for_time(topic, parts, until_timestamp_ms) if until_timestamp_ms is not None else {}
     ranges: dict[int, OffsetRange] = {}

@@ -1,23 +1,27 @@
-"""The publishing task: what each Spark task of a run does with its input partition.
+"""The publishing task: what each Spark task of a run does with its writer slot's input partitions.
 
 The driver runs ``mapInArrow(publish_task(config, window), result_schema())`` over the
-transform's columns; Spark's Kafka source makes one Spark partition per input partition and the
-transform keeps it (:mod:`.transform_contract`), so each task publishes one input partition:
+transform's columns; Spark's Kafka source makes one Spark partition per input partition, or with
+writer slots one per slot, its partitions one after another (:func:`~.kafka_source.read_window`),
+and the transform keeps it (:mod:`.transform_contract`), so each task publishes one slot (without
+slots: one partition):
 
 1. wait for the first non-empty Arrow batch; with none, return no row (the driver commits the
-   partition's window end without Spark: a range of only aborted records or markers);
-2. decode the batches into input records (:func:`~.arrow_codec.arrow_records`), failing with
-   :class:`~eos_etl.engine.errors.TransformContractError` on a batch that holds another input
-   partition (the transform shuffled);
-3. publish them with :class:`~.publisher.PartitionPublisher` under a
-   :class:`~.watchdog.StallWatchdog`: a task with no progress for ``stall_timeout_s`` is crashed
-   so that Spark retries it;
+   partitions' window ends without Spark: ranges of only aborted records or markers); its
+   partition names the slot;
+2. split the batches into one stream per run of one partition's rows (:class:`StreamDecoder`),
+   decoded into input records (:func:`~.arrow_codec.arrow_records`);
+3. publish them with :class:`~.publisher.SlotPublisher` under a :class:`~.watchdog.StallWatchdog`
+   (a task with no progress for ``stall_timeout_s`` is crashed so that Spark retries it), which
+   fails with :class:`~eos_etl.engine.errors.TransformContractError` on a partition of another slot
+   or one that comes twice (the transform shuffled);
 4. fenced by another attempt of itself (a retry, speculation): step aside until that attempt
-   finishes (:func:`~.superseded.step_aside`), then fail as fenced;
-5. return one row, ``partition INT, result STRING``: its
-   :class:`~.publisher.PartitionResult` as JSON, with the time spent waiting for Spark's
-   batches (reading Kafka, running the transform) as ``read_seconds`` and the task's Spark
-   partition (which names the input partition of every attempt of that task in the summary).
+   finishes the partition this one was publishing (:func:`~.superseded.step_aside`), then fail as
+   fenced;
+5. return a row per partition of the slot, ``partition INT, result STRING``: its
+   :class:`~.publisher.PartitionResult` as JSON, with its share of the time spent waiting for
+   Spark's batches (reading Kafka, running the transform) as ``read_seconds`` and the task's Spark
+   partition (which names the input partitions of every attempt of that task in the summary).
 
 The function is built on the driver and pickled to the executors with its JSON arguments (the
 pipeline's config and the window) and what the driver knows of the cluster: that it answered
@@ -38,9 +42,9 @@ from ..kafka import reachability
 from ..logging_setup import configure_task_logging
 from . import failpoints
 from .arrow_codec import arrow_records, result_batch
-from .errors import ProducerFencedError, TransformContractError
+from .errors import ProducerFencedError
 from .pipeline import PipelineConfig
-from .publisher import PartitionPublisher
+from .publisher import SlotPublisher
 from .superseded import step_aside
 from .task_process import named_as_task
 from .watchdog import StallWatchdog
@@ -76,6 +80,49 @@ class ReadTimer:
             self.seconds += time.monotonic() - t
 
 
+class StreamDecoder:
+    """Spark's Arrow batches of one task as ``(partition, records)`` streams, one per run of rows of one
+    input partition (a writer slot's task reads its partitions one after another, and a batch may hold the
+    end of one and the start of the next), each decoded into input records a batch slice at a time
+    (:func:`~.arrow_codec.arrow_records`). ``seconds``: per partition, the time spent decoding."""
+
+    def __init__(self, batches):
+        self._batches = batches
+        self.seconds: dict[int, float] = {}
+
+    def _runs(self):
+        """``(partition, batch slice)`` per run of one partition's rows, in order."""
+        import pyarrow.compute as pc  # deferred: paid in the Python workers (see publish_task)
+
+        for batch in self._batches:
+            if not batch.num_rows:
+                continue
+            col = batch.column("partition")
+            low, high = pc.min_max(col).values()
+            if low == high:
+                yield low.as_py(), batch
+                continue
+            parts = col.to_pylist()
+            start = 0
+            for i in range(1, len(parts) + 1):
+                if i == len(parts) or parts[i] != parts[start]:
+                    yield parts[start], batch.slice(start, i - start)
+                    start = i
+
+    def streams(self):
+        for partition, runs in itertools.groupby(self._runs(), key=lambda run: run[0]):
+            yield partition, self._records(partition, runs)
+
+    def _records(self, partition: int, runs):
+        for _p, batch in runs:
+            t = time.monotonic()
+            # A batch at a time (Spark's Arrow batches, 10,000 rows by default), so its decoding is timed
+            # with two clock reads, not two per record.
+            decoded = list(arrow_records(batch))
+            self.seconds[partition] = self.seconds.get(partition, 0.0) + time.monotonic() - t
+            yield from decoded
+
+
 def publish_task(config_json: str, window_json: str, *, answered: bool = False):
     """Build the function each Spark task runs over its Arrow batches; ``answered``: the cluster answered the
     driver in this run (:func:`~eos_etl.kafka.reachability.has_answered`), so the task's process remembers it."""
@@ -85,9 +132,7 @@ def publish_task(config_json: str, window_json: str, *, answered: bool = False):
             yield from _publish(batches)
 
     def _publish(batches):
-        # Deferred: pyarrow's and pyspark's imports are paid in the Python workers, not by everything that
-        # imports the engine.
-        import pyarrow.compute as pc
+        # Deferred: pyspark's import is paid in the Python workers, not by everything that imports the engine.
         from pyspark import TaskContext
 
         t_task, cpu_task = time.monotonic(), time.process_time()
@@ -101,41 +146,35 @@ def publish_task(config_json: str, window_json: str, *, answered: bool = False):
         if first is None:
             return  # no rows in this Spark partition; the driver commits its offsets
         partition = first.column("partition")[0].as_py()
-        log.info("task for %s[%d]: first batch (%d rows) %.2fs after the task function started",
-                 window.topic, partition, first.num_rows, time.monotonic() - t_task)
-
-        decode_seconds = 0.0  # the time spent turning batches into records
-
-        def records():
-            nonlocal decode_seconds
-            for batch in itertools.chain([first], batches):
-                if not batch.num_rows:
-                    continue
-                t = time.monotonic()
-                col = batch.column("partition")
-                if pc.min(col).as_py() != partition or pc.max(col).as_py() != partition:
-                    raise TransformContractError("a Spark partition holds several Kafka partitions; no shuffle allowed")
-                # A batch at a time (Spark's Arrow batches, 10,000 rows by default), so its decoding is timed
-                # with two clock reads, not two per record.
-                decoded = list(arrow_records(batch))
-                decode_seconds += time.monotonic() - t
-                yield from decoded
-
+        slot = config.slot_of(partition)
+        ranges = {p: r for p, r in window.nonempty().items() if config.slot_of(p) == slot}
+        log.info("task for %s[%d] (writer slot %d of %d partitions): first batch (%d rows) %.2fs after the task "
+                 "function started", window.topic, partition, slot, len(ranges), first.num_rows,
+                 time.monotonic() - t_task)
+        decoding = StreamDecoder(itertools.chain([first], batches))
         try:
             with StallWatchdog(config.effective_stall_timeout_s) as watchdog:
-                result = PartitionPublisher(config, partition, window.ranges[partition],
-                                            on_progress=watchdog.kick, call_bound=watchdog.bounded
-                                            ).publish(records())
+                results = SlotPublisher(config, ranges, on_progress=watchdog.kick, call_bound=watchdog.bounded
+                                        ).publish(decoding.streams())
         except ProducerFencedError as exc:
-            # Another attempt of this task (speculation, a retry) took over: let it finish, if there is one.
-            step_aside(config, partition, window.ranges[partition].end, exc)
+            # Another attempt of this task (speculation, a retry) took over: let it finish the partition this
+            # one was publishing, if there is one.
+            fenced = partition if exc.partition is None else exc.partition
+            step_aside(config, fenced, window.ranges[fenced].end, exc)
             raise
-        failpoints.hit("before_report", partition)
-        result.read_seconds = round(batches.seconds, 3)
-        result.decode_seconds = round(decode_seconds, 3)
-        # The Python worker's CPU (its threads too: librdkafka's), for the per-record breakdown.
-        result.worker_cpu_seconds = round(time.process_time() - cpu_task, 3)
-        result.spark_partition = TaskContext.get().partitionId()
-        yield result_batch(partition, json.dumps(result.to_dict()))
+        for result in results:
+            failpoints.hit("before_report", result.partition)
+        # The Python worker's CPU (its threads too: librdkafka's), for the per-record breakdown: the slot's
+        # task is one process, so its partitions share it, each its part of the records read.
+        cpu = time.process_time() - cpu_task
+        read = max(1, sum(r.records_read for r in results))
+        spark_partition = TaskContext.get().partitionId()
+        for result in results:
+            share = result.records_read / read if len(results) > 1 else 1.0
+            result.read_seconds = round(batches.seconds * share, 3)
+            result.decode_seconds = round(decoding.seconds.get(result.partition, 0.0), 3)
+            result.worker_cpu_seconds = round(cpu * share, 3)
+            result.spark_partition = spark_partition
+            yield result_batch(result.partition, json.dumps(result.to_dict()))
 
     return publish

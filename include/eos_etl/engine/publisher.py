@@ -1,12 +1,19 @@
-"""Publish one input partition's slice of a window exactly once.
+"""Publish one writer slot's slices of a window exactly once, partition by partition.
 
-For input partition ``p`` with window range ``[start, end)``:
+A writer slot (:mod:`.slots`) is one transactional id and the input partitions it
+publishes: without slots, one partition's own id, ``<prefix>-<topic>-<p>``.
+:class:`SlotPublisher` initialises the slot's producer once (step 1) and runs steps 2 to
+4 for each of its partitions in turn on it, each partition's transactions committed or
+aborted before the next one's begin. For input partition ``p`` with window range
+``[start, end)``:
 
-1. ``init_transactions`` with transactional.id ``<prefix>-<topic>-<p>``: fences
-   any earlier attempt (a retried task, a second run, a paused zombie) and
-   aborts whatever it left open.
+1. ``init_transactions`` with the slot's transactional.id: fences any earlier
+   attempt (a retried task, a second run, a paused zombie) and aborts whatever
+   it left open.
 2. Read the partition's committed position (the group's offset, stable; where
-   Kafka deleted it, the checkpoint topic's record: :mod:`.checkpoint`). Input
+   Kafka deleted it, the checkpoint topic's record: :mod:`.checkpoint`), and
+   refuse it if another grouping of writer slots committed it
+   (:class:`~.errors.WriterSlotsChangedError`, exit code 2). Input
    records below it were published by an earlier attempt and are skipped, so a
    retry or a rerun of the same window publishes nothing twice.
 3. Produce each remaining record's outputs, in input order, in a transaction;
@@ -46,9 +53,10 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 
 from ..kafka.reader import RangeDeletedError
-from . import failpoints, offsets_retention
-from .checkpoint import PartitionCheckpoint
-from .errors import ProducerFencedError, PublishError, WindowEndNotReachedError, WindowMismatchError
+from . import failpoints, offsets_retention, slots
+from .checkpoint import PartitionCheckpoint, SlotCheckpoints
+from .errors import (ProducerFencedError, PublishError, TransformContractError, WindowEndNotReachedError,
+                     WindowMismatchError)
 from .pipeline import PipelineConfig
 from .producer import TransactionalProducer
 from .transaction_loop import POLL_EVERY, InputRecord, LineageWriter, TransactionLoop
@@ -82,74 +90,55 @@ class PartitionResult:
         return asdict(self)
 
 
-class PartitionPublisher:
+class _Lane:
+    """One input partition's steps inside its slot's publish (steps 2 to 4 of the module's docstring),
+    on the slot's producer, which no other lane uses meanwhile: every transaction it opens it also
+    commits or aborts before the next partition's lane begins."""
+
     def __init__(self, config: PipelineConfig, partition: int, offset_range: OffsetRange,
-                 on_progress: Callable[[], None] | None = None,
-                 call_bound: Callable[[float], AbstractContextManager] | None = None):
+                 checkpoint: PartitionCheckpoint, on_progress: Callable[[], None]):
         self.config = config
-        # Bounds each blocking producer call (the task's watchdog; see TransactionalProducer).
-        self._call_bound = call_bound
-        # Called after every commit and every POLL_EVERY records (kicks the stall watchdog).
-        self._on_progress = on_progress or (lambda: None)
         self.partition = partition
         self.range = offset_range
-        self.transactional_id = config.transactional_id(partition)
+        self.checkpoint = checkpoint
+        self._on_progress = on_progress
+        self.loop: TransactionLoop | None = None
+        self.committed: int | None = None
 
-    def publish(self, records: Iterable[InputRecord]) -> PartitionResult:
+    def publish(self, producer, records: Iterable[InputRecord]) -> PartitionResult:
         t0 = time.monotonic()
         p = self.partition
-        failpoints.load(self.config.failpoints)
-        producer = TransactionalProducer(
-            self.config.producer_settings(p), retry_deadline_s=self.config.retry_deadline_s,
-            call_bound=self._call_bound,
-        )
-        checkpoint = PartitionCheckpoint(self.config, p)
-        self._active_loop: TransactionLoop | None = None
-        committed: int | None = None
-        try:
-            producer.init_transactions()
-            failpoints.hit("after_init", p)
-            committed = checkpoint.committed()
-            failpoints.hit("after_committed_read", p)
-            result = PartitionResult(
-                partition=p,
-                transactional_id=self.transactional_id,
-                start=self.range.start,
-                end=self.range.end,
-                committed_before=committed,
-            )
-            position = self._validated_position(committed)
-            log.info(
-                "publishing %s[%d] window [%d,%d) from committed position %d as %s (run %s)",
-                self.config.input_topic, p, self.range.start, self.range.end, position,
-                self.transactional_id, self.config.run_id,
-            )
-            if position >= self.range.end:
-                # Everything already published (or nothing to publish): drain and count, then
-                # commit the position again so the group's offsets never expire while the
-                # pipeline runs.
-                for _ in records:
-                    result.records_read += 1
-                    result.records_skipped += 1
-                    if not result.records_read % POLL_EVERY:
-                        self._on_progress()
-                self._loop(producer, checkpoint, position, result).refresh()
-            else:
-                self._run_transactions(producer, checkpoint, records, position, result)
-            result.seconds = round(time.monotonic() - t0, 3)
-            log.info(
-                "done %s[%d]: read=%d skipped=%d published=%d outputs=%s transactions=%d aborts=%d in %.2fs",
-                self.config.input_topic, p, result.records_read, result.records_skipped, result.records_published,
-                result.outputs, result.transactions, result.aborts, result.seconds,
-            )
-            return result
-        except ProducerFencedError as exc:
-            # The committed position this attempt last knew: whoever commits past it took over (engine.superseded).
-            exc.position = self._active_loop.position if self._active_loop is not None else committed
-            raise
-        finally:
-            producer.close()
-            checkpoint.close()
+        self.committed = committed = self.checkpoint.committed()
+        if committed is not None:  # committed under another grouping: a stale process of it must not go on
+            slots.check_committed(self.config, p, self.checkpoint.committed_grouping)
+        failpoints.hit("after_committed_read", p)
+        result = PartitionResult(partition=p, transactional_id=self.config.transactional_id(p),
+                                 start=self.range.start, end=self.range.end, committed_before=committed)
+        position = self._validated_position(committed)
+        log.info("publishing %s[%d] window [%d,%d) from committed position %d as %s (run %s)",
+                 self.config.input_topic, p, self.range.start, self.range.end, position,
+                 result.transactional_id, self.config.run_id)
+        if position >= self.range.end:
+            # Everything already published (or nothing to publish): drain and count, then commit the
+            # position again so the group's offsets never expire while the pipeline runs.
+            for _ in records:
+                result.records_read += 1
+                result.records_skipped += 1
+                if not result.records_read % POLL_EVERY:
+                    self._on_progress()
+            self._loop(producer, position, result).refresh()
+        else:
+            self._run_transactions(producer, records, position, result)
+        result.seconds = round(time.monotonic() - t0, 3)
+        log.info("done %s[%d]: read=%d skipped=%d published=%d outputs=%s transactions=%d aborts=%d in %.2fs",
+                 self.config.input_topic, p, result.records_read, result.records_skipped, result.records_published,
+                 result.outputs, result.transactions, result.aborts, result.seconds)
+        return result
+
+    @property
+    def position(self) -> int | None:
+        """The committed position this lane last knew (None: not read yet, or none)."""
+        return self.loop.position if self.loop is not None else self.committed
 
     def _validated_position(self, committed: int | None) -> int:
         if committed is None:
@@ -162,21 +151,21 @@ class PartitionPublisher:
             )
         return committed
 
-    def _loop(self, producer, checkpoint, position: int, result: PartitionResult) -> TransactionLoop:
+    def _loop(self, producer, position: int, result: PartitionResult) -> TransactionLoop:
         cfg = self.config
         writer = LineageWriter(producer.produce, cfg.input_topic, self.partition, cfg.run_id,
                                topic_id=cfg.input_topic_id, pipeline=cfg.group)
-        self._active_loop = TransactionLoop(
-            producer, checkpoint, writer, result, position=position, validated_position=self._validated_position,
+        self.loop = TransactionLoop(
+            producer, self.checkpoint, writer, result, position=position, validated_position=self._validated_position,
             chunk_records=cfg.chunk_records, chunk_seconds=cfg.chunk_seconds, max_abort_retries=cfg.max_abort_retries,
             on_progress=self._on_progress)
-        return self._active_loop
+        return self.loop
 
-    def _run_transactions(self, producer, checkpoint, records, position, result) -> None:
+    def _run_transactions(self, producer, records, position, result) -> None:
         cfg = self.config
         p = self.partition
         end = self.range.end
-        loop = self._loop(producer, checkpoint, position, result)
+        loop = self._loop(producer, position, result)
         last_offset = -1  # of the last record published
         received = -1  # of the last record received, published or skipped
         for rec in records:
@@ -195,7 +184,7 @@ class PartitionPublisher:
                 raise PublishError(f"{cfg.input_topic}[{p}]: offset {offset} is outside the window [..,{end})")
             last_offset = offset
             loop.add(rec)
-        if (short := self._short_of_end(checkpoint, max(received + 1, loop.position), result)) is not None:
+        if (short := self._short_of_end(max(received + 1, loop.position), result)) is not None:
             loop.abandon()
             raise WindowEndNotReachedError(
                 f"{cfg.input_topic}[{p}]: the task's records stopped "
@@ -205,7 +194,7 @@ class PartitionPublisher:
             )
         loop.finish(end)
 
-    def _short_of_end(self, checkpoint: PartitionCheckpoint, after: int, result: PartitionResult) -> str | None:
+    def _short_of_end(self, after: int, result: PartitionResult) -> str | None:
         """None when the input reached the window end (nothing visible is left in [after, end)), else
         what is left there."""
         end = self.range.end
@@ -213,7 +202,7 @@ class PartitionPublisher:
             return None
         t0 = time.monotonic()
         try:
-            first = checkpoint.first_visible(after, end)
+            first = self.checkpoint.first_visible(after, end)
         except (TimeoutError, RangeDeletedError) as exc:
             return f"[{after},{end}) could not be read ({exc})"
         finally:
@@ -224,56 +213,196 @@ class PartitionPublisher:
         return None if first is None else f"offset {first} in [{after},{end}) is a record to publish"
 
 
-def reset_positions(config: PipelineConfig, positions: dict[int, int]) -> list[PartitionResult]:
-    """Commit each partition's position as given, whatever is committed now: an operator's reset
-    (the committed position points into a log that is gone). Per partition, like every publish:
-    ``init_transactions`` with its transactional.id first (fences any attempt still holding it and
-    aborts what it left open), then the group's offset and the checkpoint record in one transaction.
-    Nothing else is published."""
-    def reset(p: int, position: int) -> PartitionResult:
-        producer = TransactionalProducer(config.producer_settings(p), retry_deadline_s=config.retry_deadline_s)
-        checkpoint = PartitionCheckpoint(config, p)
+class SlotPublisher:
+    """Publish one writer slot's ranges of a window (:mod:`.slots`): one producer with the slot's
+    transactional id, initialised once (step 1), then each input partition's steps 2 to 4 in the
+    order its records arrive, and the slot's partitions that got none after them, in order.
+
+    ``streams``: ``(partition, records)`` pairs, each partition at most once, each of ``ranges``.
+    Returns one :class:`PartitionResult` per partition of ``ranges``; on failure raises the first
+    error, with nothing more committed for the partition it was publishing (a
+    :class:`~.errors.ProducerFencedError` carries that partition and its last known position).
+    """
+
+    def __init__(self, config: PipelineConfig, ranges: dict[int, OffsetRange],
+                 on_progress: Callable[[], None] | None = None,
+                 call_bound: Callable[[float], AbstractContextManager] | None = None):
+        slots = {config.slot_of(p) for p in ranges}
+        if len(slots) != 1:
+            raise ValueError(f"a slot publisher takes the partitions of one writer slot, not of {sorted(slots)}")
+        self.config = config
+        self.ranges = dict(sorted(ranges.items()))
+        self.slot = slots.pop()
+        self.transactional_id = config.slot_transactional_id(self.slot)
+        # Bounds each blocking producer call (the task's watchdog; see TransactionalProducer).
+        self._call_bound = call_bound
+        # Called after every commit and every POLL_EVERY records (kicks the stall watchdog).
+        self._on_progress = on_progress or (lambda: None)
+
+    def publish(self, streams: Iterable[tuple[int, Iterable[InputRecord]]]) -> list[PartitionResult]:
+        first = next(iter(self.ranges))
+        failpoints.load(self.config.failpoints)
+        producer = TransactionalProducer(
+            self.config.producer_settings(first), retry_deadline_s=self.config.retry_deadline_s,
+            call_bound=self._call_bound,
+        )
+        checkpoints = SlotCheckpoints(self.config)
+        lane: _Lane | None = None
+        results: dict[int, PartitionResult] = {}
         try:
             producer.init_transactions()
-            result = PartitionResult(partition=p, transactional_id=config.transactional_id(p), start=position,
-                                     end=position, committed_before=checkpoint.committed())
-            loop = TransactionLoop(
-                producer, checkpoint, LineageWriter(producer.produce, config.input_topic, p, config.run_id,
-                                                    topic_id=config.input_topic_id, pipeline=config.group), result,
-                # After an abort the loop resumes at the position validated here: the reset's, never the old one.
-                position=position, validated_position=lambda _committed: position,
-                chunk_records=config.chunk_records, chunk_seconds=config.chunk_seconds,
-                max_abort_retries=config.max_abort_retries)
-            loop.refresh()
-            log.warning("%s[%d]: group %s position reset from %s to %d (as %s, run %s)", config.input_topic, p,
-                        config.group, result.committed_before, position, result.transactional_id, config.run_id)
-            return result
+            initialised = False
+
+            def run(p: int, records: Iterable[InputRecord]) -> None:
+                nonlocal lane, initialised
+                if p not in self.ranges:
+                    raise TransformContractError(f"a Spark partition of writer slot {self.slot} holds records of "
+                                                 f"{self.config.input_topic}[{p}], not one of its partitions: "
+                                                 "no shuffle allowed")
+                if p in results:
+                    raise TransformContractError(f"the records of {self.config.input_topic}[{p}] came in two runs "
+                                                 "in one Spark partition: no shuffle allowed")
+                if not initialised:
+                    initialised = True
+                    failpoints.hit("after_init", p)
+                lane = _Lane(self.config, p, self.ranges[p], checkpoints.of(p), self._on_progress)
+                results[p] = lane.publish(producer, records)
+
+            for p, records in streams:
+                run(p, records)
+            for p in self.ranges:
+                if p not in results:
+                    run(p, ())
+            return [results[p] for p in self.ranges]
+        except ProducerFencedError as exc:
+            # The committed position this attempt last knew: whoever commits past it took over (engine.superseded).
+            if lane is not None:
+                exc.partition, exc.position = lane.partition, lane.position
+            raise
         finally:
             producer.close()
-            checkpoint.close()
+            checkpoints.close()
 
-    if not positions:
+
+class PartitionPublisher:
+    """One input partition's range on its slot's producer: a :class:`SlotPublisher` over that range alone."""
+
+    def __init__(self, config: PipelineConfig, partition: int, offset_range: OffsetRange,
+                 on_progress: Callable[[], None] | None = None,
+                 call_bound: Callable[[float], AbstractContextManager] | None = None):
+        self.partition = partition
+        self._slot = SlotPublisher(config, {partition: offset_range}, on_progress, call_bound)
+        self.transactional_id = self._slot.transactional_id
+
+    def publish(self, records: Iterable[InputRecord]) -> PartitionResult:
+        return self._slot.publish([(self.partition, records)])[0]
+
+
+def _per_slot(config: PipelineConfig, items: dict[int, object], publish: Callable[[dict], list]) -> list:
+    """``publish(slot_items)`` for each writer slot's share of ``items`` (partition -> anything): the
+    slots side by side on this process's threads, each slot's partitions one after another on its own
+    producer (two producers of one transactional id would fence each other)."""
+    slots: dict[int, dict] = {}
+    for p, item in sorted(items.items()):
+        slots.setdefault(config.slot_of(p), {})[p] = item
+    if not slots:
         return []
-    with ThreadPoolExecutor(max_workers=min(8, len(positions))) as pool:
-        return list(pool.map(lambda item: reset(*item), sorted(positions.items())))
+    with ThreadPoolExecutor(max_workers=min(8, len(slots))) as pool:
+        return [r for results in pool.map(publish, slots.values()) for r in results]
+
+
+def reset_positions(config: PipelineConfig, positions: dict[int, int]) -> list[PartitionResult]:
+    """Commit each partition's position as given, whatever is committed now: an operator's reset
+    (the committed position points into a log that is gone). Per writer slot, like every publish:
+    ``init_transactions`` with its transactional.id first (fences any attempt still holding it and
+    aborts what it left open), then per partition the group's offset and the checkpoint record in
+    one transaction. Nothing else is published."""
+
+    def reset(slot_positions: dict[int, int]) -> list[PartitionResult]:
+        first = next(iter(slot_positions))
+        producer = TransactionalProducer(config.producer_settings(first), retry_deadline_s=config.retry_deadline_s)
+        checkpoints = SlotCheckpoints(config)
+        try:
+            producer.init_transactions()
+            return [_reset_one(config, producer, checkpoints.of(p), p, position)
+                    for p, position in slot_positions.items()]
+        finally:
+            producer.close()
+            checkpoints.close()
+
+    return _per_slot(config, positions, reset)
+
+
+def _reset_one(config: PipelineConfig, producer, checkpoint: PartitionCheckpoint, p: int,
+               position: int) -> PartitionResult:
+    result = PartitionResult(partition=p, transactional_id=config.transactional_id(p), start=position,
+                             end=position, committed_before=checkpoint.committed())
+    loop = TransactionLoop(
+        producer, checkpoint, LineageWriter(producer.produce, config.input_topic, p, config.run_id,
+                                            topic_id=config.input_topic_id, pipeline=config.group), result,
+        # After an abort the loop resumes at the position validated here: the reset's, never the old one.
+        position=position, validated_position=lambda _committed: position,
+        chunk_records=config.chunk_records, chunk_seconds=config.chunk_seconds,
+        max_abort_retries=config.max_abort_retries)
+    loop.refresh()
+    log.warning("%s[%d]: group %s position reset from %s to %d (as %s, run %s)", config.input_topic, p,
+                config.group, result.committed_before, position, result.transactional_id, config.run_id)
+    return result
+
+
+def retag_positions(config: PipelineConfig, target: int | None, partitions: list[int]) -> tuple[dict[int, int], list[int]]:
+    """A reslot's second step (:func:`~.recovery.reslot_positions`): with ``config``'s (the old grouping's) ids,
+    per slot after its ``init_transactions``, each partition still committed under ``config.writer_slots``
+    committed again at the same position, naming ``target``. Returns the positions so committed, and the
+    partitions found committed under another grouping meanwhile (left as they are)."""
+
+    def retag(slot_parts: dict[int, None]) -> list[tuple[int, int | None]]:
+        producer = TransactionalProducer(config.producer_settings(next(iter(slot_parts))),
+                                         retry_deadline_s=config.retry_deadline_s)
+        checkpoints = SlotCheckpoints(config, grouping=target)
+        out = []
+        try:
+            producer.init_transactions()
+            for p in slot_parts:
+                checkpoint = checkpoints.of(p)
+                committed = checkpoint.committed()
+                if committed is None or checkpoint.committed_grouping != config.writer_slots:
+                    out.append((p, None))
+                    continue
+                _reset_one(config, producer, checkpoint, p, committed)
+                out.append((p, committed))
+            return out
+        finally:
+            producer.close()
+            checkpoints.close()
+
+    pairs = _per_slot(config, dict.fromkeys(partitions), retag)
+    return {p: o for p, o in pairs if o is not None}, [p for p, o in pairs if o is None]
 
 
 def renew_positions(config: PipelineConfig, window, retention_minutes: int | None = None) -> list[PartitionResult]:
     """A window with nothing new (a :class:`~.window.Window`, empty): the positions that are getting old
     committed again, so the group's offsets never expire while the pipeline runs (a run's and the DAG's
-    idle tick alike). Which: :func:`~.offsets_retention.renewal_due` for the brokers'
-    ``retention_minutes`` (None: unknown, every partition), and every partition whose start the group
-    had no offset for. Bound to the window's topic id: the records it writes name the topic."""
-    due = set(offsets_retention.renewal_due(retention_minutes, window.partitions, window.committed_at,
-                                            now_ms=int(time.time() * 1000))) | set(window.uncommitted)
+    idle tick alike). Which: :func:`renewal_due`. Bound to the window's topic id: the records it writes
+    name the topic."""
+    due = renewal_due(window, retention_minutes)
     if skipped := len(window.ranges) - len(due):
         log.info("%d of %d positions committed less than %.0f%% of the offsets retention ago: not renewed",
                  skipped, len(window.ranges), offsets_retention.RENEW_SHARE * 100)
     return publish_without_spark(config.bound_to(window), {p: r for p, r in window.ranges.items() if p in due})
 
 
+def renewal_due(window, retention_minutes: int | None) -> set[int]:
+    """The window's partitions whose position to commit again when they have nothing new:
+    :func:`~.offsets_retention.renewal_due` for the brokers' ``retention_minutes`` (None: unknown,
+    every partition), and every partition whose start the group had no offset for."""
+    return set(offsets_retention.renewal_due(retention_minutes, window.partitions, window.committed_at,
+                                             now_ms=int(time.time() * 1000))) | set(window.uncommitted)
+
+
 def publish_without_spark(config: PipelineConfig, ranges: dict[int, OffsetRange]) -> list[PartitionResult]:
-    """Publish ranges that hold no visible record, on this process's threads (no Spark task).
+    """Publish ranges that hold no visible record, on this process's threads (no Spark task), one
+    :class:`SlotPublisher` per writer slot.
 
     Each partition commits its window end, or, already past it, its committed position again:
     ranges with only aborted records or markers, empty ranges (a window with nothing new), and
@@ -282,7 +411,4 @@ def publish_without_spark(config: PipelineConfig, ranges: dict[int, OffsetRange]
     whose task Spark stopped before its first batch fails with
     :class:`~.errors.WindowEndNotReachedError`.
     """
-    if not ranges:
-        return []
-    with ThreadPoolExecutor(max_workers=min(8, len(ranges))) as pool:
-        return list(pool.map(lambda item: PartitionPublisher(config, *item).publish(()), sorted(ranges.items())))
+    return _per_slot(config, ranges, lambda slot_ranges: SlotPublisher(config, slot_ranges).publish(()))

@@ -85,6 +85,15 @@ class RunSummary:
                 total[topic] = total.get(topic, 0) + n
         return total
 
+    def read_seconds(self) -> float:
+        """The longest a publishing task waited for its records (a writer slot's task: its partitions' shares
+        together)."""
+        per_task: dict = {}
+        for r in self.partitions:
+            key = ("task", r.spark_partition) if r.spark_partition is not None else ("driver", r.partition)
+            per_task[key] = per_task.get(key, 0.0) + r.read_seconds
+        return round(max(per_task.values(), default=0.0), 3)
+
     def to_dict(self) -> dict:
         return {
             "run_id": self.run_id,
@@ -96,7 +105,7 @@ class RunSummary:
             "transactions": self.transactions,
             "aborts": sum(r.aborts for r in self.partitions),
             # Tasks run side by side: the slowest one's wait for records is the run's read time.
-            "read_seconds": max((r.read_seconds for r in self.partitions), default=0.0),
+            "read_seconds": self.read_seconds(),
             "fenced_attempts": self.task_attempts.fenced if self.task_attempts.visible else None,
             "task_attempts": self.task_attempts.to_dict(),
             "seconds": self.seconds,
@@ -138,7 +147,8 @@ def run_window(
         with failpoints.suspended():  # the publishing path's fault points are the tasks', not this
             early = {r.partition: r for r in publish_without_spark(config, starts)
                      if window.ranges[r.partition].is_empty}
-    warmup = PythonWorkerWarmup(spark, tasks=len(window.nonempty())).start()
+    tasks = len({config.slot_of(p) for p in window.nonempty()})  # one per writer slot with records to read
+    warmup = PythonWorkerWarmup(spark, tasks=tasks).start()
     t_build = time.monotonic()
     out = transform(read_window(spark, config, window))
     check_contract(out)
@@ -150,7 +160,7 @@ def run_window(
         log.info("run %s: preflight %.2fs, query built in %.2fs%s; starting %d publishing tasks",
                  config.run_id, t_preflight, t_build,
                  "" if warmup.seconds is None else f" (Python workers started alongside in {warmup.seconds}s)",
-                 len(window.nonempty()))
+                 tasks)
         try:
             rows = (
                 out.select("partition", "offset", "outputs")
@@ -163,12 +173,9 @@ def run_window(
             if (error := diagnosed(exc)) is not None:  # the tasks' own diagnosed error: one line, its exit code
                 raise error from exc
             raise
-    done = {}
-    for row in rows:
-        res = json.loads(row["result"])
-        done[row["partition"]] = PartitionResult(**res)
+    done = {row["partition"]: PartitionResult(**json.loads(row["result"])) for row in rows}
     summary.task_attempts = attempts.attempts()
-    summary.task_attempts.name_partitions({r.spark_partition: p for p, r in done.items()})
+    summary.task_attempts.name_partitions(_tasks_partitions(done))
     # Partitions whose range held no visible record (only aborted records or markers) had no
     # rows in Spark; their offsets still advance to the window end. Empty ranges renew their commit.
     missed = publish_without_spark(config, {p: rng for p, rng in window.ranges.items()
@@ -184,3 +191,11 @@ def run_window(
         else "not visible to a Spark Connect client",
     )
     return summary
+
+
+def _tasks_partitions(done: dict[int, PartitionResult]) -> dict[int, str]:
+    """Spark partition -> the input partitions its task published (``"1,5,9"`` for a writer slot's)."""
+    tasks: dict[int, list[int]] = {}
+    for p, r in sorted(done.items()):
+        tasks.setdefault(r.spark_partition, []).append(p)
+    return {t: ",".join(map(str, ps)) for t, ps in tasks.items()}

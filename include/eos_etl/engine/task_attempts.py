@@ -97,9 +97,10 @@ class TaskAttempts:
                 self.fenced += 1
         self.partitions.setdefault(f"task {task}", []).append(ending(status, error))
 
-    def name_partitions(self, input_partition: dict[int, int]) -> None:
-        """Key each task's attempts by its input partition (``input_partition``: Spark partition -> input
-        partition, from the results); a task no attempt of which returned a result keeps its Spark name."""
+    def name_partitions(self, input_partition: dict[int, int | str]) -> None:
+        """Key each task's attempts by its input partitions (``input_partition``: Spark partition -> input
+        partition, or a writer slot's partitions as ``"1,5,9"``, from the results); a task no attempt of which
+        returned a result keeps its Spark name."""
         named = {}
         for key, endings in self.partitions.items():
             task = key.removeprefix("task ")

@@ -144,8 +144,11 @@ class Window:
         return cls.from_dict(json.loads(text))
 
     # -- Spark's Kafka source options ---------------------------------------------
-    def spark_starting_offsets(self) -> str:
-        return json.dumps({self.topic: {str(p): r.start for p, r in self.nonempty().items()}})
+    def spark_starting_offsets(self, partitions=None) -> str:
+        """The nonempty ranges' starts (of ``partitions`` only, when given), as Spark's option wants them."""
+        return json.dumps({self.topic: {str(p): r.start for p, r in self.nonempty().items()
+                                        if partitions is None or p in partitions}})
 
-    def spark_ending_offsets(self) -> str:
-        return json.dumps({self.topic: {str(p): r.end for p, r in self.nonempty().items()}})
+    def spark_ending_offsets(self, partitions=None) -> str:
+        return json.dumps({self.topic: {str(p): r.end for p, r in self.nonempty().items()
+                                        if partitions is None or p in partitions}})

@@ -34,12 +34,19 @@ def fetch_committed(consumer: Consumer, topic: str, partitions: list[int], timeo
     Stable if the consumer is ``read_committed`` (see above). Raises the consumer's
     ``KafkaException``, or one with a partition's own error.
     """
+    return {p: offset for p, (offset, _metadata) in
+            fetch_committed_with_metadata(consumer, topic, partitions, timeout_s).items()}
+
+
+def fetch_committed_with_metadata(consumer: Consumer, topic: str, partitions: list[int],
+                                  timeout_s: float) -> dict[int, tuple[int | None, str]]:
+    """:func:`fetch_committed`, each offset with the metadata string committed with it ("" if none)."""
     tps = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout_s)
-    out: dict[int, int | None] = {}
+    out: dict[int, tuple[int | None, str]] = {}
     for tp in tps:
         if tp.error is not None:
             raise KafkaException(tp.error)
-        out[tp.partition] = tp.offset if tp.offset >= 0 else None
+        out[tp.partition] = (tp.offset if tp.offset >= 0 else None, tp.metadata or "")
     return out
 
 

@@ -32,6 +32,8 @@ class ShopSettings:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     #: Input records per transaction; None leaves the engine's default (:class:`PipelineConfig`).
     chunk_records: int | None = None
+    #: Writer slots (engine.slots); None: one transactional id per input partition.
+    writer_slots: int | None = None
 
     def pipeline(self, **overrides) -> PipelineConfig:
         """The engine's configuration: built once per run and handed down (``overrides``: the run's
@@ -44,6 +46,7 @@ class ShopSettings:
             group=self.group,
             output_topics=self.topics.outputs,
             transactional_id_prefix=self.transactional_id_prefix,
+            writer_slots=self.writer_slots,
             **overrides,
         )
 
@@ -54,10 +57,11 @@ class ShopSettings:
         ``--chunk-records`` (a run's option, which ``plan-window`` does not take) only when set."""
         t = self.topics
         chunk = ["--chunk-records", str(self.chunk_records)] if self.chunk_records is not None else []
+        slots = ["--writer-slots", str(self.writer_slots)] if self.writer_slots is not None else []
         return ["--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
                 "--dlq-topic", t.dead_letters, "--group", self.group,
                 "--transactional-id-prefix", self.transactional_id_prefix,
-                "--max-payload-bytes", str(self.max_payload_bytes), *chunk]
+                "--max-payload-bytes", str(self.max_payload_bytes), *slots, *chunk]
 
     @classmethod
     def from_args(cls, args, connection: KafkaConnection) -> "ShopSettings":
@@ -65,19 +69,22 @@ class ShopSettings:
         return cls(connection=connection,
                    topics=ShopTopics(args.input_topic, args.invoices_topic, args.shipments_topic, args.dlq_topic),
                    group=args.group, transactional_id_prefix=args.transactional_id_prefix,
-                   max_payload_bytes=args.max_payload_bytes, chunk_records=getattr(args, "chunk_records", None))
+                   max_payload_bytes=args.max_payload_bytes, chunk_records=getattr(args, "chunk_records", None),
+                   writer_slots=getattr(args, "writer_slots", None))
 
     @classmethod
     def from_mapping(cls, data: Mapping, connection: KafkaConnection) -> "ShopSettings":
         """The settings a JSON object gives (the DAGs' Airflow Variable), every key optional:
         ``topics`` (``purchases``, ``invoices``, ``shipments``, ``dead_letters``), ``group``,
-        ``transactional_id_prefix``, ``max_payload_bytes``, ``chunk_records``."""
+        ``transactional_id_prefix``, ``max_payload_bytes``, ``chunk_records``, ``writer_slots``."""
         chunk = data.get("chunk_records")
+        slots = data.get("writer_slots")
         return cls(connection=connection, topics=ShopTopics(**data.get("topics", {})),
                    group=data.get("group", DEFAULT_GROUP),
                    transactional_id_prefix=data.get("transactional_id_prefix", DEFAULT_TRANSACTIONAL_ID_PREFIX),
                    max_payload_bytes=int(data.get("max_payload_bytes", DEFAULT_MAX_PAYLOAD_BYTES)),
-                   chunk_records=int(chunk) if chunk is not None else None)
+                   chunk_records=int(chunk) if chunk is not None else None,
+                   writer_slots=int(slots) if slots is not None else None)
 
     def replay(self, version: str) -> "ShopSettings":
         """The settings of a replay under output version ``version``: its own output topics
