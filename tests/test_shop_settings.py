@@ -51,3 +51,16 @@ def test_records_per_transaction_travel_in_the_settings_from_the_variable_to_the
     engine_default = PipelineConfig(connection=CONNECTION, input_topic="p", group="g", output_topics=("i",),
                                     transactional_id_prefix="t").chunk_records
     assert default.pipeline().chunk_records == engine_default
+
+
+def test_writer_slots_travel_from_the_variable_and_the_options_to_every_command_and_the_engine():
+    slotted = ShopSettings.from_mapping({"writer_slots": 4}, CONNECTION)
+    assert slotted.writer_slots == 4 and slotted.pipeline().writer_slots == 4
+    assert slotted.pipeline().transactional_id(5) == f"{slotted.pipeline().transactional_id_stem}s1of4"
+    for command in ("run-window", "plan-window", "offsets", "transactions"):
+        extra = ["reslot"] if command == "offsets" else []
+        args = build_parser().parse_args([command, *extra, "--bootstrap-servers", "127.0.0.1:9092",
+                                          *slotted.to_args()])
+        assert shop_settings_from_args(args) == slotted, command
+    assert "--writer-slots" not in ShopSettings(connection=CONNECTION).to_args()  # unset: one id per partition
+    assert ShopSettings.from_mapping({"writer_slots": None}, CONNECTION).writer_slots is None

@@ -16,7 +16,10 @@
       {"topics": {"purchases": "purchases", "invoices": "invoices",
                   "shipments": "shipments", "dead_letters": "purchases.dlq"},
        "group": "shop-invoicing", "transactional_id_prefix": "shop-invoicing",
-       "max_payload_bytes": 262144, "chunk_records": 50000}
+       "max_payload_bytes": 262144, "chunk_records": 50000, "writer_slots": null}
+
+  ``writer_slots``: N transactional ids for the input's partitions instead of one per partition
+  (``engine.slots``); changed only with ``python -m eos_etl offsets reslot`` (the DAGs stopped).
 """
 
 from __future__ import annotations
