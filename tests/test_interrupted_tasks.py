@@ -11,6 +11,7 @@ exactly. The same on a Spark Connect server whose client is killed: tests/test_c
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -49,7 +50,18 @@ def _committed(shop, partitions):
         return reader.unstable(shop.topics.purchases, partitions, 10)
 
 
-def test_a_job_aborted_by_another_partitions_failure_commits_no_unread_input(spark, shop_factory, request):
+def _touch_when_committed_past(shop, partition: int, start: int, path, timeout_s: float = 120.0) -> None:
+    """Create ``path`` once the group's committed offset of ``partition`` is past ``start``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        committed = _committed(shop, [partition])[partition]
+        if committed is not None and committed > start:
+            path.touch()
+            return
+        time.sleep(0.1)
+
+
+def test_a_job_aborted_by_another_partitions_failure_commits_no_unread_input(spark, shop_factory, request, tmp_path):
     shop = shop_factory(partitions=2)
     stats = generate(shop.connection, shop.topics.purchases, 160_000, invalid_share=0.0, seed=41,
                      transaction_size=5000)
@@ -57,16 +69,21 @@ def test_a_job_aborted_by_another_partitions_failure_commits_no_unread_input(spa
     batch = spark.conf.get(ARROW_BATCH)
     spark.conf.set(ARROW_BATCH, "1000")  # the first batch early, not after 10,000 slow records
     request.addfinalizer(lambda: spark.conf.set(ARROW_BATCH, batch))
+    landed = tmp_path / "partition-1-committed"
+    watcher = threading.Thread(target=_touch_when_committed_past, daemon=True,
+                               args=(shop, 1, window.ranges[1].start, landed))
+    watcher.start()
     with pytest.raises(Exception) as raised:
-        # Partition 0 fails 2 s after init_transactions in each of its 4 attempts, so that the job is
-        # aborted when partition 1 has committed part of its range (not its first transaction: a worker
-        # over a Unix socket sees its stream end at once, and a job aborted in a second left partition 1
-        # with nothing committed). Partition 1's task streams meanwhile, its Python worker waiting on a
-        # JVM made slow for its records, as it waits on Spark's read and transform at full size. When the
-        # job is aborted, its worker is between batches and reaches the end of its cut stream.
-        failpoints = "after_init=sleep:2,partition=0;after_committed_read=raise,partition=0"
+        # Partition 0's first attempt waits until partition 1 has committed part of its range (a timed
+        # wait left it with nothing committed under load: a worker over a Unix socket sees its stream end
+        # at once), then it and its three retries fail at once and Spark aborts the job. Partition 1's task
+        # streams meanwhile, its Python worker waiting on a JVM made slow for its records, as it waits on
+        # Spark's read and transform at full size. When the job is aborted, its worker is between batches
+        # and reaches the end of its cut stream.
+        failpoints = f"after_init=await:{landed},partition=0;after_committed_read=raise,partition=0"
         run_window(spark, shop.pipeline(chunk_records=5000, failpoints=failpoints), window,
                    _slow_on_the_jvm(shop.transform(), partition=1))
+    assert landed.exists(), "partition 1 never committed a transaction before the job ended"
     t_aborted = time.monotonic()
     assert "failpoint after_committed_read" in str(raised.value)
     # The fault landed on work in progress: when the job was aborted, partition 1's task had produced

@@ -4,7 +4,9 @@ Off unless ``EOS_ETL_FAILPOINTS`` is set, and then a dict lookup per check.
 Syntax: ``name=action[:arg][,partition=N][,after=N][,once=PATH]`` joined by
 ``;``. Actions: ``crash`` (``os._exit``: the process dies without cleanup),
 ``kill`` (SIGKILL to self), ``stop`` (SIGSTOP to self: a paused zombie),
-``raise`` (an exception), ``sleep:SECONDS``, ``throttle:SECONDS`` (sleeps on
+``raise`` (an exception), ``sleep:SECONDS``, ``await:PATH`` (waits until PATH
+exists, at most :data:`AWAIT_S`: a test holds a task until what another task
+does has landed), ``throttle:SECONDS`` (sleeps on
 every hit from then on and logs only the first: a task slowed down, still
 streaming, so that a fault lands on work in progress without a huge window).
 ``after=N`` fires once the count passed by the caller reaches N; ``once=PATH``
@@ -60,6 +62,9 @@ def active() -> bool:
 
 
 _suspended = 0
+#: The longest an ``await`` point waits for its file (well below a publishing task's stall timeout).
+AWAIT_S = 60.0
+
 _throttling: set[str] = set()  # throttle points that fired in this process (they sleep without a claim or a log)
 
 
@@ -103,6 +108,11 @@ def hit(name: str, partition: int | None = None, count: int | None = None) -> No
         return
     if action == "sleep":
         time.sleep(float(arg or 1))
+        return
+    if action == "await":
+        deadline = time.monotonic() + AWAIT_S
+        while not os.path.exists(arg) and time.monotonic() < deadline:
+            time.sleep(0.05)
         return
     if action == "throttle":
         _throttling.add(name)
