@@ -20,7 +20,7 @@ import json
 import pytest
 
 from eos_etl.engine.errors import ProducerFencedError, PublishError
-from eos_etl.engine.lineage import H_SOURCE_OFFSET
+from eos_etl.engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION
 from eos_etl.engine.producer import TransactionAbortable, TransactionOutcomeUnknown
 from eos_etl.engine.publisher import PartitionResult
 from eos_etl.engine.transaction_loop import LineageWriter, TransactionLoop
@@ -30,13 +30,14 @@ class FakeProducer:
     """Transactional semantics in memory; ``fail[(method, n)]`` raises that exception on the n-th call."""
 
     def __init__(self, checkpoint, fail: dict | None = None):
-        self.checkpoint = checkpoint
+        # One checkpoint (partition 0), or a slot's: partition -> checkpoint.
+        self.checkpoints = checkpoint if isinstance(checkpoint, dict) else {0: checkpoint}
         self.fail = dict(fail or {})
         self.calls: dict[str, int] = {}
         self.visible: list[tuple[str, int]] = []  # (topic, source offset) of committed outputs
         self.pending: list[tuple[str, int]] | None = None
-        self.pending_offset: int | None = None
-        self.pending_record: int | None = None
+        self.pending_offsets: dict[int, int] = {}  # partition -> offset sent to the open transaction
+        self.pending_records: dict[int, int] = {}  # partition -> its checkpoint record's next_offset
         self.fenced = False
         self.epoch = 0
         self.ended = False  # after an unknown outcome, until reinitialise(): no call may reach this producer
@@ -65,30 +66,31 @@ class FakeProducer:
         self.log.append(("reinitialise", self.epoch))
         self.epoch += 1
         self.ended = False
-        self.pending, self.pending_offset, self.pending_record = None, None, None
+        self.pending, self.pending_offsets, self.pending_records = None, {}, {}
 
     def begin_transaction(self):
         self._call("begin_transaction")
         assert self.pending is None, "begin while a transaction is open"
-        self.pending, self.pending_offset, self.pending_record = [], None, None
+        self.pending, self.pending_offsets, self.pending_records = [], {}, {}
 
     def produce_to(self, topic, partition, key, value):
         assert self.pending is not None, "produce outside a transaction"
         self._call("produce_to")
-        self.pending_record = json.loads(value)["next_offset"]
+        self.pending_records[partition] = json.loads(value)["next_offset"]
 
     def produce(self, topic, key, value, headers):
         assert self.pending is not None, "produce outside a transaction"
         self._call("produce")
-        self.pending.append((topic, int(dict(headers)[H_SOURCE_OFFSET])))
+        self.pending.append((topic, int(dict(headers)[H_SOURCE_OFFSET])) if len(self.checkpoints) == 1
+                            else (topic, int(dict(headers)[H_SOURCE_PARTITION]), int(dict(headers)[H_SOURCE_OFFSET])))
 
     def poll(self):
         pass
 
     def send_offsets_to_transaction(self, offsets, _metadata):
         self._call("send_offsets_to_transaction")
-        [(_, _, offset)] = offsets
-        self.pending_offset = offset
+        for _topic, partition, offset in offsets:
+            self.pending_offsets[partition] = offset
 
     def flush(self):
         self._call("flush")
@@ -99,31 +101,42 @@ class FakeProducer:
 
     def _apply_commit(self):
         self.visible += self.pending
-        if self.pending_offset is not None:
-            self.checkpoint.committed_offset = self.pending_offset
-        if self.pending_record is not None:
-            self.checkpoint.logged_offset = self.pending_record
-        self.pending, self.pending_offset, self.pending_record = None, None, None
+        for partition, offset in self.pending_offsets.items():
+            self.checkpoints[partition].committed_offset = offset
+        for partition, offset in self.pending_records.items():
+            self.checkpoints[partition].logged_offset = offset
+        self.pending, self.pending_offsets, self.pending_records = None, {}, {}
 
     def abort_transaction(self):
         self._call("abort_transaction")
-        self.pending, self.pending_offset, self.pending_record = None, None, None
+        self.pending, self.pending_offsets, self.pending_records = None, {}, {}
 
 
 class FakeCheckpoint:
     """The group's committed offset (which Kafka may delete: ``committed_offset = None``) and the
     checkpoint topic's record, read in that order, as PartitionCheckpoint does."""
 
-    def __init__(self, committed: int | None = None):
+    def __init__(self, committed: int | None = None, partition: int = 0):
         self.committed_offset = committed
         self.logged_offset = committed
+        self.partition = partition
 
     def committed(self):
         return self.committed_offset if self.committed_offset is not None else self.logged_offset
 
     def stage(self, producer, next_offset: int):
-        producer.produce_to("shop.checkpoints", 0, b"key", json.dumps({"next_offset": next_offset}).encode())
-        producer.send_offsets_to_transaction([("purchases", 0, next_offset)], object())
+        self.record(producer, next_offset)
+        producer.send_offsets_to_transaction(self.offsets(next_offset), self.group_metadata())
+
+    def record(self, producer, next_offset: int):
+        producer.produce_to("shop.checkpoints", self.partition, b"key",
+                            json.dumps({"next_offset": next_offset}).encode())
+
+    def offsets(self, next_offset: int) -> list:
+        return [("purchases", self.partition, next_offset)]
+
+    def group_metadata(self):
+        return object()
 
 
 def records(offsets) -> list:
@@ -355,3 +368,117 @@ def test_abandon_whose_abort_fails_leaves_nothing_visible():
     loop.abandon()  # the next attempt's init_transactions (or the timeout) aborts it
     assert not loop.is_open and checkpoint.committed_offset == 3
     assert sorted(o for t, o in producer.visible if t == "invoices") == [0, 1, 2]
+
+
+# -- a writer slot's loop: transactions that span its partitions ---------------------------------
+
+def _slot(committed: dict[int, int | None], *, fail: dict | None = None, landed: set[int] = frozenset(),
+          chunk_records: int = 4):
+    checkpoints = {p: FakeCheckpoint(c, partition=p) for p, c in committed.items()}
+    producer = FakeProducer(checkpoints, fail)
+    producer.landed = set(landed)
+    loop = TransactionLoop(producer, chunk_records=chunk_records, chunk_seconds=3600, max_abort_retries=3,
+                           span_partitions=True)
+    return producer, checkpoints, loop
+
+
+def _join(loop, producer, checkpoints, p: int, *, start: int = 0, end: int) -> PartitionResult:
+    c = checkpoints[p].committed()
+    result = PartitionResult(partition=p, transactional_id="shop-purchases-s0of1", start=start, end=end,
+                             committed_before=c)
+    loop.join(checkpoints[p], LineageWriter(producer.produce, "purchases", p, "run-1", topic_id="t-id", pipeline="g"),
+              result, position=start if c is None else c, validated_position=lambda c, s=start: s if c is None else c)
+    return result
+
+
+def _slot_window(producer, checkpoints, loop, short: int | None = None) -> dict[int, PartitionResult]:
+    """Partition 0: records 0-4 of [0,6) (an aborted tail); partition 1: 0-1 of [0,2); partition 2: nothing
+    new (committed at 3 before). ``short``: that partition's stream stops after its first record."""
+    results = {}
+    for p, offsets, end in ((0, range(5), 6), (1, range(2), 2)):
+        results[p] = _join(loop, producer, checkpoints, p, end=end)
+        for record in records(offsets):
+            if record[0] >= loop.position:
+                loop.add(record)
+            if p == short:
+                loop.abandon()
+                raise PublishError(f"partition {p} stopped short")
+        loop.finish(end)
+    results[2] = _join(loop, producer, checkpoints, 2, start=3, end=3)
+    loop.refresh()
+    loop.close()
+    return results
+
+
+def _visible(producer, topic="invoices") -> list[tuple[int, int]]:
+    return sorted((p, o) for t, p, o in producer.visible if t == topic)
+
+
+def _assert_slot_exactly_once(producer, checkpoints):
+    for topic in ("invoices", "shipments"):
+        seen = _visible(producer, topic)
+        assert len(seen) == len(set(seen)), f"duplicate {topic}: {seen}"
+        assert all(o < (checkpoints[p].committed_offset or 0) for p, o in seen), (topic, seen)
+    assert _visible(producer, "invoices") == _visible(producer, "shipments")
+
+
+def test_a_slots_transactions_hold_several_partitions_and_commit_each_ones_position():
+    producer, checkpoints, loop = _slot({0: None, 1: None, 2: 3})
+    results = _slot_window(producer, checkpoints, loop)
+    # Records 0-3 of partition 0 fill the first transaction; the second holds partition 0's record 4 and
+    # window end, partition 1's two records and end, and partition 2's renewed position.
+    assert producer.calls["commit_transaction"] == 2 and producer.calls["send_offsets_to_transaction"] == 2
+    assert {p: (c.committed_offset, c.logged_offset) for p, c in checkpoints.items()} == {0: (6, 6), 1: (2, 2), 2: (3, 3)}
+    assert {p: (r.transactions, r.records_published) for p, r in results.items()} == {0: (2, 5), 1: (1, 2), 2: (1, 0)}
+    assert _visible(producer) == [(0, o) for o in range(5)] + [(1, 0), (1, 1)]
+    _assert_slot_exactly_once(producer, checkpoints)
+
+
+@pytest.mark.parametrize("failing_call", [("commit_transaction", 2), ("send_offsets_to_transaction", 2),
+                                          ("produce", 12)])
+def test_an_abort_of_a_spanning_transaction_replays_every_partition_it_held(failing_call):
+    producer, checkpoints, loop = _slot({0: None, 1: None, 2: 3}, fail={failing_call: TransactionAbortable("abort")})
+    results = _slot_window(producer, checkpoints, loop)
+    assert producer.calls["abort_transaction"] == 1
+    assert {p: c.committed_offset for p, c in checkpoints.items()} == {0: 6, 1: 2, 2: 3}
+    assert {p: r.records_published for p, r in results.items()} == {0: 5, 1: 2, 2: 0}
+    assert _visible(producer) == [(0, o) for o in range(5)] + [(1, 0), (1, 1)]
+    _assert_slot_exactly_once(producer, checkpoints)
+
+
+@pytest.mark.parametrize("landed", [False, True], ids=["commit lost", "commit landed, answer lost"])
+def test_a_spanning_commit_of_unknown_outcome_rereads_every_partition(landed):
+    producer, checkpoints, loop = _slot({0: None, 1: None, 2: 3}, fail={("commit_transaction", 2): _unknown("commit")},
+                                        landed={2} if landed else set())
+    results = _slot_window(producer, checkpoints, loop)
+    assert producer.epoch == 1 and producer.calls.get("abort_transaction") is None
+    assert {p: c.committed_offset for p, c in checkpoints.items()} == {0: 6, 1: 2, 2: 3}
+    assert {p: r.records_published for p, r in results.items()} == {0: 5, 1: 2, 2: 0}
+    # Landed: only the renewal (partition 2) is committed again; lost: the whole transaction is replayed.
+    assert producer.calls["commit_transaction"] == 3
+    _assert_slot_exactly_once(producer, checkpoints)
+
+
+def test_a_partition_cut_short_in_a_slot_commits_nothing_more_of_the_open_transaction():
+    producer, checkpoints, loop = _slot({0: None, 1: None, 2: 3})
+    with pytest.raises(PublishError, match="partition 1 stopped short"):
+        _slot_window(producer, checkpoints, loop, short=1)
+    # Partition 0's first chunk committed; its last record and proven end shared the open transaction
+    # with partition 1's record, which was aborted: the retry publishes them again.
+    assert {p: c.committed_offset for p, c in checkpoints.items()} == {0: 4, 1: None, 2: 3}
+    assert producer.calls["abort_transaction"] == 1 and not loop.is_open
+    assert _visible(producer) == [(0, o) for o in range(4)]
+    _assert_slot_exactly_once(producer, checkpoints)
+
+
+def test_a_loop_of_one_partitions_transactions_takes_the_next_only_after_its_commit():
+    producer, checkpoints, _ = _slot({0: None, 1: None})
+    loop = TransactionLoop(producer, chunk_records=4, chunk_seconds=3600, max_abort_retries=3)
+    _join(loop, producer, checkpoints, 0, end=2)
+    loop.add(records([0])[0])
+    with pytest.raises(ValueError, match="once the last one committed"):
+        _join(loop, producer, checkpoints, 1, end=2)
+    loop.add(records([1])[0])
+    loop.finish(2)
+    _join(loop, producer, checkpoints, 1, end=2)
+    assert checkpoints[0].committed_offset == 2 and producer.calls["commit_transaction"] == 1

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import subprocess
 import sys
 
 import pytest
 
-from eos_etl.checker import check_shop
-from eos_etl.engine.errors import ProducerFencedError, WriterSlotsChangedError
+from eos_etl.checker import check_shop, read_topic
+from eos_etl.engine import checkpoint_log
+from eos_etl.engine.errors import ProducerFencedError, WindowEndNotReachedError, WriterSlotsChangedError
 from eos_etl.engine.producer import TransactionalProducer
-from eos_etl.engine.publisher import PartitionPublisher
+from eos_etl.engine.publisher import PartitionPublisher, SlotPublisher, publish_without_spark
 from eos_etl.engine.window import Window
+from eos_etl.kafka.group_offsets import GroupOffsetsReader
+from eos_etl.kafka.reader import read_ranges
 from eos_etl.shop.generator import generate
 from eos_etl.shop.pipeline import run_shop_window
 
@@ -41,9 +45,6 @@ def test_a_window_on_two_slots_is_exact_with_one_task_and_id_per_slot(spark, sho
     # Two Spark tasks, one per slot, each naming the partitions it published.
     attempts = summary.task_attempts.to_dict()
     assert attempts["total"] == 2 and attempts["partitions"] == {"0,2,4": ["finished"], "1,3": ["finished"]}
-    # Every partition's transactions are its own: ceil(records / 70) each, the last committing its end.
-    for r in summary.partitions:
-        assert r.transactions == -(-r.records_published // 70), r
     report = assert_exactly_once(shop, window)
     assert report.outputs[shop.topics.invoices] == stats.valid
     assert {p: r.committed_offset for p, r in report.partitions.items()} == {p: r.end for p, r in window.ranges.items()}
@@ -59,13 +60,87 @@ def test_a_crash_in_a_slots_second_partition_resumes_where_that_partition_stood(
     summary = run_shop_window(spark, shop, window, chunk_records=50,
                               failpoints=f"mid_produce=crash,partition=2,after=120,once={marker}")
     assert marker.exists(), "the failpoint never fired"
+    # The slot's transactions hold 50 records of either partition: partition 0's window end commits with
+    # the first of them that holds partition 2's records; the crash at partition 2's 120th record leaves
+    # its records up to the last full transaction before it committed.
+    visible = {p: [r.offset for r in read_ranges(shop.connection, shop.topics.purchases, {p: (rng.start, rng.end)})]
+               for p, rng in window.ranges.items() if p in (0, 2)}
+    landed = max(i for i in range(1, 120) if (len(visible[0]) + i) % 50 == 0)
     by_partition = {r.partition: r for r in summary.partitions}
     assert by_partition[0].committed_before == window.ranges[0].end  # done before the crash: skipped whole
     assert by_partition[0].records_published == 0
-    assert by_partition[2].committed_before == window.ranges[2].start + 100  # two transactions of 50 landed
-    assert by_partition[2].records_skipped == 100
+    assert by_partition[2].committed_before == visible[2][landed - 1] + 1
+    assert by_partition[2].records_skipped == landed
     assert summary.task_attempts.failed == 1
     assert_exactly_once(shop, window)
+
+
+def test_a_slots_partitions_without_records_commit_in_one_transaction(spark, shop_factory, caplog):
+    """The driver's commits (a new pipeline's starts, ranges with no row in Spark): per slot one transaction
+    holding every such partition's checkpoint record and group offset; a range that holds a visible record
+    is never committed, and its slot's transaction with it (the run fails; its retry commits them)."""
+    shop = dataclasses.replace(shop_factory(partitions=6), writer_slots=2)
+    generate(shop.connection, shop.topics.purchases, 120, invalid_share=0.0, seed=24, transaction_size=20,
+             abort_share=1.0)
+    aborted_only = shop.plan()
+    generate(shop.connection, shop.topics.purchases, 120, invalid_share=0.0, seed=25, transaction_size=20)
+    window = shop.plan()
+    assert all(window.ranges[p].end > aborted_only.ranges[p].end for p in window.ranges)
+    # Partition 2's range holds purchases (its task's rows never came): its end must not be committed.
+    ranges = {**aborted_only.ranges, 2: window.ranges[2]}
+    caplog.set_level(logging.INFO, logger="eos_etl.engine.publisher")
+    with pytest.raises(WindowEndNotReachedError, match=rf"{shop.topics.purchases}\[2\]"):
+        publish_without_spark(shop.pipeline().bound_to(window), ranges)
+
+    # Slot 0 (partitions 0, 2, 4) stopped at partition 2 with nothing committed; slot 1 (1, 3, 5) committed
+    # its three window ends in one transaction.
+    committed = group_offsets(shop)
+    assert committed == {p: (aborted_only.ranges[p].end if p % 2 else None) for p in range(6)}
+    together = [r.getMessage() for r in caplog.records if "in one transaction" in r.getMessage()]
+    stem = shop.pipeline().transactional_id_stem
+    assert len(together) == 1 and together[0].startswith(
+        f"committed {stem}s1of2: 0 records of 3 partitions in one transaction"), together
+    entries = checkpoint_log.read_entries(shop.connection, shop.pipeline().checkpoint_topic, shop.group,
+                                          shop.topics.purchases, list(range(6)), timeout_s=30)
+    assert {p: (e.next_offset, e.writer_slots) for p, e in entries.items()} == {
+        p: (aborted_only.ranges[p].end, 2) for p in (1, 3, 5)}
+    assert not read_topic(shop.connection, shop.topics.invoices)
+    # The whole window through Spark: partition 2's purchases published once, every end committed.
+    summary = run_shop_window(spark, shop, window)
+    assert summary.records_published == len(read_topic(shop.connection, shop.topics.invoices))
+    assert_exactly_once(shop, window)
+
+
+def test_a_slots_small_partitions_share_one_transaction(shop_factory, caplog):
+    """Three partitions on one slot, fewer records than a chunk: one transaction publishes all of them and
+    commits each one's window end (one checkpoint record and group offset each)."""
+    shop = dataclasses.replace(shop_factory(partitions=3), writer_slots=1)
+    generate(shop.connection, shop.topics.purchases, 90, invalid_share=0.0, seed=26, transaction_size=30)
+    window = shop.plan()
+    assert all(r.end > r.start for r in window.ranges.values())
+    streams = {p: [(r.offset, [(shop.topics.invoices, r.key, r.value, []), (shop.topics.shipments, r.key, r.value, [])])
+                   for r in read_ranges(shop.connection, shop.topics.purchases, {p: (rng.start, rng.end)})]
+               for p, rng in window.ranges.items()}
+    caplog.set_level(logging.INFO, logger="eos_etl.engine.transaction_loop")
+    results = SlotPublisher(shop.pipeline(chunk_records=1000).bound_to(window), dict(window.ranges)).publish(
+        sorted(streams.items()))
+
+    ends = {p: r.end for p, r in window.ranges.items()}
+    commits = [r.getMessage() for r in caplog.records if r.getMessage().startswith("committed ")]
+    stem = shop.pipeline().transactional_id_stem
+    assert commits == [f"committed {stem}s0of1: 90 records of 3 partitions in one transaction, offsets -> {ends}"]
+    assert [(r.partition, r.transactions, r.records_published) for r in results] == [
+        (p, 1, len(streams[p])) for p in range(3)]
+    assert group_offsets(shop, 3) == ends
+    for topic in (shop.topics.invoices, shop.topics.shipments):
+        published = sorted((int(r.headers["source_partition"]), int(r.headers["source_offset"]))
+                           for r in read_topic(shop.connection, topic))
+        assert published == sorted((p, o) for p, recs in streams.items() for o, _ in recs)
+
+
+def group_offsets(shop, partitions: int = 6) -> dict[int, int | None]:
+    with GroupOffsetsReader(shop.connection.client_config(), shop.group) as reader:
+        return reader.unstable(shop.topics.purchases, list(range(partitions)), 10)
 
 
 def _offsets(shop, action: str, *extra: str) -> subprocess.CompletedProcess:

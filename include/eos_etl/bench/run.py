@@ -41,6 +41,10 @@ log = logging.getLogger(__name__)
 SPARK_PRODUCER = {k: DEFAULT_PRODUCER_CONFIG[k] for k in ("acks", "linger.ms", "batch.size", "compression.type")}
 
 
+#: How long the output topics' last stable offsets may trail their high watermarks after a run (the
+#: commit markers are written after the commit returns); a transaction's timeout is a minute and more.
+MARKERS_SETTLE_S = 10.0
+
 #: The brokers' request counters a partition sweep row carries (``KafkaTarget.request_counts``).
 TRANSACTION_REQUESTS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn")
 
@@ -258,6 +262,18 @@ class Bench:
             hw, lso, nparts = hw + h, lso + s, nparts + n
         return hw, lso, nparts
 
+    def _settled_output_counts(self, settings: ShopSettings, target: KafkaTarget) -> tuple[int, int, int]:
+        """:meth:`_output_counts` once every committed transaction's markers are written: a commit returns
+        when the coordinator has logged it, and it writes the markers to the output partitions after that
+        (a slot's transaction touches every output partition: hundreds of markers). A transaction still
+        open after MARKERS_SETTLE_S is one a run left open, which the check reports."""
+        deadline = time.monotonic() + MARKERS_SETTLE_S
+        while True:
+            counts = self._output_counts(settings, target)
+            if counts[0] == counts[1] or time.monotonic() >= deadline:
+                return counts
+            time.sleep(0.2)
+
     def _verify(self, case: str, row: dict, settings: ShopSettings, window, target: KafkaTarget,
                 before: tuple[int, int, int] = (0, 0, 0)) -> list[str]:
         """``before``: the output topics' counts before this run (a pipeline run again), subtracted."""
@@ -275,7 +291,7 @@ class Bench:
             return problems
         if outputs != 2 * purchases:
             problems.append(f"outputs {outputs} != 2 x purchases {purchases}")
-        hw, lso, nparts = self._output_counts(settings, target)
+        hw, lso, nparts = self._settled_output_counts(settings, target)
         hw, lso = hw - before[0], lso - before[1]
         row["topic_records_hw"] = hw
         if case in ("B1", "B3"):

@@ -171,11 +171,16 @@ class PartitionCheckpoint:
     def stage(self, producer, next_offset: int) -> None:
         """Add the position ``next_offset`` to ``producer``'s open transaction: the checkpoint
         record, then the group's offset. Both commit with the transaction or not at all."""
+        self.record(producer, next_offset)
+        producer.send_offsets_to_transaction(self.offsets(next_offset), self.group_metadata())
+
+    def record(self, producer, next_offset: int) -> None:
+        """Produce the checkpoint record of the position ``next_offset`` in ``producer``'s open transaction
+        (the first half of :meth:`stage`: :func:`stage_together` sends the offsets of several at once)."""
         entry = CheckpointEntry(self.partition, next_offset, self._partitions_of_input(), self._run_id, 0,
                                 self._topic_id, self._writer_slots)
         producer.produce_to(self.log_topic, self.partition,
                             checkpoint_log.key(self.group, self.topic, self.partition), entry.value())
-        producer.send_offsets_to_transaction(self.offsets(next_offset), self.group_metadata())
 
     def _partitions_of_input(self) -> int:
         if self._input_partitions is None and self._shared is not None and self._shared.input_partitions:
@@ -199,3 +204,14 @@ class PartitionCheckpoint:
     def close(self) -> None:
         if self._shared is None:
             self._consumer.close()
+
+
+def stage_together(producer, positions: list[tuple[PartitionCheckpoint, int]]) -> None:
+    """:meth:`PartitionCheckpoint.stage` for several partitions of one slot in one open transaction: each
+    checkpoint record, then the group's offsets of all of them in one ``send_offsets_to_transaction``
+    (one AddOffsetsToTxn and one TxnOffsetCommit, not one per partition)."""
+    offsets = []
+    for checkpoint, next_offset in positions:
+        checkpoint.record(producer, next_offset)
+        offsets += checkpoint.offsets(next_offset)
+    producer.send_offsets_to_transaction(offsets, positions[0][0].group_metadata())

@@ -3,9 +3,11 @@
 A writer slot (:mod:`.slots`) is one transactional id and the input partitions it
 publishes: without slots, one partition's own id, ``<prefix>-<topic>-<p>``.
 :class:`SlotPublisher` initialises the slot's producer once (step 1) and runs steps 2 to
-4 for each of its partitions in turn on it, each partition's transactions committed or
-aborted before the next one's begin. For input partition ``p`` with window range
-``[start, end)``:
+4 for each of its partitions in turn on it. With writer slots the slot's transactions
+span its partitions (``chunk_records`` records of any of them; each commit stages the
+position of every partition it holds, a partition's window end at the first commit after
+its proof); without, a partition's transactions are its own. For input partition ``p``
+with window range ``[start, end)``:
 
 1. ``init_transactions`` with the slot's transactional.id: fences any earlier
    attempt (a retried task, a second run, a paused zombie) and aborts whatever
@@ -96,28 +98,21 @@ class _Lane:
     commits or aborts before the next partition's lane begins."""
 
     def __init__(self, config: PipelineConfig, partition: int, offset_range: OffsetRange,
-                 checkpoint: PartitionCheckpoint, on_progress: Callable[[], None]):
+                 checkpoint: PartitionCheckpoint, on_progress: Callable[[], None],
+                 slot_loop: TransactionLoop | None = None):
         self.config = config
         self.partition = partition
         self.range = offset_range
         self.checkpoint = checkpoint
         self._on_progress = on_progress
+        self._slot_loop = slot_loop  # the slot's loop this lane joins (None: a loop of its own)
         self.loop: TransactionLoop | None = None
         self.committed: int | None = None
 
     def publish(self, producer, records: Iterable[InputRecord]) -> PartitionResult:
         t0 = time.monotonic()
         p = self.partition
-        self.committed = committed = self.checkpoint.committed()
-        if committed is not None:  # committed under another grouping: a stale process of it must not go on
-            slots.check_committed(self.config, p, self.checkpoint.committed_grouping)
-        failpoints.hit("after_committed_read", p)
-        result = PartitionResult(partition=p, transactional_id=self.config.transactional_id(p),
-                                 start=self.range.start, end=self.range.end, committed_before=committed)
-        position = self._validated_position(committed)
-        log.info("publishing %s[%d] window [%d,%d) from committed position %d as %s (run %s)",
-                 self.config.input_topic, p, self.range.start, self.range.end, position,
-                 result.transactional_id, self.config.run_id)
+        result, position = self._start()
         if position >= self.range.end:
             # Everything already published (or nothing to publish): drain and count, then commit the
             # position again so the group's offsets never expire while the pipeline runs.
@@ -130,15 +125,37 @@ class _Lane:
         else:
             self._run_transactions(producer, records, position, result)
         result.seconds = round(time.monotonic() - t0, 3)
-        log.info("done %s[%d]: read=%d skipped=%d published=%d outputs=%s transactions=%d aborts=%d in %.2fs",
-                 self.config.input_topic, p, result.records_read, result.records_skipped, result.records_published,
-                 result.outputs, result.transactions, result.aborts, result.seconds)
+        if self._slot_loop is None:
+            log_done(self.config, result)
         return result
+
+    def _start(self) -> tuple[PartitionResult, int]:
+        """Step 2: the committed position read (and its grouping checked), validated against the window."""
+        p = self.partition
+        self.committed = committed = self.checkpoint.committed()
+        if committed is not None:  # committed under another grouping: a stale process of it must not go on
+            slots.check_committed(self.config, p, self.checkpoint.committed_grouping)
+        failpoints.hit("after_committed_read", p)
+        result = PartitionResult(partition=p, transactional_id=self.config.transactional_id(p),
+                                 start=self.range.start, end=self.range.end, committed_before=committed)
+        position = self._validated_position(committed)
+        log.info("publishing %s[%d] window [%d,%d) from committed position %d as %s (run %s)",
+                 self.config.input_topic, p, self.range.start, self.range.end, position,
+                 result.transactional_id, self.config.run_id)
+        return result, position
+
+    def _not_reached(self, received: int, position: int, short: str) -> WindowEndNotReachedError:
+        return WindowEndNotReachedError(
+            f"{self.config.input_topic}[{self.partition}]: the task's records stopped "
+            f"{f'after offset {received}' if received >= 0 else 'before its first record'} of its window "
+            f"[{self.range.start},{self.range.end}) and {short}: Spark interrupted or killed the task, or its "
+            f"stream ended early. Nothing more was committed (position {position}); a retry resumes from there"
+        )
 
     @property
     def position(self) -> int | None:
         """The committed position this lane last knew (None: not read yet, or none)."""
-        return self.loop.position if self.loop is not None else self.committed
+        return self.loop.position_of(self.partition) if self.loop is not None else self.committed
 
     def _validated_position(self, committed: int | None) -> int:
         if committed is None:
@@ -155,6 +172,11 @@ class _Lane:
         cfg = self.config
         writer = LineageWriter(producer.produce, cfg.input_topic, self.partition, cfg.run_id,
                                topic_id=cfg.input_topic_id, pipeline=cfg.group)
+        if self._slot_loop is not None:
+            self._slot_loop.join(self.checkpoint, writer, result, position=position,
+                                 validated_position=self._validated_position)
+            self.loop = self._slot_loop
+            return self.loop
         self.loop = TransactionLoop(
             producer, self.checkpoint, writer, result, position=position, validated_position=self._validated_position,
             chunk_records=cfg.chunk_records, chunk_seconds=cfg.chunk_seconds, max_abort_retries=cfg.max_abort_retries,
@@ -186,12 +208,7 @@ class _Lane:
             loop.add(rec)
         if (short := self._short_of_end(max(received + 1, loop.position), result)) is not None:
             loop.abandon()
-            raise WindowEndNotReachedError(
-                f"{cfg.input_topic}[{p}]: the task's records stopped "
-                f"{f'after offset {received}' if received >= 0 else 'before its first record'} of its window "
-                f"[{self.range.start},{end}) and {short}: Spark interrupted or killed the task, or its stream "
-                f"ended early. Nothing more was committed (position {loop.position}); a retry resumes from there"
-            )
+            raise self._not_reached(received, loop.position, short)
         loop.finish(end)
 
     def _short_of_end(self, after: int, result: PartitionResult) -> str | None:
@@ -216,7 +233,9 @@ class _Lane:
 class SlotPublisher:
     """Publish one writer slot's ranges of a window (:mod:`.slots`): one producer with the slot's
     transactional id, initialised once (step 1), then each input partition's steps 2 to 4 in the
-    order its records arrive, and the slot's partitions that got none after them, in order.
+    order its records arrive, and the slot's partitions that got none after them, in order; with
+    writer slots on one :class:`TransactionLoop` whose transactions span the slot's partitions, the
+    targets still staged committed last (:meth:`TransactionLoop.close`).
 
     ``streams``: ``(partition, records)`` pairs, each partition at most once, each of ``ranges``.
     Returns one :class:`PartitionResult` per partition of ``ranges``; on failure raises the first
@@ -249,6 +268,8 @@ class SlotPublisher:
         checkpoints = SlotCheckpoints(self.config)
         lane: _Lane | None = None
         results: dict[int, PartitionResult] = {}
+        # Writer slots: one loop for the slot, whose transactions hold any of its partitions' records.
+        loop = None if self.config.writer_slots is None else _slot_loop(self.config, producer, self._on_progress)
         try:
             producer.init_transactions()
             initialised = False
@@ -265,7 +286,7 @@ class SlotPublisher:
                 if not initialised:
                     initialised = True
                     failpoints.hit("after_init", p)
-                lane = _Lane(self.config, p, self.ranges[p], checkpoints.of(p), self._on_progress)
+                lane = _Lane(self.config, p, self.ranges[p], checkpoints.of(p), self._on_progress, loop)
                 results[p] = lane.publish(producer, records)
 
             for p, records in streams:
@@ -273,6 +294,10 @@ class SlotPublisher:
             for p in self.ranges:
                 if p not in results:
                     run(p, ())
+            if loop is not None:
+                loop.close()  # the targets still staged: the last partitions' ends, the refreshes
+                for p in self.ranges:
+                    log_done(self.config, results[p])
             return [results[p] for p in self.ranges]
         except ProducerFencedError as exc:
             # The committed position this attempt last knew: whoever commits past it took over (engine.superseded).
@@ -296,6 +321,18 @@ class PartitionPublisher:
 
     def publish(self, records: Iterable[InputRecord]) -> PartitionResult:
         return self._slot.publish([(self.partition, records)])[0]
+
+
+def log_done(config: PipelineConfig, result: PartitionResult) -> None:
+    log.info("done %s[%d]: read=%d skipped=%d published=%d outputs=%s transactions=%d aborts=%d in %.2fs",
+             config.input_topic, result.partition, result.records_read, result.records_skipped,
+             result.records_published, result.outputs, result.transactions, result.aborts, result.seconds)
+
+
+def _slot_loop(config: PipelineConfig, producer, on_progress: Callable[[], None]) -> TransactionLoop:
+    """A writer slot's loop: its transactions span the slot's partitions (chunk_records records in all)."""
+    return TransactionLoop(producer, chunk_records=config.chunk_records, chunk_seconds=config.chunk_seconds,
+                           max_abort_retries=config.max_abort_retries, on_progress=on_progress, span_partitions=True)
 
 
 def _per_slot(config: PipelineConfig, items: dict[int, object], publish: Callable[[dict], list]) -> list:
