@@ -3,6 +3,8 @@ records of it, the refusal of another grouping, and a slot task's stream split p
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pytest
 
@@ -116,3 +118,38 @@ def test_a_partition_that_comes_back_is_a_second_run():
     # The publisher refuses the second run of a partition (the transform shuffled); the decoder shows it.
     decoder = StreamDecoder(iter([_batch([(1, 0), (2, 0), (1, 1)])]))
     assert [p for p, records in decoder.streams() if list(records) or True] == [1, 2, 1]
+
+
+def test_a_slots_positions_are_read_ahead_in_one_request_and_each_taken_once(monkeypatch):
+    """A slot publisher reads its partitions' committed positions once, together (one OffsetFetch, one read of
+    the checkpoint records the group has no offset for); each partition's first read takes its answer, and
+    any later read (a replay's) asks the broker again."""
+    from eos_etl.engine import checkpoint
+
+    calls = []
+
+    def offsets(_consumer, _topic, parts, _timeout):
+        calls.append(("offsets", list(parts)))
+        return {p: (10 + p if p % 2 else None, "writer_slots=2") for p in parts}
+
+    def records(_connection, _log_topic, _group, _topic, parts, timeout_s):
+        calls.append(("records", list(parts)))
+        return {p: CheckpointEntry(p, 7, 4, "run-0", 0, "topic-id", 2) for p in parts}
+
+    monkeypatch.setattr(checkpoint, "fetch_committed_with_metadata", offsets)
+    monkeypatch.setattr(checkpoint.checkpoint_log, "read_entries", records)
+    cfg = dataclasses.replace(config(writer_slots=2), input_topic_id="topic-id")
+    shared = checkpoint.SlotCheckpoints(cfg)
+    try:
+        shared.read_ahead([0, 1, 2, 3])
+        assert calls == [("offsets", [0, 1, 2, 3]), ("records", [0, 2])]
+        ckpts = {p: shared.of(p) for p in range(4)}
+        assert {p: c.committed() for p, c in ckpts.items()} == {0: 7, 1: 11, 2: 7, 3: 13}
+        assert {p: c.committed_grouping for p, c in ckpts.items()} == dict.fromkeys(range(4), 2)
+        assert len(calls) == 2  # every first read answered from what was read ahead
+        assert ckpts[1].committed() == 11 and calls[2:] == [("offsets", [1])]
+        assert ckpts[0].committed() == 7 and calls[3:] == [("offsets", [0]), ("records", [0])]
+        shared.read_ahead([5])  # one partition reads as it always has, when asked
+        assert len(calls) == 5
+    finally:
+        shared.close()

@@ -60,15 +60,33 @@ class SlotCheckpoints:
         self._grouping = grouping
         self._consumer = None
         self.input_partitions: int | None = None  # the input's partition count, once one checkpoint asked
+        # partition -> (group offset, its metadata, checkpoint record): read for all at once, each taken once
+        self._read_ahead: dict[int, tuple[int | None, str, CheckpointEntry | None]] = {}
 
     def of(self, partition: int) -> "PartitionCheckpoint":
-        if self._consumer is None:
-            self._consumer = checkpoint_consumer(self._config)
         return PartitionCheckpoint(self._config, partition, self._timeout_s, shared=self, grouping=self._grouping)
 
     @property
     def consumer(self):
+        if self._consumer is None:
+            self._consumer = checkpoint_consumer(self._config)
         return self._consumer
+
+    def read_ahead(self, partitions: list[int]) -> None:
+        """Read the committed positions of ``partitions`` in one request (and the checkpoint records of
+        those the group has no offset for in one read), for each one's first :meth:`PartitionCheckpoint.committed`:
+        a slot's partitions cost two round trips, not two per partition. Only after ``init_transactions``
+        (nothing of an older attempt can commit after it); a later read (a replay's) asks the broker again."""
+        if len(partitions) < 2:
+            return  # one partition reads as it always has
+        probe = self.of(partitions[0])
+        offsets = probe.group_offsets(partitions)
+        missing = [p for p, (offset, _metadata) in offsets.items() if offset is None]
+        entries = probe.logged_entries(missing) if missing else {}
+        self._read_ahead = {p: (offset, metadata, entries.get(p)) for p, (offset, metadata) in offsets.items()}
+
+    def take(self, partition: int) -> tuple[int | None, str, CheckpointEntry | None] | None:
+        return self._read_ahead.pop(partition, None)
 
     def close(self) -> None:
         if self._consumer is not None:
@@ -111,10 +129,15 @@ class PartitionCheckpoint:
         timeouts): those answers are asked again within the checkpoint's timeout instead of failing
         the task.
         """
-        offset = self.group_offset()
+        ahead = self._shared.take(self.partition) if self._shared is not None else None
+        if ahead is None:
+            offset = self.group_offset()
+        else:
+            offset, metadata, _entry = ahead
+            self.committed_grouping = slots.grouping_of_metadata(metadata)
         if offset is not None:
             return offset
-        entry = self.logged()
+        entry = self.logged() if ahead is None else ahead[2]
         position = resumed_position(None, entry, self._topic_id)
         self.committed_grouping = entry.writer_slots if position is not None else None
         if position is not None:
@@ -125,28 +148,37 @@ class PartitionCheckpoint:
     def group_offset(self) -> int | None:
         """The group's committed offset of this partition (stable: the checkpoint's consumer reads
         read_committed; :func:`~eos_etl.kafka.group_offsets.fetch_committed`), None if it has none."""
+        offset, metadata = self.group_offsets([self.partition])[self.partition]
+        self.committed_grouping = slots.grouping_of_metadata(metadata)
+        return offset
 
-        def ask(timeout: float) -> tuple[int | None, str]:
-            return fetch_committed_with_metadata(self._consumer, self.topic, [self.partition], timeout)[self.partition]
+    def group_offsets(self, partitions: list[int]) -> dict[int, tuple[int | None, str]]:
+        """:meth:`group_offset` of ``partitions`` (this one's and its slot's) in one request, with each
+        offset's metadata. While a broker is lost the coordinator moves: asked again within the timeout."""
+        what = (f"{self.topic}[{partitions[0]}]" if len(partitions) == 1
+                else f"{self.topic} partitions {partitions[0]}..{partitions[-1]}")
+
+        def ask(timeout: float) -> dict[int, tuple[int | None, str]]:
+            return fetch_committed_with_metadata(self._consumer, self.topic, partitions, timeout)
 
         try:
-            offset, metadata = retry_until(ask, what=f"committed offset of {self.topic}[{self.partition}]",
-                                           deadline_s=self._timeout_s, attempt_timeout_s=min(10.0, self._timeout_s))
-            self.committed_grouping = slots.grouping_of_metadata(metadata)
-            return offset
+            return retry_until(ask, what=f"committed offset of {what}", deadline_s=self._timeout_s,
+                               attempt_timeout_s=min(10.0, self._timeout_s))
         except KafkaException as exc:
             if is_retriable(exc):  # no answer within the deadline: lost at runtime, or never reachable
                 raise unreachable(self._connection, f"no broker answered the committed offset of "
-                                                    f"{self.topic}[{self.partition}] within {self._timeout_s:.0f}s "
+                                                    f"{what} within {self._timeout_s:.0f}s "
                                                     f"(last: {describe_kafka_exception(exc)})") from exc
-            raise KafkaSetupError(
-                f"cannot read committed offset of {self.topic}[{self.partition}]: {describe_kafka_exception(exc)}"
-            ) from exc
+            raise KafkaSetupError(f"cannot read committed offset of {what}: {describe_kafka_exception(exc)}") from exc
 
     def logged(self) -> CheckpointEntry | None:
         """This partition's record in the checkpoint topic (its partition of the same number)."""
+        return self.logged_entries([self.partition]).get(self.partition)
+
+    def logged_entries(self, partitions: list[int]) -> dict[int, CheckpointEntry]:
+        """The checkpoint records of ``partitions`` (one read of their checkpoint partitions)."""
         return checkpoint_log.read_entries(self._connection, self.log_topic, self.group, self.topic,
-                                           [self.partition], timeout_s=self._timeout_s).get(self.partition)
+                                           partitions, timeout_s=self._timeout_s)
 
     def first_visible(self, start: int, end: int) -> int | None:
         """The first input record a read_committed reader sees in [start, end) of this partition, or

@@ -286,6 +286,7 @@ class SlotPublisher:
                 if not initialised:
                     initialised = True
                     failpoints.hit("after_init", p)
+                    checkpoints.read_ahead(list(self.ranges))  # after init: no older attempt commits them now
                 lane = _Lane(self.config, p, self.ranges[p], checkpoints.of(p), self._on_progress, loop)
                 results[p] = lane.publish(producer, records)
 
