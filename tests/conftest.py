@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from eos_etl import logging_setup
+from eos_etl.faults.lab import lab_writer_slots
 from eos_etl.kafka.acls import grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
@@ -309,6 +310,7 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
 
     def make_shop(partitions: int = 3, *, conn: KafkaConnection | None = None,
                   roles: tuple[str, ...] = ("pipeline", "validator"), **kwargs) -> ShopSettings:
+        kwargs.setdefault("writer_slots", lab_writer_slots())  # $EOS_ETL_LAB_WRITER_SLOTS: the kill tests on slots
         tag = uuid.uuid4().hex[:10]
         topics = ShopTopics(
             purchases=f"purchases-{tag}",

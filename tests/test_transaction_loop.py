@@ -428,7 +428,8 @@ def test_a_slots_transactions_hold_several_partitions_and_commit_each_ones_posit
     # Records 0-3 of partition 0 fill the first transaction; the second holds partition 0's record 4 and
     # window end, partition 1's two records and end, and partition 2's renewed position.
     assert producer.calls["commit_transaction"] == 2 and producer.calls["send_offsets_to_transaction"] == 2
-    assert {p: (c.committed_offset, c.logged_offset) for p, c in checkpoints.items()} == {0: (6, 6), 1: (2, 2), 2: (3, 3)}
+    assert {p: (c.committed_offset, c.logged_offset) for p, c in checkpoints.items()} == {
+        0: (6, 6), 1: (2, 2), 2: (3, 3)}
     assert {p: (r.transactions, r.records_published) for p, r in results.items()} == {0: (2, 5), 1: (1, 2), 2: (1, 0)}
     assert _visible(producer) == [(0, o) for o in range(5)] + [(1, 0), (1, 1)]
     _assert_slot_exactly_once(producer, checkpoints)

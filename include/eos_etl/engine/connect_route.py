@@ -20,6 +20,16 @@ exactly as under spark-submit. Three things reach for the application itself
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
+import os
+
+#: Spark's own: the secret a Spark Connect server and its clients share.
+SPARK_TOKEN_ENV = "SPARK_CONNECT_AUTHENTICATE_TOKEN"
+#: The prefix of :func:`pooled_reader_group`'s ids.
+READER_GROUP_PREFIX = "eos-etl-reader-"
+
 
 def is_connect(spark) -> bool:
     """True for a Spark Connect client session (``pyspark.sql.connect``), False for a classic one."""
@@ -34,3 +44,24 @@ def cancel_jobs(spark, group: str) -> None:
         spark.interruptTag(group)
     else:
         spark.sparkContext.cancelJobGroup(group)
+
+
+def pooled_reader_group(spark, kafka_options: dict[str, str]) -> str | None:
+    """The ``kafka.group.id`` of a window's Kafka read on a Spark Connect server, or None (Spark's own id).
+
+    Spark keys its executors' pool of Kafka consumers by group id and topic partition; with its default,
+    a group id of its own per query, a long-lived server builds every partition's consumer again for
+    every window (a connection, a metadata round trip and a first fetch each). A fixed id lets the next
+    window take them from the pool. The id names ``kafka_options`` (every ``kafka.*`` option of the read)
+    by an HMAC keyed with the server's token: Spark refuses a consumer for a key whose options differ from
+    the first one's (a changed password would fail every read until the server restarted), and the id,
+    which Spark logs, must not let anyone test a guess of the password. The consumers never join the group
+    nor commit (they are assigned their partitions and seek). None for a classic session, whose executors
+    live for one application, and without a token.
+    """
+    token = os.environ.get(SPARK_TOKEN_ENV)
+    if not token or not is_connect(spark):
+        return None
+    canonical = json.dumps(sorted(kafka_options.items())).encode()
+    return READER_GROUP_PREFIX + hmac.new(token.encode(), canonical, hashlib.sha256).hexdigest()[:32]
+

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 
 from ..kafka.connection import KafkaConnection
+from .connect_route import pooled_reader_group
 from .pipeline import PipelineConfig
 from .window import Window
 
@@ -35,11 +36,18 @@ KAFKA_SOURCE_DDL = (
 
 def kafka_batch_reader(spark, connection: KafkaConnection):
     """``spark.read.format("kafka")`` with the connection's options and :data:`BATCH_READ_OPTIONS`."""
+    return _reader(spark, {**BATCH_READ_OPTIONS, **connection.spark_options()})
+
+
+def _reader(spark, options: dict[str, str]):
     reader = spark.read.format("kafka")
-    for key, value in {**BATCH_READ_OPTIONS, **connection.spark_options()}.items():
+    for key, value in options.items():
         reader = reader.option(key, value)
     return reader
 
+
+#: The window read's own consumer settings: records of open or aborted transactions are never read.
+WINDOW_READ_OPTIONS = {"kafka.isolation.level": "read_committed"}
 
 #: Spark's SQL setting that makes a union of children with one partitioning keep it (their partitions zipped).
 UNION_OUTPUT_PARTITIONING = "spark.sql.unionOutputPartitioning"
@@ -47,9 +55,13 @@ UNION_OUTPUT_PARTITIONING = "spark.sql.unionOutputPartitioning"
 
 def read_window(spark, config: PipelineConfig, window: Window):
     """Spark's Kafka source over exactly the window, read_committed, failing on data loss: one Spark
-    partition per input partition, or with writer slots one per slot (:mod:`.slots`)."""
+    partition per input partition, or with writer slots one per slot (:mod:`.slots`). On a Spark Connect
+    server its consumers come from the executors' pool (:func:`~.connect_route.pooled_reader_group`)."""
+    kafka_options = {**BATCH_READ_OPTIONS, **config.connection.spark_options(), **WINDOW_READ_OPTIONS}
+    if group := pooled_reader_group(spark, kafka_options):
+        kafka_options = {**kafka_options, "kafka.group.id": group}
     if config.writer_slots is None:
-        return _read(spark, config, window, list(window.nonempty()))
+        return _read(spark, config, window, list(window.nonempty()), kafka_options)
     slots: dict[int, list[int]] = {}
     for p in window.nonempty():
         slots.setdefault(config.slot_of(p), []).append(p)
@@ -59,19 +71,19 @@ def read_window(spark, config: PipelineConfig, window: Window):
     # of union children that share one partitioning (all single partitions here) into one: off for this
     # session, so each slot stays a task of its own (a slot's task refuses another slot's records anyway).
     spark.conf.set(UNION_OUTPUT_PARTITIONING, "false")
-    reads = [_read(spark, config, window, partitions).coalesce(1) for _slot, partitions in sorted(slots.items())]
+    reads = [_read(spark, config, window, partitions, kafka_options).coalesce(1)
+             for _slot, partitions in sorted(slots.items())]
     frame = reads[0]
     for read in reads[1:]:
         frame = frame.union(read)
     return frame
 
 
-def _read(spark, config: PipelineConfig, window: Window, partitions: list[int]):
+def _read(spark, config: PipelineConfig, window: Window, partitions: list[int], kafka_options: dict[str, str]):
     return (
-        kafka_batch_reader(spark, config.connection).option("assign", json.dumps({window.topic: partitions}))
+        _reader(spark, kafka_options).option("assign", json.dumps({window.topic: partitions}))
         .option("startingOffsets", window.spark_starting_offsets(partitions))
         .option("endingOffsets", window.spark_ending_offsets(partitions))
-        .option("kafka.isolation.level", "read_committed")
         .option("failOnDataLoss", "true")
         .load()
     )

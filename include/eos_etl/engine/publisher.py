@@ -111,7 +111,6 @@ class _Lane:
 
     def publish(self, producer, records: Iterable[InputRecord]) -> PartitionResult:
         t0 = time.monotonic()
-        p = self.partition
         result, position = self._start()
         if position >= self.range.end:
             # Everything already published (or nothing to publish): drain and count, then commit the

@@ -166,7 +166,8 @@ class TransactionLoop:
     def join(self, checkpoint, writer: LineageWriter, result, *, position: int,
              validated_position: Callable[[int | None], int]) -> None:
         """Make ``result.partition`` the current partition, the one :meth:`add` takes records of."""
-        if not self._span and self._current is not None and (self._current.buffered or self._current.target is not None):
+        last = self._current
+        if not self._span and last is not None and (last.buffered or last.target is not None):
             raise ValueError("a loop without span_partitions takes the next partition once the last one committed")
         share = _Share(checkpoint, writer, result, position, validated_position)
         self._shares[result.partition] = share

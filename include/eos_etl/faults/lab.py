@@ -12,6 +12,7 @@ violations and no output partition is left with a hanging transaction
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -77,6 +78,16 @@ class TrialResult:
                 "counters": self.counters, "ok": self.ok}
 
 
+#: The writer slots of the lab's and the tests' shops when a scenario names none: unset, one transactional
+#: id per partition (the default route); N, N slots, to run the fault scenarios and kill tests on slots.
+LAB_WRITER_SLOTS_ENV = "EOS_ETL_LAB_WRITER_SLOTS"
+
+
+def lab_writer_slots() -> int | None:
+    value = os.environ.get(LAB_WRITER_SLOTS_ENV, "").strip()
+    return int(value) if value else None
+
+
 @dataclass
 class Lab:
     connection: KafkaConnection
@@ -107,6 +118,9 @@ class Lab:
         return ClusterAdmin(self.connection)
 
     def make_shop(self, partitions: int = 2, *, name: str = "soak", **kwargs) -> ShopSettings:
+        """A shop of fresh topics, group and transactional-id prefix; its writer slots are
+        ``$EOS_ETL_LAB_WRITER_SLOTS`` unless given (:func:`lab_writer_slots`)."""
+        kwargs.setdefault("writer_slots", lab_writer_slots())
         tag = f"{name}-{uuid.uuid4().hex[:8]}"
         topics = ShopTopics(purchases=f"purchases-{tag}", invoices=f"invoices-{tag}",
                             shipments=f"shipments-{tag}", dead_letters=f"purchases-{tag}.dlq")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from .connection import KafkaConnection
 
@@ -41,9 +41,13 @@ def _assign(consumer: Consumer, topic: str, positions: list[TopicPartition], tim
     """``consumer.assign(positions)``, fetching at once: a consumer that has not read ``topic`` before
     learns its partitions' leaders only at librdkafka's next scan of unknown topics (once a second),
     so its first fetch waited up to a second (measured in publishing tasks: 0.1-1.0 s for one marker);
-    asking for the topic's metadata right after the assignment gives them in one round trip."""
+    asking for the topic's metadata right after the assignment gives them in one round trip. Only a
+    speed-up: unanswered (a broker lost), the read goes on and librdkafka's own scan finds the leaders."""
     consumer.assign(positions)
-    consumer.list_topics(topic, timeout=max(1.0, min(timeout_s, 10.0)))
+    try:
+        consumer.list_topics(topic, timeout=max(1.0, min(timeout_s, 10.0)))
+    except KafkaException as exc:
+        log.info("no metadata for %s right after the assignment (%s): the read learns the leaders itself", topic, exc)
 
 
 def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple[int, int]], *,
@@ -62,9 +66,9 @@ def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple
                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3,
                  "fetch.max.bytes": 52_428_800})
     consumer = Consumer(conf)
-    _assign(consumer, topic, [TopicPartition(topic, p, ranges[p][0]) for p in todo], timeout_s)
     deadline = time.monotonic() + timeout_s
     try:
+        _assign(consumer, topic, [TopicPartition(topic, p, ranges[p][0]) for p in todo], timeout_s)
         while todo:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"reading {topic} ({isolation}) did not reach {ranges} within {timeout_s}s")

@@ -500,7 +500,8 @@ class EmbeddedAirflow:
     @property
     def rest(self) -> AirflowRestClient:
         """Its REST API as :attr:`login` (:mod:`.airflow_rest`)."""
-        return AirflowRestClient(self.url, self.username, self.password, password_source=str(self.passwords_file))
+        return AirflowRestClient(self.url, self.username, self.password, password_source=str(self.passwords_file),
+                                 db_file=self.db_file)
 
     def health(self, timeout: float = 5.0) -> dict[str, str | None]:
         """Component -> status from the health endpoint; empty if the API does not answer."""

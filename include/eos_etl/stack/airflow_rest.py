@@ -13,9 +13,11 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from .errors import StackError
+from .errors import AirflowUnansweredError, StackError
+from .sqlite_locks import lock_holders
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,8 @@ class AirflowRestClient:
     password: str = field(repr=False)
     # Where the password Airflow checks is kept, named when a login is refused.
     password_source: str = "the Airflow login"
+    # The embedded stack's SQLite database: a call left unanswered names who holds its lock.
+    db_file: Path | None = None
 
     def health(self, timeout: float = 5.0) -> dict[str, str | None]:
         """Component -> status from the health endpoint; empty if the API does not answer."""
@@ -94,6 +98,11 @@ class AirflowRestClient:
             try:
                 with _local_http.open(req, timeout=timeout) as resp:
                     return json.loads(resp.read() or b"null")
+            except TimeoutError as exc:
+                held = lock_holders(self.db_file) if self.db_file is not None else []
+                raise AirflowUnansweredError(
+                    f"Airflow's API server did not answer {method} {path} within {timeout:.0f}s"
+                    + (f"; its SQLite database is locked: {'; '.join(held)}" if held else "")) from exc
             except urllib.error.HTTPError as exc:
                 if method == "POST" or exc.code not in (500, 503) or time.monotonic() > deadline:
                     raise

@@ -26,3 +26,12 @@ class SparkServerLostError(StackError):
     the run failed, not its configuration (exit code 1); its retry runs on the restarted server."""
 
     exit_code = 1
+
+
+class AirflowUnansweredError(StackError, TimeoutError):
+    """Airflow's API server did not answer a call in time; says which process holds its SQLite
+    database's lock when one does (the usual reason on the embedded stack). A retry may find it
+    answering (exit code 1)."""
+
+    exit_code = 1
+

@@ -94,6 +94,9 @@ DRIVER_HOST_ENV = "EOS_ETL_SPARK_CONNECT_DRIVER_HOST"  # the driver's address fo
 DAEMON_IDLE_EXIT_S = 3900
 MEMORY_ENV = "EOS_ETL_SPARK_CONNECT_MEMORY"  # the server JVM's heap (driver and local executors)
 DEFAULT_MEMORY = "1g"
+#: The executors' pool of Kafka consumers (``spark.kafka.consumer.cache.capacity``): one per input partition
+#: a window reads, up to the largest topic a server here is sized for.
+KAFKA_CONSUMER_POOL = 1024
 # A cold JVM with the connector jars starts in 10-20 s on a busy 2-core machine.
 READY_TIMEOUT_S = 120.0
 _STARTED_MARKER = "Spark Connect server started at"
@@ -281,6 +284,10 @@ class SparkConnectServer:
         # its start-up and a gap before the next wave: 2.69 vs 1.76 s for a 10,000-purchase window
         # (docs/performance-history.md, "Python workers kept for the next task").
         conf["spark.python.worker.reuse"] = "true"
+        # Windows take their Kafka consumers from the executors' pool (engine.connect_route.pooled_reader_group):
+        # a consumer per input partition, kept until idle for Spark's 5 minutes; past this count Spark drops
+        # the oldest idle ones on every new borrow (its default, 64, is less than one window of 128 partitions).
+        conf["spark.kafka.consumer.cache.capacity"] = str(KAFKA_CONSUMER_POOL)
         conf.update(REDACTION)
         conf.update({
             "spark.connect.execute.manager.detachedTimeout": DETACHED_TIMEOUT,

@@ -1,0 +1,78 @@
+"""Naming the process that holds the embedded Airflow's SQLite lock (stack/sqlite_locks.py), and the REST
+client's error when Airflow leaves a call unanswered: real SQLite, a real holder process, no Airflow."""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+import subprocess
+import sys
+
+import pytest
+
+from eos_etl.stack.airflow_rest import AirflowRestClient
+from eos_etl.stack.errors import AirflowUnansweredError
+from eos_etl.stack.sqlite_locks import lock_holders
+
+HOLDER = """
+import sqlite3, sys, time
+c = sqlite3.connect(sys.argv[1], isolation_level=None)
+c.execute("begin immediate")  # the write lock, until this process ends
+c.execute("insert into t values (1)")
+print("holding", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def wal_db(tmp_path):
+    db = tmp_path / "airflow.db"
+    c = sqlite3.connect(db)
+    c.execute("pragma journal_mode=wal")
+    c.execute("create table t (x)")
+    c.commit()
+    yield db
+    c.close()
+
+
+@pytest.fixture
+def holder(wal_db):
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(wal_db)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "holding"
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+def test_the_process_holding_the_write_lock_is_named(wal_db, holder):
+    [held] = lock_holders(wal_db)
+    assert held.startswith(f"write lock: pid {holder.pid} ({sys.executable} -c"), held
+    writer = sqlite3.connect(wal_db, timeout=0.2, isolation_level=None)
+    with pytest.raises(sqlite3.OperationalError, match="locked"):
+        writer.execute("begin immediate")  # what Airflow's components meet meanwhile
+    holder.kill()
+    holder.wait()
+    assert lock_holders(wal_db) == []
+    writer.execute("begin immediate")
+    writer.close()
+
+
+def test_a_reader_holds_nothing_a_writer_waits_for(wal_db):
+    reader = sqlite3.connect(wal_db, isolation_level=None)
+    reader.execute("begin")
+    reader.execute("select * from t").fetchall()  # a WAL reader's mark, not a lock on writers
+    assert lock_holders(wal_db) == []
+    reader.close()
+
+
+def test_an_unanswered_call_names_the_lock_holder(wal_db, holder):
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)  # accepts the connection, never answers
+    try:
+        client = AirflowRestClient(f"http://127.0.0.1:{silent.getsockname()[1]}", "admin", "pw", db_file=wal_db)
+        locked = rf"within 1s; its SQLite database is locked: write lock: pid {holder.pid} "
+        with pytest.raises(AirflowUnansweredError, match=locked):
+            client.call("PATCH", "/api/v2/dags/d", {"is_paused": True}, "token", timeout=1.0)
+    finally:
+        silent.close()
