@@ -156,7 +156,7 @@ class PartitionCheckpoint:
         """:meth:`group_offset` of ``partitions`` (this one's and its slot's) in one request, with each
         offset's metadata. While a broker is lost the coordinator moves: asked again within the timeout."""
         what = (f"{self.topic}[{partitions[0]}]" if len(partitions) == 1
-                else f"{self.topic} partitions {partitions[0]}..{partitions[-1]}")
+                else f"{len(partitions)} partitions of {self.topic} ({partitions[0]}, {partitions[1]}, ...)")
 
         def ask(timeout: float) -> dict[int, tuple[int | None, str]]:
             return fetch_committed_with_metadata(self._consumer, self.topic, partitions, timeout)

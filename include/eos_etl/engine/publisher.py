@@ -94,8 +94,9 @@ class PartitionResult:
 
 class _Lane:
     """One input partition's steps inside its slot's publish (steps 2 to 4 of the module's docstring),
-    on the slot's producer, which no other lane uses meanwhile: every transaction it opens it also
-    commits or aborts before the next partition's lane begins."""
+    on the slot's producer, one lane at a time. Without writer slots every transaction it opens it also
+    commits or aborts before the next lane begins; with them it joins the slot's loop, whose open
+    transaction may still hold earlier lanes' records and proven ends."""
 
     def __init__(self, config: PipelineConfig, partition: int, offset_range: OffsetRange,
                  checkpoint: PartitionCheckpoint, on_progress: Callable[[], None],
