@@ -18,6 +18,7 @@ from eos_etl.engine.errors import ProducerFencedError, WindowEndNotReachedError,
 from eos_etl.engine.producer import TransactionalProducer
 from eos_etl.engine.publisher import PartitionPublisher, SlotPublisher, publish_without_spark
 from eos_etl.engine.window import Window
+from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
 from eos_etl.kafka.reader import read_ranges
 from eos_etl.shop.generator import generate
@@ -27,6 +28,7 @@ pytestmark = pytest.mark.spark
 
 
 def assert_exactly_once(settings, window: Window):
+    settle_outputs(settings)
     report = check_shop(settings, expected_ends={p: r.end for p, r in window.ranges.items()})
     assert report.ok, json.dumps(report.to_dict(), indent=1, default=str)[:4000]
     return report
@@ -105,8 +107,10 @@ def test_a_slots_partitions_without_records_commit_in_one_transaction(spark, sho
     assert {p: (e.next_offset, e.writer_slots) for p, e in entries.items()} == {
         p: (aborted_only.ranges[p].end, 2) for p in (1, 3, 5)}
     assert not read_topic(shop.connection, shop.topics.invoices)
-    # The whole window through Spark: partition 2's purchases published once, every end committed.
+    # The whole window through Spark: partition 2's purchases published once, every end committed. A slot's
+    # last commit touches every output partition; its markers land just after it returns (read once settled).
     summary = run_shop_window(spark, shop, window)
+    settle_outputs(shop)
     assert summary.records_published == len(read_topic(shop.connection, shop.topics.invoices))
     assert_exactly_once(shop, window)
 
@@ -129,6 +133,7 @@ def test_a_slots_small_partitions_share_one_transaction(shop_factory, caplog):
     commits = [r.getMessage() for r in caplog.records if r.getMessage().startswith("committed ")]
     stem = shop.pipeline().transactional_id_stem
     assert commits == [f"committed {stem}s0of1: 90 records of 3 partitions in one transaction, offsets -> {ends}"]
+    settle_outputs(shop)
     assert [(r.partition, r.transactions, r.records_published) for r in results] == [
         (p, 1, len(streams[p])) for p in range(3)]
     assert group_offsets(shop, 3) == ends
@@ -136,6 +141,13 @@ def test_a_slots_small_partitions_share_one_transaction(shop_factory, caplog):
         published = sorted((int(r.headers["source_partition"]), int(r.headers["source_offset"]))
                            for r in read_topic(shop.connection, topic))
         assert published == sorted((p, o) for p, recs in streams.items() for o, _ in recs)
+
+
+def settle_outputs(shop) -> None:
+    """Wait until the output topics' last stable offsets reach their ends (the last commit's markers)."""
+    admin = ClusterAdmin(shop.connection)
+    for topic in shop.topics.outputs:
+        assert all(o.settled for o in admin.settled_offsets(topic, timeout_s=15).values()), topic
 
 
 def group_offsets(shop, partitions: int = 6) -> dict[int, int | None]:

@@ -267,12 +267,10 @@ class Bench:
         when the coordinator has logged it, and it writes the markers to the output partitions after that
         (a slot's transaction touches every output partition: hundreds of markers). A transaction still
         open after MARKERS_SETTLE_S is one a run left open, which the check reports."""
-        deadline = time.monotonic() + MARKERS_SETTLE_S
-        while True:
-            counts = self._output_counts(settings, target)
-            if counts[0] == counts[1] or time.monotonic() >= deadline:
-                return counts
-            time.sleep(0.2)
+        t = settings.topics
+        for topic in (t.invoices, t.shipments, t.dead_letters):
+            target.admin.settled_offsets(topic, timeout_s=MARKERS_SETTLE_S, poll_s=0.2)
+        return self._output_counts(settings, target)
 
     def _verify(self, case: str, row: dict, settings: ShopSettings, window, target: KafkaTarget,
                 before: tuple[int, int, int] = (0, 0, 0)) -> list[str]:
