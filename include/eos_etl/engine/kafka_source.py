@@ -61,7 +61,7 @@ def read_window(spark, config: PipelineConfig, window: Window):
     if group := pooled_reader_group(spark, kafka_options):
         kafka_options = {**kafka_options, "kafka.group.id": group}
     if config.writer_slots is None:
-        return _read(spark, config, window, list(window.nonempty()), kafka_options)
+        return _read(spark, window, list(window.nonempty()), kafka_options)
     slots: dict[int, list[int]] = {}
     for p in window.nonempty():
         slots.setdefault(config.slot_of(p), []).append(p)
@@ -71,15 +71,14 @@ def read_window(spark, config: PipelineConfig, window: Window):
     # of union children that share one partitioning (all single partitions here) into one: off for this
     # session, so each slot stays a task of its own (a slot's task refuses another slot's records anyway).
     spark.conf.set(UNION_OUTPUT_PARTITIONING, "false")
-    reads = [_read(spark, config, window, partitions, kafka_options).coalesce(1)
-             for _slot, partitions in sorted(slots.items())]
+    reads = [_read(spark, window, partitions, kafka_options).coalesce(1) for _slot, partitions in sorted(slots.items())]
     frame = reads[0]
     for read in reads[1:]:
         frame = frame.union(read)
     return frame
 
 
-def _read(spark, config: PipelineConfig, window: Window, partitions: list[int], kafka_options: dict[str, str]):
+def _read(spark, window: Window, partitions: list[int], kafka_options: dict[str, str]):
     return (
         _reader(spark, kafka_options).option("assign", json.dumps({window.topic: partitions}))
         .option("startingOffsets", window.spark_starting_offsets(partitions))
