@@ -175,18 +175,6 @@ class TransactionLoop:
 
     # The current partition's share.
     @property
-    def checkpoint(self):
-        return self._current.checkpoint
-
-    @property
-    def writer(self) -> LineageWriter:
-        return self._current.writer
-
-    @property
-    def result(self):
-        return self._current.result
-
-    @property
     def position(self) -> int:
         return self._current.position
 
