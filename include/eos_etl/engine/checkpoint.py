@@ -130,14 +130,15 @@ class PartitionCheckpoint:
         the task.
         """
         ahead = self._shared.take(self.partition) if self._shared is not None else None
-        if ahead is None:
-            offset = self.group_offset()
+        if ahead is None:  # no answer read ahead (or taken already): ask the broker now
+            offset, entry = self.group_offset(), None
         else:
-            offset, metadata, _entry = ahead
+            offset, metadata, entry = ahead
             self.committed_grouping = slots.grouping_of_metadata(metadata)
         if offset is not None:
             return offset
-        entry = self.logged() if ahead is None else ahead[2]
+        if ahead is None:
+            entry = self.logged()
         position = resumed_position(None, entry, self._topic_id)
         self.committed_grouping = entry.writer_slots if position is not None else None
         if position is not None:
