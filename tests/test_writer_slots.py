@@ -120,6 +120,7 @@ def test_a_slots_small_partitions_share_one_transaction(shop_factory, caplog):
     commits each one's window end (one checkpoint record and group offset each)."""
     shop = dataclasses.replace(shop_factory(partitions=3), writer_slots=1)
     generate(shop.connection, shop.topics.purchases, 90, invalid_share=0.0, seed=26, transaction_size=30)
+    settle(shop, [shop.topics.purchases])  # the plan takes every partition's last stable offset as its end
     window = shop.plan()
     assert all(r.end > r.start for r in window.ranges.values())
     streams = {p: [(r.offset, [(shop.topics.invoices, r.key, r.value, []), (shop.topics.shipments, r.key, r.value, [])])
@@ -143,11 +144,15 @@ def test_a_slots_small_partitions_share_one_transaction(shop_factory, caplog):
         assert published == sorted((p, o) for p, recs in streams.items() for o, _ in recs)
 
 
-def settle_outputs(shop) -> None:
-    """Wait until the output topics' last stable offsets reach their ends (the last commit's markers)."""
+def settle(shop, topics) -> None:
+    """Wait until the topics' last stable offsets reach their ends (the last commit's markers landed)."""
     admin = ClusterAdmin(shop.connection)
-    for topic in shop.topics.outputs:
+    for topic in topics:
         assert all(o.settled for o in admin.settled_offsets(topic, timeout_s=15).values()), topic
+
+
+def settle_outputs(shop) -> None:
+    settle(shop, shop.topics.outputs)
 
 
 def group_offsets(shop, partitions: int = 6) -> dict[int, int | None]:
