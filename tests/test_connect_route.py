@@ -1,4 +1,5 @@
-"""What a run does differently as a Spark Connect client, without a server: the pooled reader group."""
+"""What a run does differently as a Spark Connect client, without a server: the pooled reader group, and the
+size of the server's consumer pool."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 
 from eos_etl.engine.connect_route import READER_GROUP_PREFIX, SPARK_TOKEN_ENV, pooled_reader_group
 from eos_etl.kafka.connection import KafkaConnection
+from eos_etl.stack.spark_connect import kafka_consumer_pool
 
 CONNECT = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
 CLASSIC = type("SparkSession", (), {"__module__": "pyspark.sql.session"})()
@@ -41,3 +43,10 @@ def test_a_classic_session_or_a_server_without_token_keeps_sparks_own_group(toke
     assert pooled_reader_group(CLASSIC, options()) is None  # its executors end with the application
     monkeypatch.delenv(SPARK_TOKEN_ENV)
     assert pooled_reader_group(CONNECT, options()) is None
+
+
+@pytest.mark.parametrize(("memory", "pool"), [("1g", 256), ("2G", 512), ("1536m", 384), ("512m", 128),
+                                              ("128m", 64), ("1073741824", 256)])
+def test_the_servers_consumer_pool_grows_with_its_heap(memory, pool):
+    """An idle pooled consumer holds heap: 1,024 of them ran a 1 GB server out of it mid-window."""
+    assert kafka_consumer_pool(memory) == pool

@@ -3,14 +3,18 @@ client's error when Airflow leaves a call unanswered: real SQLite, a real holder
 
 from __future__ import annotations
 
+import http.server
+import inspect
 import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 
 import pytest
 
-from eos_etl.stack.airflow_rest import AirflowRestClient
+from eos_etl.stack.airflow import SQLITE_BUSY_TIMEOUT_S
+from eos_etl.stack.airflow_rest import CALL_TIMEOUT_S, AirflowRestClient
 from eos_etl.stack.errors import AirflowUnansweredError
 from eos_etl.stack.sqlite_locks import lock_holders
 
@@ -76,3 +80,34 @@ def test_an_unanswered_call_names_the_lock_holder(wal_db, holder):
             client.call("PATCH", "/api/v2/dags/d", {"is_paused": True}, "token", timeout=1.0)
     finally:
         silent.close()
+
+
+class _Locked(http.server.BaseHTTPRequestHandler):
+    """Answers every request as Airflow's API does while SQLite refuses its write: 500."""
+
+    def do_PATCH(self):  # noqa: N802 (http.server's name)
+        self.send_response(500)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(b'{"detail": "(sqlite3.OperationalError) database is locked"}')
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_call_refused_by_the_lock_until_its_timeout_names_the_holder(wal_db, holder):
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Locked)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = AirflowRestClient(f"http://127.0.0.1:{server.server_address[1]}", "admin", "pw", db_file=wal_db)
+        locked = rf"refused PATCH /api/v2/dags/d for 2s \(HTTP 500\); its SQLite database is locked: write lock: pid {holder.pid} "
+        with pytest.raises(AirflowUnansweredError, match=locked):
+            client.call("PATCH", "/api/v2/dags/d", {"is_paused": True}, "token", timeout=2.0)
+    finally:
+        server.shutdown()
+
+
+def test_a_call_waits_longer_than_a_sqlite_writer_waits_for_the_lock():
+    """Otherwise a call the lock held up gives up just as the API's 500 comes, and is never asked again."""
+    assert CALL_TIMEOUT_S > SQLITE_BUSY_TIMEOUT_S + 10
+    assert inspect.signature(AirflowRestClient.call).parameters["timeout"].default == CALL_TIMEOUT_S

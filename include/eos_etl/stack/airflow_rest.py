@@ -31,6 +31,11 @@ FINISHED_RUN_STATES = ("success", "failed")
 # (docs/airflow-supervision.md). This client never makes them; re-running a run is its /clear.
 _DELETES_RUNS = (("DELETE", "/api/v2/dags/"), ("POST", "/api/v2/backfills"))
 
+# How long a call keeps asking: longer than a SQLite writer waits for the lock
+# (stack.airflow.SQLITE_BUSY_TIMEOUT_S, 30 s), so a call the lock held up gets the API's
+# 500 and asks again, instead of giving up just as the answer comes.
+CALL_TIMEOUT_S = 75.0
+
 # Talks to our own API server directly, even when an http(s)_proxy is set.
 _local_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
@@ -74,13 +79,14 @@ class AirflowRestClient:
             raise StackError(f"Airflow does not answer on {self.url} ({e}); is it running?") from None
 
     def call(self, method: str, path: str, body: dict | None = None, token: str | None = None,
-             timeout: float = 30.0):
+             timeout: float = CALL_TIMEOUT_S):
         """One REST API call (``path`` like ``/api/v2/dags``); returns the decoded JSON.
 
         HTTP errors propagate as ``urllib.error.HTTPError`` so callers can act on the status.
         An idempotent call (not POST) that gets a 500 or 503 is asked again, for up to
         ``timeout`` seconds: with SQLite, a write that meets the scheduler's open write
-        transaction fails with "database is locked" and the API answers 500.
+        transaction fails with "database is locked" and the API answers 500. A call left
+        unanswered, or refused by the lock until ``timeout``, names the lock's holder.
         """
         for refused_method, prefix in _DELETES_RUNS:
             if method.upper() == refused_method and path.startswith(prefix):
@@ -96,18 +102,29 @@ class AirflowRestClient:
                          **({"Authorization": f"Bearer {token}"} if token else {})},
             )
             try:
-                with _local_http.open(req, timeout=timeout) as resp:
+                with _local_http.open(req, timeout=max(1.0, deadline - time.monotonic())) as resp:
                     return json.loads(resp.read() or b"null")
             except TimeoutError as exc:
-                held = lock_holders(self.db_file) if self.db_file is not None else []
                 raise AirflowUnansweredError(
                     f"Airflow's API server did not answer {method} {path} within {timeout:.0f}s"
-                    + (f"; its SQLite database is locked: {'; '.join(held)}" if held else "")) from exc
+                    + self._lock_held()) from exc
             except urllib.error.HTTPError as exc:
-                if method == "POST" or exc.code not in (500, 503) or time.monotonic() > deadline:
+                if method == "POST" or exc.code not in (500, 503):
                     raise
+                if time.monotonic() > deadline:
+                    held = self._lock_held()
+                    if not held:
+                        raise
+                    raise AirflowUnansweredError(
+                        f"Airflow's API server refused {method} {path} for {timeout:.0f}s (HTTP {exc.code})"
+                        + held) from exc
                 log.info("Airflow answered %s %s with HTTP %d; asking again", method, path, exc.code)
                 time.sleep(1.0)
+
+    def _lock_held(self) -> str:
+        """``; its SQLite database is locked: <holders>``, or nothing when no process holds its lock."""
+        held = lock_holders(self.db_file) if self.db_file is not None else []
+        return f"; its SQLite database is locked: {'; '.join(held)}" if held else ""
 
     def wait_for_runs_to_settle(self, dag_id: str, token: str, appear_s: float = 30.0,
                                 finish_s: float = 180.0) -> None:

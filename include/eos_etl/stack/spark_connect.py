@@ -94,9 +94,19 @@ DRIVER_HOST_ENV = "EOS_ETL_SPARK_CONNECT_DRIVER_HOST"  # the driver's address fo
 DAEMON_IDLE_EXIT_S = 3900
 MEMORY_ENV = "EOS_ETL_SPARK_CONNECT_MEMORY"  # the server JVM's heap (driver and local executors)
 DEFAULT_MEMORY = "1g"
-#: The executors' pool of Kafka consumers (``spark.kafka.consumer.cache.capacity``): one per input partition
-#: a window reads, up to the largest topic a server here is sized for.
-KAFKA_CONSUMER_POOL = 1024
+#: The executors' pool of Kafka consumers (``spark.kafka.consumer.cache.capacity``), per GB of the server's
+#: heap: a pooled consumer keeps its buffers on the heap while idle, and 1,024 of them (left by windows of 4
+#: to 1,024 partitions) ran a 1 GB server out of heap mid-window. 256 keeps every consumer of a window of up
+#: to 256 partitions; a wider window reads with the oldest idle ones cleared as it borrows.
+KAFKA_CONSUMERS_PER_HEAP_GB = 256
+
+
+def kafka_consumer_pool(memory: str) -> int:
+    """The consumer pool's capacity for a JVM heap given as Spark writes it (``1g``, ``1536m``)."""
+    units = {"k": 1 / (1024 * 1024), "m": 1 / 1024, "g": 1, "t": 1024}
+    text = memory.strip().lower().removesuffix("b")
+    gb = float(text[:-1]) * units[text[-1]] if text[-1:] in units else float(text) / 1024 ** 3
+    return max(64, int(gb * KAFKA_CONSUMERS_PER_HEAP_GB))  # 64: Spark's own default
 # A cold JVM with the connector jars starts in 10-20 s on a busy 2-core machine.
 READY_TIMEOUT_S = 120.0
 _STARTED_MARKER = "Spark Connect server started at"
@@ -287,7 +297,7 @@ class SparkConnectServer:
         # Windows take their Kafka consumers from the executors' pool (engine.connect_route.pooled_reader_group):
         # a consumer per input partition, kept until idle for Spark's 5 minutes; past this count Spark drops
         # the oldest idle ones on every new borrow (its default, 64, is less than one window of 128 partitions).
-        conf["spark.kafka.consumer.cache.capacity"] = str(KAFKA_CONSUMER_POOL)
+        conf["spark.kafka.consumer.cache.capacity"] = str(kafka_consumer_pool(memory))
         conf.update(REDACTION)
         conf.update({
             "spark.connect.execute.manager.detachedTimeout": DETACHED_TIMEOUT,
