@@ -19,8 +19,12 @@ from datetime import datetime, timedelta, timezone
 
 from confluent_kafka import Producer
 
+from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
 from ..kafka.produce import produce_waiting
+
+#: How long :func:`generate` waits for its transactions' markers to land (seconds).
+MARKERS_TIMEOUT_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -146,9 +150,13 @@ def generate(
     failures: list = []
     abort_rng = random.Random(seed + 1)
 
-    def on_delivery(err, _msg):
+    written: dict[int, int] = {}  # partition -> the last offset written to it
+
+    def on_delivery(err, msg):
         if err is not None:
             failures.append(err)
+        else:
+            written[msg.partition()] = max(written.get(msg.partition(), -1), msg.offset())
 
     bar = None
     if progress:
@@ -182,9 +190,35 @@ def generate(
         bar.close()
     if failures or left:
         raise RuntimeError(f"{len(failures)} purchases failed delivery, {left} undelivered; first: {failures[:1]}")
+    if transactional:
+        await_markers(connection, topic, written)
     stats.seconds = round(time.monotonic() - t0, 3)
     log.info("generated %s into %s", stats.to_dict(), topic)
     return stats
+
+
+def await_markers(connection: KafkaConnection, topic: str, written: dict[int, int],
+                  timeout_s: float = MARKERS_TIMEOUT_S) -> bool:
+    """Wait until a read_committed reader sees past each partition's last record ``written``.
+
+    A commit or an abort returns once the coordinator has decided it; its markers reach the
+    partitions after that, and until they do the partitions' last stable offsets stop short of the
+    transaction. What was generated is what a plan made right after must see: a window ends at the
+    last stable offset. False (and a warning) when another producer's open transaction holds a
+    partition back past ``timeout_s``: nothing this producer can settle.
+    """
+    admin = ClusterAdmin(connection)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stable = admin.offsets(topic, sorted(written))
+        behind = {p: stable[p].last_stable for p, last in written.items() if stable[p].last_stable <= last}
+        if not behind:
+            return True
+        if time.monotonic() >= deadline:
+            log.warning("%s: the last stable offsets %s are still at or below the generator's last records "
+                        "after %.0fs (another open transaction?)", topic, behind, timeout_s)
+            return False
+        time.sleep(0.02)
 
 
 def _account(kinds: list, stats: GeneratorStats) -> None:
