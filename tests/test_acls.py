@@ -9,6 +9,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 from eos_etl.errors import ConfigurationError
+from eos_etl.faults.lab import transactional_id
 from eos_etl.kafka.acls import grant
 from eos_etl.kafka.grants import Grant
 from eos_etl.kafka.admin import ClusterAdmin
@@ -101,7 +102,7 @@ def test_another_principal_cannot_read_write_or_fence_the_pipeline(shop_factory,
     assert records_read(sasl_connection, shop.topics.invoices, shop.group) == 0
 
     # The intruder can neither take over (and so fence) a pipeline transactional id ...
-    producer = Producer({**intruder.client_config(), "transactional.id": shop.pipeline().transactional_id(0)})
+    producer = Producer({**intruder.client_config(), "transactional.id": transactional_id(shop, 0)})
     with pytest.raises(KafkaException) as exc:
         producer.init_transactions(15)
     assert _denied(exc.value) == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

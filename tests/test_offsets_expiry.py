@@ -18,6 +18,7 @@ import pytest
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.engine.errors import PositionLostError
+from eos_etl.engine.planner import with_committed_grouping
 from eos_etl.engine.recovery import fence_transactional_ids
 from eos_etl.faults import Lab
 from eos_etl.faults.soak import SHORT_RETENTION
@@ -143,7 +144,8 @@ def test_pauses_past_the_offsets_retention_publish_nothing_twice(lab, past_the_r
 
     # open: its old commit outlived the retention while the transaction held it.
     assert held[0] is not None and group_offsets(open_)[0] == held[0]
-    fence_transactional_ids(open_.pipeline(), [0, 1])  # what the next run's planner does: aborts it
+    # What the next run's planner does: aborts it (with the ids of the grouping the positions name).
+    fence_transactional_ids(with_committed_grouping(lab.admin, open_.pipeline()), [0, 1])
     lab.wait_for_expired_offsets(open_, 60)
     lab.recover(open_, ["--chunk-records", "100"])
     report = check_shop(open_, expected_ends=lab.input_ends(open_))

@@ -22,6 +22,7 @@ from confluent_kafka.admin import AdminClient
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.engine.checkpoint import PartitionCheckpoint
+from eos_etl.engine.planner import with_committed_grouping
 from eos_etl.engine.publisher import publish_without_spark, renew_positions
 from eos_etl.errors import ConfigurationError
 from eos_etl.faults import Lab
@@ -107,7 +108,8 @@ def test_an_idle_tick_keeps_the_topic_id_so_a_recreated_topic_is_never_skipped(l
     window = shop.plan()
     assert window.is_empty
     with pytest.raises(ConfigurationError, match="needs the input topic's id"):
-        publish_without_spark(shop.pipeline(run_id="unbound-tick"), window.ranges)  # the old tick's call
+        publish_without_spark(replace(shop.pipeline(run_id="unbound-tick"), writer_slots=window.writer_slots),
+                              window.ranges)  # the old tick's call
     renew_positions(shop.pipeline(run_id="tick-1"), window)  # the DAG's idle tick (dag_factory._plan)
     records = checkpoint_records(shop)
     assert {e.run_id for e in records.values()} == {"tick-1"} and {e.topic_id for e in records.values()} == {old_id}
@@ -249,7 +251,8 @@ def test_a_window_end_proof_below_the_log_start_fails_instead_of_proving_an_end(
             assert proof.result() is None
     finally:
         default.close()
-    config = replace(shop.pipeline(), input_topic_id=lab.admin.topic_id(shop.topics.purchases))
+    config = replace(with_committed_grouping(lab.admin, shop.pipeline()),
+                     input_topic_id=lab.admin.topic_id(shop.topics.purchases))
     checkpoint = PartitionCheckpoint(config, 0)
     try:
         with pytest.raises(RangeDeletedError, match="no longer holds offset 10"):

@@ -174,7 +174,7 @@ def test_the_loop_aborts_and_replays_a_transaction_whose_produce_was_refused(con
     out, small = topics
     source, group, tid = unique("refused-in"), unique("refused-group"), unique("refused-loop")
     config = PipelineConfig(connection, input_topic=source, group=group, output_topics=(out,),
-                            transactional_id_prefix=tid)
+                            transactional_id_prefix=tid, writer_slots=None)  # one partition, one loop
     admin.create_topics({source: 1})
     config = replace(config, input_topic_id=admin.topic_id(source))
     ensure_topics(admin, [checkpoint_topic.topic_spec(config.checkpoint_topic, 1)])

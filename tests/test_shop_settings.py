@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from eos_etl.cli import build_parser
 from eos_etl.cli.options import shop_settings_from_args
 from eos_etl.engine.pipeline import PipelineConfig
+from eos_etl.engine.slots import AS_COMMITTED
+from eos_etl.errors import ConfigurationError
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.orchestration.settings import ShopDagConfig
 from eos_etl.shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
@@ -62,5 +66,19 @@ def test_writer_slots_travel_from_the_variable_and_the_options_to_every_command_
         args = build_parser().parse_args([command, *extra, "--bootstrap-servers", "127.0.0.1:9092",
                                           *slotted.to_args()])
         assert shop_settings_from_args(args) == slotted, command
-    assert "--writer-slots" not in ShopSettings(connection=CONNECTION).to_args()  # unset: one id per partition
-    assert ShopSettings.from_mapping({"writer_slots": None}, CONNECTION).writer_slots is None
+    per_partition = ShopSettings.from_mapping({"writer_slots": "per-partition"}, CONNECTION)
+    assert per_partition.writer_slots is None and per_partition.pipeline().transactional_id(5).endswith("-5")
+    args = build_parser().parse_args(["run-window", "--bootstrap-servers", "127.0.0.1:9092", *per_partition.to_args()])
+    assert shop_settings_from_args(args) == per_partition
+    # Unset (the default): as committed, decided by a plan; nothing names an id before that.
+    default = ShopSettings(connection=CONNECTION)
+    assert "--writer-slots" not in default.to_args()
+    args = build_parser().parse_args(["run-window", "--bootstrap-servers", "127.0.0.1:9092", *default.to_args()])
+    assert shop_settings_from_args(args) == default
+    for unset in ({}, {"writer_slots": None}):
+        assert ShopSettings.from_mapping(unset, CONNECTION).writer_slots == AS_COMMITTED
+    with pytest.raises(ConfigurationError, match="not decided yet"):
+        default.pipeline().transactional_id(0)
+    for bad in (0, -1, "two", True, 1.5):
+        with pytest.raises(ValueError, match="positive count"):
+            ShopSettings.from_mapping({"writer_slots": bad}, CONNECTION)

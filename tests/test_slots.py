@@ -50,10 +50,13 @@ def test_a_slot_count_is_a_positive_integer(bad):
 def test_the_config_carries_its_slots_across_processes():
     assert PipelineConfig.from_json(config(4).to_json()).writer_slots == 4
     assert PipelineConfig.from_json(config().to_json()).writer_slots is None
+    assert PipelineConfig.from_json(config(slots.AS_COMMITTED).to_json()).writer_slots == slots.AS_COMMITTED
 
 
-def test_the_command_line_takes_a_count_or_none():
-    assert writer_slots("4") == 4 and writer_slots("none") is None and writer_slots("None") is None
+def test_the_command_line_takes_a_count_or_per_partition():
+    assert writer_slots("4") == 4 and writer_slots("per-partition") is None
+    assert writer_slots("none") is None and writer_slots("None") is None  # the spelling before the default changed
+    assert writer_slots("as-committed") == slots.AS_COMMITTED
     for bad in ("0", "-2", "four", ""):
         with pytest.raises(Exception, match="--writer-slots"):
             writer_slots(bad)
@@ -84,8 +87,50 @@ def test_positions_of_another_grouping_are_refused_with_the_reslot_command():
     message = str(refused.value)
     assert "partitions [1, 2]" in message and "one transactional id per partition and 2 writer slots" in message
     assert "offsets reslot --writer-slots 4" in message and refused.value.exit_code == 2
-    with pytest.raises(WriterSlotsChangedError, match="--writer-slots none"):
+    with pytest.raises(WriterSlotsChangedError, match="--writer-slots per-partition"):
         slots.check_committed(config(), 5, 4)
+
+
+def test_as_committed_keeps_the_committed_grouping_and_gives_a_new_pipeline_the_default():
+    auto = config(slots.AS_COMMITTED)
+    assert slots.resolve(auto, {}) == slots.DEFAULT_WRITER_SLOTS == 2  # a new pipeline
+    assert slots.resolve(auto, {0: None, 1: None}) is None  # a pipeline of per-partition ids stays one
+    assert slots.resolve(auto, {0: 4, 3: 4}) == 4
+    with pytest.raises(WriterSlotsChangedError) as mixed:  # a reslot that did not finish
+        slots.resolve(auto, {0: None, 1: 4, 2: 4})
+    message = str(mixed.value)
+    assert "one transactional id per partition (partitions [0])" in message and "partitions [1, 2]" in message
+    assert "offsets reslot --writer-slots 4" in message and mixed.value.exit_code == 2
+    # A set grouping is itself, refused against another committed one.
+    assert slots.resolve(config(3), {}) == 3 and slots.resolve(config(None), {0: None}) is None
+    with pytest.raises(WriterSlotsChangedError, match="--writer-slots 3"):
+        slots.resolve(config(3), {0: None})
+    with pytest.raises(ValueError, match="resolve"):
+        slots.check_grouping(auto, {})
+
+
+def test_the_window_carries_its_plans_grouping_to_the_run():
+    planned = {s: Window("purchases", "g", {0: OffsetRange(0, 5)}, topic_id="id", writer_slots=s) for s in (None, 3)}
+    for grouping, window in planned.items():
+        again = Window.from_json(window.to_json())
+        assert again == window and again.writer_slots == grouping
+        bound = config(slots.AS_COMMITTED).bound_to(again)  # the setting's default: the plan's grouping
+        assert bound.writer_slots == grouping and bound.input_topic_id == "id"
+        assert config(grouping).bound_to(again).writer_slots == grouping
+    with pytest.raises(ConfigurationError, match="planned with 3 writer slots, this run has 2 writer slots"):
+        config(2).bound_to(planned[3])
+    with pytest.raises(ConfigurationError, match="one transactional id per partition, this run has 3"):
+        config(3).bound_to(planned[None])
+    unplanned = Window("purchases", "g", {0: OffsetRange(0, 5)}, topic_id="id")  # an older plan's JSON
+    assert "writer_slots" not in unplanned.to_dict()
+    assert Window.from_json(unplanned.to_json()).writer_slots == slots.AS_COMMITTED
+    assert config(4).bound_to(unplanned).writer_slots == 4
+    with pytest.raises(ConfigurationError, match="names no writer slots"):
+        config(slots.AS_COMMITTED).bound_to(unplanned)
+    for bad in (0, "2", True):
+        data = {**planned[3].to_dict(), "writer_slots": bad}
+        with pytest.raises(ValueError, match="writer_slots"):
+            Window.from_dict(data)
 
 
 def test_a_slots_read_names_only_its_partitions():

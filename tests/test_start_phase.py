@@ -287,7 +287,7 @@ def test_a_task_asks_again_for_its_committed_offset_while_the_coordinator_moves(
             pass
 
     config = PipelineConfig(KafkaConnection("127.0.0.1:1"), input_topic="t", group="g", output_topics=("o",),
-                            transactional_id_prefix="p", input_topic_id="t-id")
+                            transactional_id_prefix="p", input_topic_id="t-id", writer_slots=2)
     checkpoint = PartitionCheckpoint(config, 0, timeout_s=10)
     checkpoint._consumer.close()
     checkpoint._consumer = MovingCoordinator([KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS])

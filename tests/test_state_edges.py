@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewPartitions
@@ -22,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.engine import checkpoint_log
 from eos_etl.engine.checkpoint import PartitionCheckpoint
+from eos_etl.engine.planner import with_committed_grouping
 from eos_etl.engine.producer import TransactionalProducer
 from eos_etl.engine.publisher import publish_without_spark
 from eos_etl.engine.window import OffsetRange
@@ -88,8 +90,9 @@ def test_a_first_run_killed_while_committing_the_starts_is_a_fresh_start(lab):
     neither, and nothing was published. The next run starts partition 1 from its start: exit 0, exact."""
     shop = lab.make_shop(3, name="killed-starts")
     stats = generate(shop.connection, shop.topics.purchases, 6000, invalid_share=0.05, seed=61)
-    publish_without_spark(shop.pipeline(run_id="killed-first-run", input_topic_id=lab.admin.topic_id(
-        shop.topics.purchases)), {0: OffsetRange(0, 0), 2: OffsetRange(0, 0)})
+    publish_without_spark(replace(with_committed_grouping(lab.admin, shop.pipeline(run_id="killed-first-run")),
+                                  input_topic_id=lab.admin.topic_id(shop.topics.purchases)),
+                          {0: OffsetRange(0, 0), 2: OffsetRange(0, 0)})
     assert group_offsets(shop) == {0: 0, 1: None, 2: 0}
     assert {p: (e.next_offset, e.input_partitions) for p, e in checkpoint_records(shop).items()} == {
         0: (0, 3), 2: (0, 3)}
@@ -239,7 +242,8 @@ def test_plan_window_fences_nothing_while_a_transaction_holds_the_offsets(lab):
     no group offset), and the holder can still commit afterwards: it was not fenced."""
     shop = lab.make_shop(2, name="plan-held")
     generate(shop.connection, shop.topics.purchases, 100, invalid_share=0.0, seed=68)
-    pipeline = shop.pipeline(run_id="holder", input_topic_id=lab.admin.topic_id(shop.topics.purchases))
+    pipeline = replace(with_committed_grouping(lab.admin, shop.pipeline(run_id="holder")),
+                       input_topic_id=lab.admin.topic_id(shop.topics.purchases))
     holder = TransactionalProducer(pipeline.producer_settings(0), retry_deadline_s=30)
     checkpoint = PartitionCheckpoint(pipeline, 0)
     try:

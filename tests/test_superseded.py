@@ -114,7 +114,7 @@ def test_an_attempt_fenced_by_its_transactions_timeout_fails_at_once(connection,
     admin.create_topics({source: 1, sink: 1})
     config = PipelineConfig(connection, input_topic=source, group=group, output_topics=(sink,),
                             transactional_id_prefix=prefix, chunk_records=4, chunk_seconds=2.0,
-                            transaction_timeout_ms=5_000, retry_deadline_s=10.0)
+                            transaction_timeout_ms=5_000, retry_deadline_s=10.0, writer_slots=None)
     ensure_topics(admin, [checkpoint_topic.topic_spec(config.checkpoint_topic, 1)])
     config = replace(config, input_topic_id=admin.topic_id(source))
 

@@ -110,7 +110,7 @@ def test_a_commit_of_unknown_outcome_ends_the_producer_and_a_new_epoch_finishes_
     admin = ClusterAdmin(connection)
     source, sink, group, tid = unique("uo-in"), unique("uo-out"), unique("uo-group"), unique("uo-txn")
     config = PipelineConfig(connection, input_topic=source, group=group, output_topics=(sink,),
-                            transactional_id_prefix=tid)
+                            transactional_id_prefix=tid, writer_slots=None)  # one partition, one loop
     admin.create_topics({source: 1, sink: 1})
     config = replace(config, input_topic_id=admin.topic_id(source))
     ensure_topics(admin, [checkpoint_topic.topic_spec(config.checkpoint_topic, 1)])

@@ -17,7 +17,9 @@ from eos_etl.engine import checkpoint_log
 from eos_etl.engine.errors import ProducerFencedError, WindowEndNotReachedError, WriterSlotsChangedError
 from eos_etl.engine.producer import TransactionalProducer
 from eos_etl.engine.publisher import PartitionPublisher, SlotPublisher, publish_without_spark
+from eos_etl.engine.slots import AS_COMMITTED
 from eos_etl.engine.window import Window
+from eos_etl.errors import ConfigurationError
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
 from eos_etl.kafka.reader import read_ranges
@@ -166,11 +168,15 @@ def _offsets(shop, action: str, *extra: str) -> subprocess.CompletedProcess:
 
 
 def test_another_grouping_is_refused_until_reslot_which_fences_the_old_ids(spark, shop_factory):
-    before = shop_factory(partitions=4)  # one transactional id per partition, as every pipeline before slots
+    # One transactional id per partition, as every pipeline committed before slots were the default.
+    before = shop_factory(partitions=4, writer_slots=None)
     generate(before.connection, before.topics.purchases, 400, invalid_share=0.0, seed=23)
     first = before.plan()
+    assert first.writer_slots is None
     run_shop_window(spark, before, first)
     after = dataclasses.replace(before, writer_slots=2)
+    as_committed = dataclasses.replace(before, writer_slots=AS_COMMITTED)  # the default keeps what it finds
+    assert as_committed.plan().writer_slots is None
 
     # Planned or published with two slots, positions committed per partition are refused (exit code 2).
     with pytest.raises(WriterSlotsChangedError, match=r"offsets reslot --writer-slots 2"):
@@ -183,7 +189,11 @@ def test_another_grouping_is_refused_until_reslot_which_fences_the_old_ids(spark
                                 "2 writer slots") and "offsets reslot --writer-slots 2" in errors[0], errors
     generate(before.connection, before.topics.purchases, 200, invalid_share=0.0, seed=24)
     second = before.plan()
-    stale = PartitionPublisher(after.pipeline().bound_to(second), 1, second.ranges[1])
+    with pytest.raises(ConfigurationError, match="planned with one transactional id per partition"):
+        after.pipeline().bound_to(second)  # a run of the plan's window under another setting
+    # A publisher under the other grouping anyway (as a task of an older version would be):
+    stale = PartitionPublisher(dataclasses.replace(before.pipeline().bound_to(second), writer_slots=2), 1,
+                               second.ranges[1])
     with pytest.raises(WriterSlotsChangedError):
         stale.publish(iter([]))  # refused right after its committed read: nothing produced
 
@@ -206,8 +216,9 @@ def test_another_grouping_is_refused_until_reslot_which_fences_the_old_ids(spark
     zombie.close()
 
     # Now the old grouping is the refused one, the new one runs and the whole is exact.
-    with pytest.raises(WriterSlotsChangedError, match="--writer-slots none"):
+    with pytest.raises(WriterSlotsChangedError, match="--writer-slots per-partition"):
         before.plan()
+    assert as_committed.plan().writer_slots == 2
     summary = run_shop_window(spark, after, after.plan())
     assert summary.records_published == 200
     assert {r.transactional_id for r in summary.partitions} == {after.pipeline().transactional_id(p) for p in (0, 1)}

@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..engine import slots
 from ..logging_setup import configure
 from . import breakdown, partitions, validation_scaling
 from .cluster_compare import merge_into
@@ -29,17 +30,17 @@ def _ints(text: str) -> list[int]:
 
 
 def _slot_settings(text: str) -> list[int | None]:
-    """``none,4``: writer-slot settings, none for one transactional id per partition."""
-    return [None if x.strip().lower() == "none" else int(x) for x in text.split(",") if x.strip()]
+    """``none,2``: writer-slot settings, none (or per-partition) for one transactional id per partition."""
+    return [slots.parse(x) for x in text.split(",") if x.strip()]
 
 
 def _add_sweep(p: argparse.ArgumentParser) -> None:
     """The partition sweep's options (``--only partitions``)."""
     p.add_argument("--sweep-partitions", type=_ints, default=[4, 32, 128, 512, 1024],
                    help="--only partitions: the input partition counts (default 4,32,128,512,1024)")
-    p.add_argument("--sweep-slots", type=_slot_settings, default=[None, 4],
+    p.add_argument("--sweep-slots", type=_slot_settings, default=[None, slots.DEFAULT_WRITER_SLOTS],
                    help="--only partitions: the writer-slot settings measured side by side, none for one "
-                        "transactional id per partition (default none,4)")
+                        f"transactional id per partition (default none,{slots.DEFAULT_WRITER_SLOTS}: the default's)")
     p.add_argument("--sweep-records", type=int, default=200_000,
                    help="--only partitions: purchases in each count's topic and full window (default 200000)")
     p.add_argument("--sweep-small", type=int, default=2_000,

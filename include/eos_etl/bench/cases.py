@@ -39,6 +39,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from ..checker import check_shop, read_topic
 from ..engine.kafka_source import read_window
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
+from ..engine.slots import AS_COMMITTED
 from ..engine.window import Window
 from ..kafka.connection import KafkaConnection
 from ..kafka.produce import produce_waiting
@@ -70,7 +71,7 @@ def _settings(spec):
                           dead_letters=t["dead_letters"]),
         group=spec["group"],
         transactional_id_prefix=spec["prefix"],
-        writer_slots=spec.get("writer_slots"),
+        writer_slots=spec.get("writer_slots", AS_COMMITTED),
     )
 
 

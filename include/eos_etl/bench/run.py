@@ -21,6 +21,7 @@ from pathlib import Path
 
 from .. import paths
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
+from ..engine.slots import AS_COMMITTED, DEFAULT_WRITER_SLOTS
 from ..kafka.topics import ensure_topics
 from ..shop.settings import ShopSettings
 from ..shop.jvm_training import SHOP_JVM_WORKLOAD
@@ -66,7 +67,7 @@ class Options:
     breakdown_size: int = 1_000_000  # the per-purchase breakdown's window (bench.breakdown)
     only_breakdown: bool = False  # run nothing but the per-purchase breakdown
     sweep_partitions: list[int] = field(default_factory=lambda: [4, 32, 128, 512, 1024])  # bench.partitions
-    sweep_slots: list[int | None] = field(default_factory=lambda: [None, 4])  # bench.partitions: writer slots
+    sweep_slots: list[int | None] = field(default_factory=lambda: [None, DEFAULT_WRITER_SLOTS])  # bench.partitions: writer slots
     sweep_records: int = 200_000  # the partition sweep's full window
     sweep_small: int = 2_000  # its small window
     only_partitions: bool = False  # run nothing but the partition sweep
@@ -143,7 +144,8 @@ class Bench:
         self.meta["inputs"] = dict(self.target.inputs)
 
     # -- one measured case ------------------------------------------------------------------
-    def _settings(self, name: str, pc: int, target: KafkaTarget, writer_slots: int | None = None) -> ShopSettings:
+    def _settings(self, name: str, pc: int, target: KafkaTarget,
+                  writer_slots: int | None | str = AS_COMMITTED) -> ShopSettings:
         topics = ShopTopics(purchases=target.inputs[pc]["topic"], invoices=f"bench-{name}-invoices",
                             shipments=f"bench-{name}-shipments", dead_letters=f"bench-{name}-dlq")
         return ShopSettings(connection=target.connection, topics=topics, group=f"bench-{name}",
@@ -170,7 +172,7 @@ class Bench:
         if target is not self.target:
             name = f"{target.name}-{name}"
         rerun = settings is not None
-        settings = settings or self._settings(name, pc, target, (extra or {}).get("writer_slots"))
+        settings = settings or self._settings(name, pc, target, (extra or {}).get("writer_slots", AS_COMMITTED))
         t = settings.topics
         # Every case, a reading-only one too: planning reads the checkpoint topic and looks at the outputs.
         ensure_topics(target.admin, settings.specs(pc, outputs_only=True))

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from .. import arguments
+from ..engine import slots
 from ..engine.window import Window
 from ..errors import ConfigurationError
 from ..kafka.admin import ClusterAdmin
@@ -100,22 +101,20 @@ def add_shop(p: argparse.ArgumentParser) -> None:
                    type=ID("transactional-id prefix"),
                    help="ownership claim: ids are <prefix>-<topic>-<partition>; never share between pipelines")
     g.add_argument("--max-payload-bytes", type=POSITIVE("--max-payload-bytes"), default=DEFAULT_MAX_PAYLOAD_BYTES)
-    g.add_argument("--writer-slots", type=writer_slots, default=None, metavar="N|none",
+    g.add_argument("--writer-slots", type=writer_slots, default=slots.AS_COMMITTED, metavar="N|per-partition",
                    help="publish with N transactional ids (<prefix>-<topic>-s<i>of<N>, partition p by slot p %% N), "
-                        "or one per partition (none, the default); changed only with `offsets reslot`")
+                        "or one per partition (per-partition); unset: as the positions were committed (a new "
+                        f"pipeline: {slots.DEFAULT_WRITER_SLOTS}). A committed grouping changes only with "
+                        "`offsets reslot`")
 
 
-def writer_slots(text: str) -> int | None:
-    """``--writer-slots``: a positive count, or ``none`` (one transactional id per partition)."""
-    if text.strip().lower() == "none":
-        return None
+def writer_slots(text: str) -> int | None | str:
+    """``--writer-slots``: a positive count, ``per-partition`` (or ``none``), or ``as-committed``."""
     try:
-        value = int(text)
+        return slots.parse(text)
     except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"--writer-slots: expected a positive count or none, got {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"--writer-slots: expected a positive count or per-partition, "
+                                         f"got {text!r}") from None
 
 
 def shop_settings_from_args(args) -> ShopSettings:

@@ -22,6 +22,7 @@ from ..engine.position import Verdict, lineage_position
 from ..engine.publisher import publish_without_spark, reset_positions
 from ..engine.errors import PublishError
 from ..engine.recovery import reslot_positions
+from ..engine.slots import AS_COMMITTED
 from ..engine.slots import describe as describe_slots
 from ..engine.preflight import preflight
 from ..engine.window import OffsetRange
@@ -259,8 +260,12 @@ def cmd_offsets(args) -> int:
     pipeline = replace(pipeline, input_topic_id=found.topic_id)  # the records it commits name this topic
     rows = {p: _offsets_row(found, p) for p in parts}
     if args.action in ("reset", "restore"):
-        found.check_grouping(pipeline)  # exit 2 naming `offsets reslot`: nothing moved
+        # The grouping a run would publish with: exit 2 naming `offsets reslot` if set otherwise (nothing moved).
+        pipeline = replace(pipeline, writer_slots=found.grouping(pipeline))
     if args.action == "reslot":
+        if pipeline.writer_slots == AS_COMMITTED:
+            raise ConfigurationError("offsets reslot needs --writer-slots N|per-partition: the grouping it hands "
+                                     "the pipeline's partitions to")
         outcome = reslot_positions(pipeline, _groupings(found), parts)
         for p in outcome["retagged"]:
             rows[p]["writer_slots"] = pipeline.writer_slots

@@ -113,7 +113,7 @@ class PartitionCheckpoint:
         self._connection = config.connection
         self._run_id = config.run_id
         self._topic_id = config.input_topic_id
-        self._writer_slots = config.writer_slots if grouping == "config" else grouping
+        self._writer_slots = config.grouping if grouping == "config" else grouping
         # The writer slots the last commit read by committed() names (engine.slots); None: none, or no slots.
         self.committed_grouping: int | None = None
         self._timeout_s = timeout_s

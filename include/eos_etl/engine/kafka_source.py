@@ -12,10 +12,12 @@ inputs and outputs through the same reader (:func:`kafka_batch_reader`).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from ..kafka.connection import KafkaConnection
 from .connect_route import pooled_reader_group
 from .pipeline import PipelineConfig
+from .slots import AS_COMMITTED
 from .window import Window
 
 #: Consumer settings of every bounded batch read. A range usually ends just after a
@@ -60,7 +62,11 @@ def read_window(spark, config: PipelineConfig, window: Window):
     kafka_options = {**BATCH_READ_OPTIONS, **config.connection.spark_options(), **WINDOW_READ_OPTIONS}
     if group := pooled_reader_group(spark, kafka_options):
         kafka_options = {**kafka_options, "kafka.group.id": group}
-    if config.writer_slots is None:
+    # The grouping its plan decided, which the publishing tasks check; a window no plan decided (a quality
+    # check's read, which publishes nothing) is read a Spark partition per input partition.
+    undecided = window.writer_slots == config.writer_slots == AS_COMMITTED
+    config = replace(config, writer_slots=None if undecided else config.grouping_for(window))
+    if config.grouping is None:
         return _read(spark, window, list(window.nonempty()), kafka_options)
     slots: dict[int, list[int]] = {}
     for p in window.nonempty():

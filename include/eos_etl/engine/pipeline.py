@@ -1,8 +1,9 @@
 """What one exactly-once pipeline is: where it reads, where it may write, who it is.
 
-The ``transactional_id_prefix`` is an ownership claim. Each input partition's
-transactional.id is ``<prefix>-<topic>-<partition>``; whoever initialises that
-id fences every earlier holder. Two pipelines must never share a prefix (they
+The ``transactional_id_prefix`` is an ownership claim. Each input partition is
+published by its writer slot's transactional.id, ``<prefix>-<topic>-s<slot>of<S>``
+(or ``<prefix>-<topic>-<partition>``, one per partition: :mod:`.slots`); whoever
+initialises that id fences every earlier holder. Two pipelines must never share a prefix (they
 would fence each other and interleave commits), and one pipeline must never
 run under two prefixes (the fencing that stops zombies would not apply).
 The consumer ``group`` is owned the same way: only this pipeline commits to it.
@@ -18,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from ..errors import ConfigurationError
 from ..kafka.grants import PipelineResources
 from ..kafka.connection import KafkaConnection
-from . import checkpoint_topic
+from . import checkpoint_topic, slots
 
 # Producer settings tuned for batch throughput; anything can be overridden.
 DEFAULT_PRODUCER_CONFIG: dict[str, str | int] = {
@@ -65,13 +66,17 @@ class PipelineConfig:
     # record carries it, so a later plan tells a topic deleted and created again from the one the
     # position was taken on. Empty: not known (a config not yet bound to a plan).
     input_topic_id: str = ""
-    # Writer slots (engine.slots): None, one transactional id per input partition; S, S ids, input
-    # partition p written by slot p % S with one producer per slot. Changed only by `offsets reslot`.
-    writer_slots: int | None = None
+    # Writer slots (engine.slots): AS_COMMITTED (the default), whatever the committed positions name, S for a
+    # new pipeline; None, one transactional id per input partition; S, S ids, input partition p written by
+    # slot p % S with one producer per slot. A plan decides it, the window carries it (bound_to); a
+    # committed grouping is changed only by `offsets reslot`.
+    writer_slots: int | None | str = slots.AS_COMMITTED
 
     def __post_init__(self) -> None:
-        if self.writer_slots is not None and (type(self.writer_slots) is not int or self.writer_slots < 1):
-            raise ConfigurationError(f"writer_slots must be a positive integer or unset, not {self.writer_slots!r}")
+        if self.writer_slots not in (None, slots.AS_COMMITTED) and (type(self.writer_slots) is not int
+                                                                    or self.writer_slots < 1):
+            raise ConfigurationError(f"writer_slots must be a positive integer, None (one id per partition) or "
+                                     f"{slots.AS_COMMITTED!r}, not {self.writer_slots!r}")
         if not self.transactional_id_prefix or any(c.isspace() for c in self.transactional_id_prefix):
             raise ConfigurationError("transactional_id_prefix must be a non-empty string without spaces")
         if len(self.checkpoint_topic) > 249:
@@ -87,10 +92,34 @@ class PipelineConfig:
 
     def bound_to(self, window) -> "PipelineConfig":
         """This config for publishing ``window`` (a :class:`~.window.Window`): bound to the topic id
-        it was planned on, which every checkpoint record and output then names."""
+        it was planned on, which every checkpoint record and output then names, and to the writer slots
+        its plan decided (:func:`.slots.resolve`)."""
         if not window.topic_id:
             raise ConfigurationError(f"the window of {window.topic} names no topic id: plan it again")
-        return replace(self, input_topic_id=window.topic_id)
+        return replace(self, input_topic_id=window.topic_id, writer_slots=self.grouping_for(window))
+
+    def grouping_for(self, window) -> int | None:
+        """The writer slots publishing ``window`` uses: the ones its plan decided; a window planned before
+        windows carried them, this config's own, which must then be set."""
+        planned = window.writer_slots
+        if planned == slots.AS_COMMITTED:
+            if self.writer_slots == slots.AS_COMMITTED:
+                raise ConfigurationError(f"the window of {window.topic} names no writer slots (planned by an older "
+                                         "version?): plan it again")
+            return self.writer_slots
+        if self.writer_slots not in (slots.AS_COMMITTED, planned):
+            raise ConfigurationError(f"the window of {window.topic} was planned with {slots.describe(planned)}, "
+                                     f"this run has {slots.describe(self.writer_slots)}: plan it again")
+        return planned
+
+    @property
+    def grouping(self) -> int | None:
+        """The decided writer slots (None: one id per partition); :class:`ConfigurationError` while the
+        setting is still :data:`.slots.AS_COMMITTED` (no plan has decided it)."""
+        if self.writer_slots == slots.AS_COMMITTED:
+            raise ConfigurationError(f"the writer slots of group {self.group} on {self.input_topic} are not decided "
+                                     "yet: a plan decides them (bound_to(window)), or set writer_slots")
+        return self.writer_slots
 
     @property
     def effective_stall_timeout_s(self) -> float:
@@ -111,14 +140,14 @@ class PipelineConfig:
 
     def slot_of(self, partition: int) -> int:
         """The writer slot that publishes input ``partition`` (:mod:`.slots`): itself without slots."""
-        return partition if self.writer_slots is None else partition % self.writer_slots
+        return partition if self.grouping is None else partition % self.grouping
 
     def slot_transactional_id(self, slot: int) -> str:
         """Slot ``slot``'s transactional id: ``<stem><p>`` without slots, ``<stem>s<slot>of<S>`` with
         ``S`` slots (the count in the id: a new count never reuses an old id)."""
-        if self.writer_slots is None:
+        if self.grouping is None:
             return f"{self.transactional_id_stem}{slot}"
-        return f"{self.transactional_id_stem}s{slot}of{self.writer_slots}"
+        return f"{self.transactional_id_stem}s{slot}of{self.grouping}"
 
     def transactional_id(self, partition: int) -> str:
         """The transactional id that publishes input ``partition`` (its slot's)."""
@@ -130,10 +159,14 @@ class PipelineConfig:
                                  self.transactional_id_stem, self.checkpoint_topic)
 
     def producer_settings(self, partition: int) -> dict:
+        """The settings of the producer that publishes input ``partition`` (its writer slot's id)."""
+        return self.producer_settings_as(self.transactional_id(partition))
+
+    def producer_settings_as(self, transactional_id: str) -> dict:
         conf = dict(DEFAULT_PRODUCER_CONFIG)
         conf.update(self.producer_config)
         conf.update(self.connection.client_config())
-        conf["transactional.id"] = self.transactional_id(partition)
+        conf["transactional.id"] = transactional_id
         conf["transaction.timeout.ms"] = self.transaction_timeout_ms
         return conf
 

@@ -30,7 +30,8 @@ from .window import OffsetRange, Window
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Positions", "StartPolicy", "plan_window", "positions", "recovery_command", "reset_command"]
+__all__ = ["Positions", "StartPolicy", "plan_window", "positions", "recovery_command", "reset_command",
+           "with_committed_grouping"]
 
 
 def recovery_command(config: PipelineConfig) -> str:
@@ -92,10 +93,11 @@ class Positions:
         return {p: s.record.writer_slots for p, s in self.states.items()
                 if s.record is not None and s.record.topic_id == self.topic_id}
 
-    def check_grouping(self, config: PipelineConfig) -> None:
-        """Exit code 2 (:class:`~.errors.WriterSlotsChangedError`) unless every position in use was committed
-        with ``config``'s writer slots."""
-        slots.check_grouping(config, self.groupings())
+    def grouping(self, config: PipelineConfig) -> int | None:
+        """The writer slots a run of these positions publishes with (:func:`.slots.resolve`): exit code 2
+        (:class:`~.errors.WriterSlotsChangedError`) when ``config`` sets another than the positions' own,
+        or the positions name two."""
+        return slots.resolve(config, self.groupings())
 
     def stopped(self) -> dict[int, Decision]:
         return {p: d for p, d in self.decisions.items() if d.verdict is Verdict.STOP}
@@ -109,7 +111,7 @@ class Positions:
 
 def positions(admin: ClusterAdmin, config: PipelineConfig, parts: list[int], *,
               policy: StartPolicy | str = StartPolicy.EARLIEST,
-              recover: Callable[[list[int]], None] | None = None,
+              recover: Callable[[PipelineConfig, list[int]], None] | None = None,
               lineage_progress: Callable[[str], None] | None = None) -> Positions:
     """Gather each partition's state and :func:`~.position.decide` it; the outputs' lineage is read
     only for the partitions whose decision asks for it. Writes nothing; fences nothing unless a run
@@ -119,7 +121,8 @@ def positions(admin: ClusterAdmin, config: PipelineConfig, parts: list[int], *,
     topic_id = admin.topic_id(topic)
     offsets = admin.offsets(topic, parts)
     # The group's offsets first: a run's ``recover`` aborts a transaction that also held a record.
-    committed, held = _group_offsets(admin, group, topic, parts, recover)
+    committed, held = _group_offsets(admin, group, topic, parts,
+                                     recover and (lambda ps: recover(with_committed_grouping(admin, config), ps)))
     entries = checkpoint_log.read_entries(admin.connection, config.checkpoint_topic, group, topic)
     states = {p: _state(p, topic_id, offsets[p], committed.get(p), entries) for p in parts}
     decisions = {p: decide(s, policy) for p, s in states.items()}
@@ -129,6 +132,17 @@ def positions(admin: ClusterAdmin, config: PipelineConfig, parts: list[int], *,
             states[p] = replace(states[p], lineage=lineage, lineage_offset=offset)
             decisions[p] = decide(states[p], policy)
     return Positions(topic_id, offsets, states, decisions, tuple(held))
+
+
+def with_committed_grouping(admin: ClusterAdmin, config: PipelineConfig) -> PipelineConfig:
+    """``config`` with its writer slots decided from the checkpoint records alone (:func:`.slots.resolve`),
+    for what must name the pipeline's transactional ids before a plan could: a run's ``recover``, which
+    fences the ids whose transaction holds the group's offsets (a grouping changes only by a reslot, which
+    fences the old one, so the records read past that transaction name its grouping), and a lab's zombie."""
+    topic_id = admin.topic_id(config.input_topic)
+    entries = checkpoint_log.read_entries(admin.connection, config.checkpoint_topic, config.group, config.input_topic)
+    named = {p: e.writer_slots for p, e in entries.items() if e.topic_id == topic_id}
+    return replace(config, writer_slots=slots.resolve(config, named))
 
 
 def _state(p: int, topic_id: str, offsets: PartitionOffsets, group_offset: int | None,
@@ -209,7 +223,7 @@ def plan_window(
     max_records_per_partition: int | None = None,
     until_timestamp_ms: int | None = None,
     partitions: list[int] | None = None,
-    recover: Callable[[list[int]], None] | None = None,
+    recover: Callable[[PipelineConfig, list[int]], None] | None = None,
 ) -> Window:
     """Per partition: [its decided start, last stable offset), capped.
 
@@ -228,7 +242,7 @@ def plan_window(
     admin.check_reachable()  # in 1 s slices: rejected credentials fail in about a second
     parts = partitions if partitions is not None else admin.partitions(topic)
     found = positions(admin, config, parts, policy=start_policy, recover=recover)
-    found.check_grouping(config)
+    grouping = found.grouping(config)
     found.raise_if_stopped(config)
     time_caps = admin.offsets_for_time(topic, parts, until_timestamp_ms) if until_timestamp_ms is not None else {}
     ranges: dict[int, OffsetRange] = {}
@@ -244,7 +258,7 @@ def plan_window(
     _log_sources(config, found)
     committed_at = {p: s.record.timestamp_ms for p, s in found.states.items() if s.record is not None}
     window = Window(topic=topic, group=group, ranges=ranges, uncommitted=missing, held=found.held,
-                    topic_id=found.topic_id, committed_at=committed_at)
+                    topic_id=found.topic_id, committed_at=committed_at, writer_slots=grouping)
     log.info("planned window %s", window)
     return window
 

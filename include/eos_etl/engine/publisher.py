@@ -269,7 +269,7 @@ class SlotPublisher:
         lane: _Lane | None = None
         results: dict[int, PartitionResult] = {}
         # Writer slots: one loop for the slot, whose transactions hold any of its partitions' records.
-        loop = None if self.config.writer_slots is None else _slot_loop(self.config, producer, self._on_progress)
+        loop = None if self.config.grouping is None else _slot_loop(self.config, producer, self._on_progress)
         try:
             producer.init_transactions()
             initialised = False
@@ -404,7 +404,7 @@ def retag_positions(config: PipelineConfig, target: int | None, partitions: list
             for p in slot_parts:
                 checkpoint = checkpoints.of(p)
                 committed = checkpoint.committed()
-                if committed is None or checkpoint.committed_grouping != config.writer_slots:
+                if committed is None or checkpoint.committed_grouping != config.grouping:
                     out.append((p, None))
                     continue
                 _reset_one(config, producer, checkpoint, p, committed)

@@ -65,7 +65,7 @@ def prove_transactional_id_access(config: PipelineConfig) -> None:
     The probe never uses a partition's id, so it fences no running attempt (a dry run
     or a second run planning alongside a live one must not abort its transactions).
     """
-    settings = {**config.producer_settings(0), "transactional.id": config.transactional_id_stem + PROBE_SUFFIX}
+    settings = config.producer_settings_as(config.transactional_id_stem + PROBE_SUFFIX)
     producer = TransactionalProducer(settings, retry_deadline_s=min(config.retry_deadline_s, START_PHASE_DEADLINE_S),
                                      op_timeout_s=_INIT_ATTEMPT_S)
     try:
@@ -91,7 +91,7 @@ def reslot_positions(config: PipelineConfig, groupings: dict[int, int | None], p
     it]}``; interrupted anywhere, it is run again as it was."""
     from .publisher import retag_positions  # deferred: the publisher is the heavier module, recovery its user here
 
-    target = config.writer_slots
+    target = config.grouping
     others = sorted({g for g in groupings.values() if g != target} | ({None} - {target}),
                     key=lambda g: -1 if g is None else g)
     for grouping in others:

@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass, field
 
 from ..errors import ConfigurationError
+from .slots import AS_COMMITTED
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ class Window:
     # When each partition's position was last committed (its checkpoint record's timestamp, ms), where
     # known: a window with nothing new renews only the positions that are getting old (engine.offsets_retention).
     committed_at: dict[int, int] = field(default_factory=dict)
+    # The writer slots its plan decided (engine.slots; None: one transactional id per partition), which every
+    # task of its run publishes with; AS_COMMITTED: not decided (a window of an older plan, or built by hand).
+    writer_slots: int | None | str = AS_COMMITTED
 
     @property
     def partitions(self) -> list[int]:
@@ -106,6 +110,8 @@ class Window:
             data["topic_id"] = self.topic_id
         if self.committed_at:
             data["committed_at"] = {str(p): ms for p, ms in sorted(self.committed_at.items())}
+        if self.writer_slots != AS_COMMITTED:
+            data["writer_slots"] = self.writer_slots  # null: one transactional id per partition
         return data
 
     def to_json(self) -> str:
@@ -136,8 +142,11 @@ class Window:
         committed_at = {int(p): ms for p, ms in committed_at.items()}
         if not set(committed_at) <= set(ranges):
             raise ValueError("committed_at: expected the window's partitions")
+        writer_slots = data.get("writer_slots", AS_COMMITTED)
+        if writer_slots not in (None, AS_COMMITTED) and (type(writer_slots) is not int or writer_slots < 1):
+            raise ValueError("writer_slots: expected a positive count or null")
         return cls(topic=data["topic"], group=data["group"], ranges=ranges, uncommitted=tuple(uncommitted),
-                   held=tuple(held), topic_id=topic_id, committed_at=committed_at)
+                   held=tuple(held), topic_id=topic_id, committed_at=committed_at, writer_slots=writer_slots)
 
     @classmethod
     def from_json(cls, text: str) -> "Window":

@@ -28,7 +28,7 @@ from ..errors import EXIT_RUNTIME
 from . import leaders
 from . import broker_scenarios as sc
 from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly
-from .lab import Lab, TrialResult
+from .lab import Lab, TrialResult, transactional_id
 from .job_process import PUBLISHING, JobProcess
 from .trial import once, shop_with_purchases, trial
 
@@ -49,10 +49,6 @@ FAILPOINT_WAIT_S = 600.0
 
 # (lab, shop, seed) -> node id to fault
 NodePick = Callable[[KafkaCluster, object, int], int | None]
-
-
-def _tid(shop, partition: int) -> str:
-    return shop.pipeline().transactional_id(partition)
 
 
 def _restore(cluster: KafkaCluster) -> None:
@@ -146,7 +142,7 @@ def _output_leader(cluster: KafkaCluster, shop, seed: int) -> int | None:
 
 
 def _transaction_coordinator(cluster: KafkaCluster, shop, seed: int) -> int | None:
-    return leaders.transaction_coordinator(cluster, _tid(shop, seed % 2))
+    return leaders.transaction_coordinator(cluster, transactional_id(shop, seed % 2))
 
 
 def _group_coordinator(cluster: KafkaCluster, shop, _seed: int) -> int | None:

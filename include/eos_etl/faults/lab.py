@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..checker import check_shop
+from ..engine import slots
+from ..engine.planner import with_committed_grouping
 from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
 from ..kafka.group_offsets import GroupOffsetsReader
@@ -78,14 +80,20 @@ class TrialResult:
                 "counters": self.counters, "ok": self.ok}
 
 
-#: The writer slots of the lab's and the tests' shops when a scenario names none: unset, one transactional
-#: id per partition (the default route); N, N slots, to run the fault scenarios and kill tests on slots.
+#: The writer slots of the lab's and the tests' shops when a scenario names none: unset, the product's default
+#: (as committed: a new shop gets slots.DEFAULT_WRITER_SLOTS); N, N slots; per-partition, one transactional id
+#: per input partition: to run the fault scenarios and kill tests on another grouping.
 LAB_WRITER_SLOTS_ENV = "EOS_ETL_LAB_WRITER_SLOTS"
 
 
-def lab_writer_slots() -> int | None:
-    value = os.environ.get(LAB_WRITER_SLOTS_ENV, "").strip()
-    return int(value) if value else None
+def lab_writer_slots() -> int | None | str:
+    return slots.parse(os.environ.get(LAB_WRITER_SLOTS_ENV, "").strip() or None)
+
+
+def transactional_id(shop: ShopSettings, partition: int) -> str:
+    """The transactional id that publishes ``partition`` of ``shop``'s input: its writer slot's, in the
+    grouping its positions name (a new shop's: the default), as a run's plan would decide it."""
+    return with_committed_grouping(ClusterAdmin(shop.connection), shop.pipeline()).transactional_id(partition)
 
 
 @dataclass

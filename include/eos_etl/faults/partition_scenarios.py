@@ -43,7 +43,7 @@ from ..stack.kafka_tools import TransactionsTool
 from .clear_failure import CLEAR_EXITS, failed_clearly
 from .cluster_scenarios import FAILPOINT_WAIT_S, _finish
 from . import leaders
-from .lab import Lab, TrialResult
+from .lab import Lab, TrialResult, transactional_id
 from .network_lab import NetworkLab
 from .job_process import PUBLISHING, JobProcess
 from .trial import once, shop_with_purchases, trial
@@ -78,10 +78,6 @@ Cut = Callable[[NetworkLab, object, int], str]
 
 def _pick(seed: int, choices: tuple):
     return choices[(seed - 1) % len(choices)]
-
-
-def _tid(shop, partition: int) -> str:
-    return shop.pipeline().transactional_id(partition)
 
 
 def _network(lab: Lab) -> NetworkLab:
@@ -187,9 +183,9 @@ def _cut_at_failpoint(lab: Lab, scenario: str, seed: int, *, failpoint: str, cut
 
 # -- who to cut ---------------------------------------------------------------------------------------
 def _coordinator(net: NetworkLab, shop, partition: int) -> int:
-    node = leaders.transaction_coordinator(net.cluster, _tid(shop, partition))
+    node = leaders.transaction_coordinator(net.cluster, transactional_id(shop, partition))
     if node is None:
-        raise RuntimeError(f"no transaction coordinator for {_tid(shop, partition)}")
+        raise RuntimeError(f"no transaction coordinator for {transactional_id(shop, partition)}")
     return node
 
 

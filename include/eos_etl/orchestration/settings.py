@@ -18,8 +18,10 @@
        "group": "shop-invoicing", "transactional_id_prefix": "shop-invoicing",
        "max_payload_bytes": 262144, "chunk_records": 50000, "writer_slots": null}
 
-  ``writer_slots``: N transactional ids for the input's partitions instead of one per partition
-  (``engine.slots``); changed only with ``python -m eos_etl offsets reslot`` (the DAGs stopped).
+  ``writer_slots`` (``engine.slots``): null or absent, the grouping the pipeline's positions were
+  committed with (a new pipeline: 2 transactional ids for all its input partitions); N, N ids;
+  ``"per-partition"``, one id per input partition. A committed grouping is changed only with
+  ``python -m eos_etl offsets reslot`` (the DAGs stopped).
 """
 
 from __future__ import annotations

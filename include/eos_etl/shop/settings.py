@@ -13,7 +13,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..engine import checkpoint_topic
+from ..engine import checkpoint_topic, slots
 from ..engine.pipeline import PipelineConfig
 from ..engine.window import Window
 from ..kafka.connection import KafkaConnection
@@ -32,8 +32,9 @@ class ShopSettings:
     max_payload_bytes: int = DEFAULT_MAX_PAYLOAD_BYTES
     #: Input records per transaction; None leaves the engine's default (:class:`PipelineConfig`).
     chunk_records: int | None = None
-    #: Writer slots (engine.slots); None: one transactional id per input partition.
-    writer_slots: int | None = None
+    #: Writer slots (engine.slots): as committed (a new pipeline: slots.DEFAULT_WRITER_SLOTS), a count, or None
+    #: for one transactional id per input partition.
+    writer_slots: int | None | str = slots.AS_COMMITTED
 
     def pipeline(self, **overrides) -> PipelineConfig:
         """The engine's configuration: built once per run and handed down (``overrides``: the run's
@@ -57,11 +58,12 @@ class ShopSettings:
         ``--chunk-records`` (a run's option, which ``plan-window`` does not take) only when set."""
         t = self.topics
         chunk = ["--chunk-records", str(self.chunk_records)] if self.chunk_records is not None else []
-        slots = ["--writer-slots", str(self.writer_slots)] if self.writer_slots is not None else []
+        writers = ([] if self.writer_slots == slots.AS_COMMITTED
+                   else ["--writer-slots", slots.option(self.writer_slots)])
         return ["--input-topic", t.purchases, "--invoices-topic", t.invoices, "--shipments-topic", t.shipments,
                 "--dlq-topic", t.dead_letters, "--group", self.group,
                 "--transactional-id-prefix", self.transactional_id_prefix,
-                "--max-payload-bytes", str(self.max_payload_bytes), *slots, *chunk]
+                "--max-payload-bytes", str(self.max_payload_bytes), *writers, *chunk]
 
     @classmethod
     def from_args(cls, args, connection: KafkaConnection) -> "ShopSettings":
@@ -70,21 +72,21 @@ class ShopSettings:
                    topics=ShopTopics(args.input_topic, args.invoices_topic, args.shipments_topic, args.dlq_topic),
                    group=args.group, transactional_id_prefix=args.transactional_id_prefix,
                    max_payload_bytes=args.max_payload_bytes, chunk_records=getattr(args, "chunk_records", None),
-                   writer_slots=getattr(args, "writer_slots", None))
+                   writer_slots=getattr(args, "writer_slots", slots.AS_COMMITTED))
 
     @classmethod
     def from_mapping(cls, data: Mapping, connection: KafkaConnection) -> "ShopSettings":
         """The settings a JSON object gives (the DAGs' Airflow Variable), every key optional:
         ``topics`` (``purchases``, ``invoices``, ``shipments``, ``dead_letters``), ``group``,
-        ``transactional_id_prefix``, ``max_payload_bytes``, ``chunk_records``, ``writer_slots``."""
+        ``transactional_id_prefix``, ``max_payload_bytes``, ``chunk_records``, ``writer_slots`` (a count,
+        ``"per-partition"``, or absent/null: as committed)."""
         chunk = data.get("chunk_records")
-        slots = data.get("writer_slots")
         return cls(connection=connection, topics=ShopTopics(**data.get("topics", {})),
                    group=data.get("group", DEFAULT_GROUP),
                    transactional_id_prefix=data.get("transactional_id_prefix", DEFAULT_TRANSACTIONAL_ID_PREFIX),
                    max_payload_bytes=int(data.get("max_payload_bytes", DEFAULT_MAX_PAYLOAD_BYTES)),
                    chunk_records=int(chunk) if chunk is not None else None,
-                   writer_slots=int(slots) if slots is not None else None)
+                   writer_slots=slots.parse(data.get("writer_slots")))
 
     def replay(self, version: str) -> "ShopSettings":
         """The settings of a replay under output version ``version``: its own output topics
@@ -124,5 +126,5 @@ class ShopSettings:
 
         pipeline = pipeline or self.pipeline()
         if for_run:
-            kwargs.setdefault("recover", lambda parts: fence_transactional_ids(pipeline, parts))
+            kwargs.setdefault("recover", fence_transactional_ids)
         return plan_window(admin or ClusterAdmin(self.connection), pipeline, **kwargs)
