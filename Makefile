@@ -4,7 +4,7 @@ PY := .venv/bin/python
 # wait on schedules, retention and backfills (each worker starts its own broker and Spark session)
 TEST_WORKERS ?= 3
 
-.PHONY: setup demo test test-fast test-unit soak soak-cluster soak-partitions soak-model bench bench-breakdown bench-partitions up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
+.PHONY: setup lint demo test test-fast test-unit soak soak-cluster soak-partitions soak-model bench bench-breakdown bench-partitions up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
 
 setup:
 	@bash scripts/setup.sh
@@ -13,8 +13,12 @@ setup:
 demo: setup
 	$(PY) -m eos_etl demo
 
-## The whole test suite against a real Kafka broker, Spark and Airflow.
-test: setup
+## The style the code keeps (ruff, configured in pyproject.toml): seconds, so `make test` runs it first.
+lint: setup
+	$(PY) -m ruff check .
+
+## The whole test suite against a real Kafka broker, Spark and Airflow (after the linter).
+test: setup lint
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25 -n $(TEST_WORKERS) --dist loadgroup
 
 test-fast: setup

@@ -29,14 +29,14 @@ def functions(mods: dict[str, Path]) -> list[tuple[int, str]]:
     for name, path in mods.items():
         tree = ast.parse(path.read_text())
 
-        def walk(node: ast.AST, prefix: str) -> None:
+        def walk(node: ast.AST, prefix: str, name: str = name) -> None:
             for child in ast.iter_child_nodes(node):
                 if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
                     qual = f"{prefix}{child.name}"
                     out.append((child.end_lineno - child.lineno + 1, f"{name}:{qual}"))
-                    walk(child, qual + ".")
+                    walk(child, qual + ".", name)
                 elif isinstance(child, ast.ClassDef):
-                    walk(child, f"{prefix}{child.name}.")
+                    walk(child, f"{prefix}{child.name}.", name)
 
         walk(tree, "")
     return sorted(out, reverse=True)

@@ -254,7 +254,8 @@ class Stack:
             try:
                 return self.rest.call(method, path, body, self.token(), timeout=60)
             except urllib.error.HTTPError as exc:
-                raise CheckFailed(f"{method} {path}: HTTP {exc.code} {exc.read().decode(errors='replace')[:500]}")
+                raise CheckFailed(f"{method} {path}: HTTP {exc.code} "
+                                  f"{exc.read().decode(errors='replace')[:500]}") from exc
             except (urllib.error.URLError, OSError) as exc:
                 if attempt == attempts - 1:
                     raise CheckFailed(f"{method} {path}: {exc}") from None
@@ -435,7 +436,7 @@ class Check:
         return stack
 
     def report_images(self) -> None:
-        for name, image in {"base": BASE_IMAGE, **IMAGES}.items():
+        for image in {"base": BASE_IMAGE, **IMAGES}.values():
             size = json.loads(run(["docker", "image", "inspect", image], capture=True, quiet=True).stdout)[0]["Size"]
             say(f"image {image}: {size / 1e6:.0f} MB")
 
@@ -558,7 +559,8 @@ class Check:
         say(f"checker {when}: ok={report['ok']} violations={report['violations']} outputs={outputs} "
             f"committed inputs {committed} (purchases written: {self.expected_published})")
         if proc.returncode != 0 or not report["ok"]:
-            raise CheckFailed(f"the checker found violations {when}: {report['violations']} (var/compose-check/checker.json)")
+            raise CheckFailed(f"the checker found violations {when}: {report['violations']} "
+                              "(var/compose-check/checker.json)")
         if self.expected_published is not None and committed != self.expected_published:
             raise CheckFailed(f"{committed} committed inputs {when}, expected {self.expected_published}")
 
@@ -603,7 +605,7 @@ class Check:
                 page.screenshot(path=shots / "03-data-docs.png", full_page=True)
             except CheckFailed:
                 raise
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure of the page: its screenshot, then one line
                 page.screenshot(path=shots / "failure.png", full_page=True)
                 raise CheckFailed(f"UI: {type(exc).__name__}: {str(exc).splitlines()[0]} "
                                   f"(screenshots in {shots})") from None
@@ -621,7 +623,8 @@ class Check:
         count = self.args.kill_purchases
         stats = self.stack.generate(count, None, seed=103)
         self._expect(stats)
-        say(f"{count} purchases for the window that is killed: {stats['valid']} valid, {stats['invalid_total']} invalid")
+        say(f"{count} purchases for the window that is killed: {stats['valid']} valid, "
+            f"{stats['invalid_total']} invalid")
         restarts = self.stack.containers()["spark-connect"]["RestartCount"]
         triggered = self.stack.api("POST", f"/api/v2/dags/{DAG_ID}/dagRuns",
                                    {"logical_date": None, "note": "compose-check: Spark Connect killed mid-window"})
@@ -699,7 +702,8 @@ class Check:
         window_app = f"eos-etl-{ShopTopics().purchases}"  # the name run-window gives its Spark application
         if window_app not in apps:
             raise CheckFailed(f"no {window_app} application on the standalone master, only {apps}")
-        say(f"spark-submit run {run_['dag_run_id']}: read {count}; the master's finished applications: {sorted(set(apps))}")
+        say(f"spark-submit run {run_['dag_run_id']}: read {count}; the master's finished applications: "
+            f"{sorted(set(apps))}")
 
 
 def main(argv: list[str]) -> int:

@@ -173,7 +173,7 @@ def draw(groups: dict[str, list[str]], edges: dict[tuple[str, str], int], level:
         scale = (width - gap * (len(names) + 1)) / sum(weights)
         x = gap
         y = row_h * floor_no + 0.6
-        for g, w in zip(names, weights):
+        for g, w in zip(names, weights, strict=True):
             box_w = w * scale
             ax.add_patch(FancyBboxPatch((x, y), box_w, row_h - 4.2, boxstyle="round,pad=0.2,rounding_size=0.8",
                                         facecolor="#e3edf7" if g.endswith("/") else "#f1f1f1",

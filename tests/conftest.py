@@ -18,19 +18,20 @@ from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
 from eos_etl import logging_setup
 from eos_etl.faults.lab import lab_writer_slots
 from eos_etl.kafka.acls import grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics
-from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
+from eos_etl.shop.settings import ShopSettings
 from eos_etl.stack.jvm import JVM_OPTIONS_ENV
 from eos_etl.stack.kafka_cluster import KafkaCluster
+from eos_etl.stack.ports import free_port
 from eos_etl.stack.spark_cluster import SparkStandalone
 from eos_etl.stack.spark_connect import SparkConnectServer
-from eos_etl.stack.ports import free_port
 
 # Every JVM of the suite (brokers, Spark drivers, executors, standalone daemons, also those Airflow's
 # tasks start) with the C1 compiler only: the suite's JVMs live for seconds over hundreds of records

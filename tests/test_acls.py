@@ -8,13 +8,14 @@ from types import SimpleNamespace
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
 from eos_etl.errors import ConfigurationError
 from eos_etl.faults.lab import transactional_id
 from eos_etl.kafka.acls import grant
-from eos_etl.kafka.grants import Grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import AuthorizationError, BrokerUnreachableError
+from eos_etl.kafka.grants import Grant
 from eos_etl.orchestration.settings import kafka_connection_from_airflow
 from eos_etl.shop.generator import generate
 from eos_etl.stack.tls import ensure_broker_tls

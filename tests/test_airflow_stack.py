@@ -25,8 +25,8 @@ from eos_etl import paths
 from eos_etl.stack.airflow import AirflowStartError, EmbeddedAirflow
 from eos_etl.stack.airflow_rest import HEALTH_PATH, TOKEN_PATH
 from eos_etl.stack.errors import PortInUseError
-from eos_etl.stack.process import session_members
 from eos_etl.stack.ports import free_port, port_is_free
+from eos_etl.stack.process import session_members
 
 DAGS = paths.project_root() / "dags"
 # Straight to our loopback API server, whatever http(s)_proxy says.

@@ -8,12 +8,13 @@ from eos_etl.engine.arrow_codec import arrow_records, result_batch
 from eos_etl.engine.publish_task import ReadTimer
 
 HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
-OUTPUT = pa.struct([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()), ("headers", pa.list_(HEADER))])
+OUTPUT = pa.struct([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()),
+                    ("headers", pa.list_(HEADER))])
 SCHEMA = pa.schema([("partition", pa.int32()), ("offset", pa.int64()), ("outputs", pa.list_(OUTPUT))])
 
 
 def reference(batch):
-    for offset, outs in zip(batch.column("offset").to_pylist(), batch.column("outputs").to_pylist()):
+    for offset, outs in zip(batch.column("offset").to_pylist(), batch.column("outputs").to_pylist(), strict=True):
         yield offset, [(o["topic"], o["key"], o["value"], [(h["key"], h["value"]) for h in o["headers"] or ()])
                        for o in outs or ()]
 

@@ -186,7 +186,8 @@ def test_the_default_routes_fixed_cost_comes_from_its_two_regimes_apart(tmp_path
     d = data()
     for rep in (1, 2, 3):
         d["rows"] += [row("SC", "SC", 1000, 2, rep, 4.0, 1000), row("SC", "SC", 10_000, 2, rep, 9.0, 10_000),
-                      # back to back: 1.0 s + 0.5 s per thousand purchases (500 s per million); after a pause, 1.25 s more at 1,000
+                      # back to back: 1.0 s + 0.5 s per thousand purchases (500 s per million); after a pause, 1.25 s
+                      # more at 1,000
                       {**row(BACK_TO_BACK, "SC", 1000, 2, rep, 1.5, 1000), "python_workers_before": 1 + rep % 2},
                       row(BACK_TO_BACK, "SC", 10_000, 2, rep, 6.0, 10_000),
                       {**row(AFTER_PAUSE, "SC", 1000, 2, rep, 2.75, 1000), "python_workers_before": 0}]
@@ -208,5 +209,6 @@ def test_the_default_routes_fixed_cost_comes_from_its_two_regimes_apart(tmp_path
     for r in d["rows"]:  # a bench that did not count the workers: no such column
         r.pop("python_workers_before", None)
     text = write_page(d, tmp_path, command="`python -m eos_etl.bench`")[0].read_text()
-    assert "| 1,000 | 1.50 (1.5-1.5) | 2.75 (2.8-2.8) | +1.25 s | 3/3 |" in text and "workers up as the windows started" not in text
+    assert ("| 1,000 | 1.50 (1.5-1.5) | 2.75 (2.8-2.8) | +1.25 s | 3/3 |" in text
+            and "workers up as the windows started" not in text)
     assert "job s = 1.0 s fixed + 500.0 s per million purchases; after a pause the fixed cost is 2.2 s." in text

@@ -51,7 +51,7 @@ def test_jmx_tool_csv_lines_sum_by_request_over_versions():
 
 def test_each_writer_slot_setting_has_its_own_table_and_verdicts():
     rows = [{**_row(pc, s, wall), "writer_slots": slots} for slots, walls in ((None, (10.0, 35.0)), (4, (10.0, 14.0)))
-            for s in partitions.SWEEPS for pc, wall in zip((4, 128), walls)]
+            for s in partitions.SWEEPS for pc, wall in zip((4, 128), walls, strict=True)]
     assert partitions.settings(rows) == [None, 4]
     assert partitions.verdicts(rows, None) == {"full": False, "small": False, "empty": False}
     assert partitions.verdicts(rows, 4) == {"full": True, "small": True, "empty": True}

@@ -28,8 +28,8 @@ from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
-from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
+from eos_etl.shop.settings import ShopSettings
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.ports import free_port
 

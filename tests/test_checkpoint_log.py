@@ -8,8 +8,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from eos_etl.engine import checkpoint_log
-from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka import reachability
+from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import BrokerLostError, KafkaSetupError
 
 
@@ -76,7 +76,8 @@ def test_a_broker_lost_while_the_records_are_read_is_one_error_not_a_traceback(c
     consumer(KafkaError.NOT_LEADER_FOR_PARTITION, times=0)
 
     def lost(*_args, **_kwargs):
-        raise KafkaException(KafkaError(KafkaError._TRANSPORT, "Failed to get metadata: Local: Broker transport failure"))
+        raise KafkaException(KafkaError(KafkaError._TRANSPORT,
+                                        "Failed to get metadata: Local: Broker transport failure"))
         yield  # a generator, as iter_ranges is
 
     monkeypatch.setattr(checkpoint_log, "iter_ranges", lost)

@@ -8,6 +8,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from eos_etl.stack import class_data
 from eos_etl.stack.jvm import SPARK_JIT_OPTIONS
 from eos_etl.stack.spark import spark_conf, spark_submit_conf

@@ -119,7 +119,8 @@ def test_plan_then_run_window_over_sasl_prints_json_summary(shop_factory, sasl_c
     # Read over SASL_SSL before any login (ApiVersions): the session broker is formatted by Kafka 4.x's defaults.
     assert summary["cluster_features"]["transaction.version"] == 2, summary["cluster_features"]
     assert SASL_PASSWORD not in run.stderr + run.stdout  # never logged
-    report = check_shop(dataclasses.replace(shop, connection=connection), expected_ends={int(p): se[1] for p, se in window["partitions"].items()})
+    report = check_shop(dataclasses.replace(shop, connection=connection),
+                        expected_ends={int(p): se[1] for p, se in window["partitions"].items()})
     assert report.ok, report.to_dict()
 
     again = cli("run-window", *sasl, *shop_args(shop), "--compact", env=env)

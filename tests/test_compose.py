@@ -280,7 +280,8 @@ def test_services_images_and_builds(services):
     for name, service in services.items():
         build = service.get("build")
         assert build, f"{name} has no build: every image is built here"
-        assert Path(build["context"]) == ROOT and build["dockerfile"] in ("docker/Dockerfile", str(ROOT / "docker/Dockerfile"))
+        assert Path(build["context"]) == ROOT and build["dockerfile"] in ("docker/Dockerfile",
+                                                                          str(ROOT / "docker/Dockerfile"))
         assert build["args"] == {"BASE_IMAGE": "debian:bookworm-slim"}  # the one image a build pulls
         targets.setdefault(build["target"], set()).add(service["image"])
     assert targets == {"airflow": {"eos-etl-airflow:local"}, "spark": {"eos-etl-spark:local"},
@@ -500,7 +501,7 @@ def test_spark_cluster_and_the_drivers_address(services):
     master, worker = services["spark-master"], services["spark-worker"]
     cmd = master["command"]
     assert cmd[:2] == ["/opt/spark/bin/spark-class", "org.apache.spark.deploy.master.Master"]
-    opts = dict(zip(cmd[2::2], cmd[3::2]))
+    opts = dict(zip(cmd[2::2], cmd[3::2], strict=True))
     master_url = f"spark://{opts['--host']}:{opts['--port']}"
     assert opts["--host"] == master["hostname"] == "spark-master"
     assert worker["command"][:2] == ["/opt/spark/bin/spark-class", "org.apache.spark.deploy.worker.Worker"]
@@ -578,7 +579,8 @@ def test_kafka_service_and_its_clients(services, dotenv):
     assert init["command"] == ["/usr/local/bin/eos-etl-kafka-init"] and init["image"] == "eos-etl-airflow:local"
     tls = services["tls-init"]
     assert tls["user"] == "0" and {t: s for t, (s, _) in mounts(tls).items()} == {
-        "/etc/kafka/secrets": "kafka-secrets", "/etc/spark-connect/tls": "spark-connect-secrets", "/etc/eos-etl/ca": "ca"}
+        "/etc/kafka/secrets": "kafka-secrets", "/etc/spark-connect/tls": "spark-connect-secrets",
+        "/etc/eos-etl/ca": "ca"}
     assert env_of(tls)["KAFKA_TLS_HOSTS"] == "kafka,localhost"
     assert env_of(tls)["SPARK_CONNECT_TLS_HOSTS"].split(",")[0] == services["spark-connect"]["hostname"]
     args = dockerfile_args()
@@ -590,8 +592,8 @@ def test_kafka_init_script_sets_up_a_working_least_privilege_login(kafka_broker)
     over SASL_SSL, the shop's topics exist, and the user holds exactly the pipeline, validator and watcher ACLs."""
     from eos_etl.kafka.admin import ClusterAdmin
     from eos_etl.kafka.connection import KafkaConnection
-    from eos_etl.shop.settings import ShopSettings
     from eos_etl.shop.schema import ShopTopics
+    from eos_etl.shop.settings import ShopSettings
 
     from .conftest import unique
     from .test_acls import acls_of
@@ -662,8 +664,8 @@ def test_tls_script_makes_certificates_a_real_broker_and_a_tls_client_accept(tmp
     from eos_etl.kafka.connection import KafkaConnection
     from eos_etl.kafka.errors import BrokerUnreachableError
     from eos_etl.stack.kafka_cluster import KafkaCluster
-    from eos_etl.stack.tls import ensure_broker_tls
     from eos_etl.stack.ports import free_port
+    from eos_etl.stack.tls import ensure_broker_tls
 
     dirs, made = _make_tls(tmp_path)
     assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]
@@ -725,7 +727,8 @@ FAKE_APT = """#!/bin/sh
 [ "$1" = indextargets ] || exit 1
 printf '%s\\n' \\
   'deb http://mirror.lan/debian/ bookworm main' 'deb http://mirror.lan/debian/ bookworm contrib' \\
-  'deb http://mirror.lan/debian/ bookworm-updates main' 'deb http://security.lan/debian-security/ bookworm-security main' \\
+  'deb http://mirror.lan/debian/ bookworm-updates main' \\
+  'deb http://security.lan/debian-security/ bookworm-security main' \\
   'deb https://deb.nodesource.com/node_20.x/ nodistro main' 'deb-src http://mirror.lan/debian/ bookworm main' \\
   'deb http://mirror.lan/debian/ bookworm main'
 """

@@ -24,9 +24,9 @@ from eos_etl.checker import check_shop, read_topic
 from eos_etl.faults.landing import python_task_workers
 from eos_etl.shop.generator import generate
 from eos_etl.stack.connect_probe import STALL_BOUND_S
+from eos_etl.stack.ports import free_port
 from eos_etl.stack.process import PidFile
 from eos_etl.stack.spark_connect import SparkConnectServer
-from eos_etl.stack.ports import free_port
 
 from .conftest import SASL_PASSWORD
 from .test_cli import cli, shop_args

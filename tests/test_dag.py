@@ -107,7 +107,8 @@ for dag_id, dag in bag.dags.items():
     out["dags"][dag_id] = {"tags": sorted(dag.tags), "schedule": str(dag.schedule),
         "max_active_runs": dag.max_active_runs, "catchup": dag.catchup, "params": sorted(dag.params),
         "doc": bool(dag.doc_md), "deadline": repr(dag.deadline),
-        "tasks": {t.task_id: {"retries": t.retries, "trigger_rule": getattr(t.trigger_rule, "value", str(t.trigger_rule)),
+        "tasks": {t.task_id: {"retries": t.retries,
+                              "trigger_rule": getattr(t.trigger_rule, "value", str(t.trigger_rule)),
                               "outlets": sorted(repr(o) for o in t.outlets),
                               "failure_callback": bool(t.on_failure_callback)} for t in dag.tasks}}
 print("DAGBAG=" + json.dumps(out))
@@ -233,7 +234,7 @@ def _unpause(af: EmbeddedAirflow, token: str, dag_id: str, timeout_s: float = 18
         try:
             _api(af, "PATCH", f"/api/v2/dags/{dag_id}", {"is_paused": False}, token)
             return
-        except Exception:
+        except Exception:  # noqa: BLE001 - any refusal until the deadline, which names it
             assert time.monotonic() < deadline, f"{dag_id} never appeared"
             time.sleep(2)
 
@@ -370,8 +371,9 @@ def test_a_published_window_triggers_the_revenue_dag_with_exactly_its_invoices(s
 def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alerts(shop_factory, kafka_broker,
                                                                                   tmp_path):
     """Forced failure: the Variable names an input topic that does not exist. The run fails (plan_window,
-    at once: a missing topic is bad configuration, which is not retried); the report task's notifier writes one `run_failed` alert with the error and the
-    report link; the run outlives a 5 s deadline, so the triggerer writes a `run_late` alert too."""
+    at once: a missing topic is bad configuration, which is not retried); the report task's notifier
+    writes one `run_failed` alert with the error and the report link; the run outlives a 5 s deadline, so
+    the triggerer writes a `run_late` alert too."""
     shop = shop_factory(partitions=1)
     broken = shop.__class__(connection=shop.connection, topics=shop.topics.__class__(
         purchases=f"{shop.topics.purchases}-missing", invoices=shop.topics.invoices,
@@ -392,7 +394,8 @@ def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alert
         deadline = time.monotonic() + 120
         alerts: list = []
         while time.monotonic() < deadline:
-            alerts = [json.loads(line) for line in alerts_file.read_text().splitlines()] if alerts_file.is_file() else []
+            alerts = ([json.loads(line) for line in alerts_file.read_text().splitlines()]
+                      if alerts_file.is_file() else [])
             if {"run_failed", "run_late"} <= {a["alert"] for a in alerts if a["run_id"] == run["dag_run_id"]}:
                 break
             time.sleep(3)
@@ -404,7 +407,8 @@ def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alert
     assert len(failed) == 1 and len(late) >= 1, alerts
     assert "plan_window failed" in failed[0]["error"] and failed[0]["dag_id"] == "shop_invoicing"
     assert broken.topics.purchases in failed[0]["task_errors"]["plan_window"], failed[0]  # the cause, named
-    assert failed[0]["report"].endswith(f"/eos-etl/runs/shop_invoicing/{urllib.parse.quote(run['dag_run_id'], safe='')}")
+    assert failed[0]["report"].endswith("/eos-etl/runs/shop_invoicing/"
+                                        f"{urllib.parse.quote(run['dag_run_id'], safe='')}")
     assert failed[0]["window"] is None  # planning is what failed
     assert late[0]["allowed_s"] == 5.0 and late[0]["dag_id"] == "shop_invoicing"
     assert alerts_file.stat().st_mode & 0o777 == 0o600
@@ -412,8 +416,9 @@ def test_a_failed_run_alerts_once_with_its_error_and_report_and_a_late_run_alert
 
 
 def test_a_burst_of_purchases_makes_one_event_driven_run(shop_factory, kafka_broker, spark_connect_server, tmp_path):
-    """AssetWatcher with the Kafka provider's message-queue trigger: a burst of purchases (several transactions, two partitions) makes exactly one
-    asset event and one run, which waits for the burst to end and publishes all of it once."""
+    """AssetWatcher with the Kafka provider's message-queue trigger: a burst of purchases (several
+    transactions, two partitions) makes exactly one asset event and one run, which waits for the burst to
+    end and publishes all of it once."""
     from eos_etl.orchestration.arrivals import WATCH_CONN_ID
 
     shop = shop_factory(partitions=2)

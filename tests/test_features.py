@@ -69,8 +69,8 @@ def test_a_cluster_formatted_with_transaction_version_1_says_so_in_preflight_and
     assert finalized_features(connection).transaction_version == 1
     from eos_etl.kafka.admin import ClusterAdmin
     from eos_etl.kafka.topics import ensure_topics
-    from eos_etl.shop.settings import ShopSettings
     from eos_etl.shop.schema import ShopTopics
+    from eos_etl.shop.settings import ShopSettings
 
     topics = ShopTopics("purchases-tv1", "invoices-tv1", "shipments-tv1", "purchases-tv1.dlq")
     shop = ShopSettings(connection=connection, topics=topics, group="group-tv1", transactional_id_prefix="tv1")

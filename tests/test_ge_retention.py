@@ -45,7 +45,8 @@ def test_prune_keeps_the_newest_results_of_the_named_suites_only(tmp_path):
 
     assert prune_validation_results(context, {"mine"}, keep=2) == 2
 
-    kept = {(k.expectation_suite_identifier.name, k.run_id.run_name) for k in context.validation_results_store.list_keys()}
+    kept = {(k.expectation_suite_identifier.name, k.run_id.run_name)
+            for k in context.validation_results_store.list_keys()}
     assert kept == {("mine", "run-2"), ("mine", "run-3"), *(("other", f"run-{h}") for h in range(4))}
     # GE drops the pages of deleted results at its next Data Docs build.
     mine.run(batch_parameters={"dataframe": frame}, run_id=RunIdentifier(run_name="run-4",

@@ -29,7 +29,8 @@ HOSTILE_TEXT = st.sampled_from(["", "..", "../../etc/passwd", "a/b", "a b", "x\x
 def bad_ids():
     """Text that is no acceptable id: a character outside [A-Za-z0-9._-], '..', empty, or too long."""
     foreign = st.text(min_size=1, max_size=30).filter(lambda t: any(c not in ID_CHARS for c in t))
-    dotted = st.tuples(st.text(ID_CHARS, max_size=10), st.text(ID_CHARS, max_size=10)).map(lambda ab: f"{ab[0]}..{ab[1]}")
+    dotted = st.tuples(st.text(ID_CHARS, max_size=10),
+                       st.text(ID_CHARS, max_size=10)).map(lambda ab: f"{ab[0]}..{ab[1]}")
     return st.one_of(foreign, dotted, st.just(""), st.just("."), st.text(ID_CHARS, min_size=250, max_size=300),
                      HOSTILE_TEXT.filter(lambda t: not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", t) or ".." in t))
 

@@ -15,7 +15,6 @@ import threading
 import time
 
 import pytest
-
 from pyspark.sql import functions as F
 
 from eos_etl.checker import check_shop, read_topic

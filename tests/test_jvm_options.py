@@ -10,6 +10,7 @@ import shlex
 from pathlib import Path
 
 import pytest
+
 from eos_etl.stack.jvm import JVM_OPTIONS_ENV, SPARK_JIT_OPTIONS, jvm_options
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.spark import spark_conf, spark_submit_conf

@@ -22,6 +22,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
+
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import KafkaSetupError
@@ -92,7 +93,8 @@ def unstable_committed(connection: KafkaConnection, group: str, topic: str, part
 
 
 def stable_committed(
-    admin: ClusterAdmin, group: str, topic: str, partitions: list[int], *, retry_any: bool = False, timeout: float = 30.0
+    admin: ClusterAdmin, group: str, topic: str, partitions: list[int], *, retry_any: bool = False,
+    timeout: float = 30.0
 ) -> dict[int, int | None]:
     """``admin.committed_offsets`` (require_stable), retried while the broker answers
     UNSTABLE_OFFSET_COMMIT.

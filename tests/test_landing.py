@@ -9,8 +9,8 @@ import time
 
 import psutil
 
-from eos_etl.faults.lab import TrialResult
 from eos_etl.engine.task_process import TASK_PROCESS_NAME
+from eos_etl.faults.lab import TrialResult
 from eos_etl.faults.landing import Landing, python_task_workers
 
 

@@ -27,8 +27,8 @@ from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
-from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.pipeline import run_shop_window
+from eos_etl.shop.settings import ShopSettings
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.ports import free_port
 

@@ -39,7 +39,8 @@ def network_lab(tmp_path_factory):
 def _connects(lab: NetworkLab, host: str, address: str, port: int, timeout_s: float = 2.0) -> str:
     """From ``host``: 'ok', 'timeout' or the error a TCP connect to ``address:port`` gets."""
     code = (f"import socket\ntry:\n    socket.create_connection(({address!r}, {port}), timeout={timeout_s}).close()\n"
-            f"    print('ok')\nexcept socket.timeout:\n    print('timeout')\nexcept OSError as e:\n    print(e.strerror)")
+            f"    print('ok')\nexcept socket.timeout:\n    print('timeout')\n"
+            f"except OSError as e:\n    print(e.strerror)")
     out = subprocess.run(lab.job_command([sys.executable, "-c", code], host), capture_output=True, text=True,
                          timeout=30)
     return out.stdout.strip() or out.stderr.strip()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from eos_etl.paths import safe_name
 
 

@@ -13,13 +13,14 @@ import json
 import uuid
 
 import pytest
+
 from eos_etl.checker import check_shop
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import BrokerUnreachableError
 from eos_etl.shop.generator import generate
-from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
+from eos_etl.shop.settings import ShopSettings
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.ports import free_port
 

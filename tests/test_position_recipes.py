@@ -49,7 +49,8 @@ def offsets_cli(shop: ShopSettings, *args: str):
 
 def output_ends(lab: Lab, shop: ShopSettings) -> dict[str, dict[int, int]]:
     admin = lab.admin
-    return {t: {p: o.last_stable for p, o in admin.offsets(t, admin.partitions(t)).items()} for t in shop.topics.outputs}
+    return {t: {p: o.last_stable for p, o in admin.offsets(t, admin.partitions(t)).items()}
+            for t in shop.topics.outputs}
 
 
 def recreate(lab: Lab, topic: str, partitions: int) -> None:
@@ -61,7 +62,7 @@ def recreate(lab: Lab, topic: str, partitions: int) -> None:
             admin.create_topics({topic: partitions})
             admin.partitions(topic)
             return
-        except Exception:
+        except Exception:  # noqa: BLE001 - any refusal until the deadline, which names it
             assert time.monotonic() < deadline, f"{topic} was not created again within 60s"
             time.sleep(1)
 
@@ -234,9 +235,9 @@ def test_a_second_pipeline_on_shared_outputs_never_takes_the_first_ones_lineage_
 def test_a_window_end_proof_below_the_log_start_fails_instead_of_proving_an_end(lab):
     """A publishing task's proof that [after, end) holds nothing to publish, started below the log
     start (retention deleted records while the task ran). librdkafka's default reset jumps to the
-    log end, and the first live record after it ends the range as empty, proving an end over records never published; the
-    checkpoint's consumer resets to an error instead (without a record past the end, the old proof
-    only timed out), and the proof fails (the attempt commits
+    log end, and the first live record after it ends the range as empty, proving an end over
+    records never published; the checkpoint's consumer resets to an error instead (without a
+    record past the end, the old proof only timed out), and the proof fails (the attempt commits
     nothing more; the next plan stops with the loss)."""
     shop = lab.make_shop(1, name="proof-deleted")
     generate(shop.connection, shop.topics.purchases, 100, invalid_share=0.0, seed=539)

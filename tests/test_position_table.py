@@ -60,7 +60,7 @@ def parse_table() -> list[TableRow]:
     header = [c.strip() for c in lines[0].strip("|").split("|")]
     rows = []
     for line in lines[2:]:
-        cells = dict(zip(header, (c.strip() for c in line.strip("|").split("|"))))
+        cells = dict(zip(header, (c.strip() for c in line.strip("|").split("|")), strict=True))
         rows.append(TableRow(cells["row"], cells, cells["decision"]))
     return rows
 

@@ -10,9 +10,8 @@ per-output ``produce`` as for the checkpoint record's ``produce_to``.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import os
+from dataclasses import replace
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException

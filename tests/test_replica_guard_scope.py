@@ -130,8 +130,8 @@ def on_connect() -> None:
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    from eos_etl.stack.spark_connect import SparkConnectServer
     from eos_etl.stack.ports import free_port
+    from eos_etl.stack.spark_connect import SparkConnectServer
 
     server = SparkConnectServer(home=tmp_path_factory.mktemp("spark-connect-guard"), port=free_port(),
                                 master="local[2,4]")

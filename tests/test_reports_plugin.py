@@ -69,13 +69,15 @@ def quality(group: str = "shop-invoicing", *, success: bool = True, docs: Path |
         "examples": [{"invoice_id": "inv_1", "source_partition": 1, "source_offset": 17, "run_id": "r-1"},
                      {"invoice_id": "inv_1", "source_partition": 2, "source_offset": 3, "run_id": "r-1"}],
     }
-    passed = {"suite": "reconciliation", "check": "total_matches", "expectation_type": "expect_column_values_to_be_between",
+    passed = {"suite": "reconciliation", "check": "total_matches",
+              "expectation_type": "expect_column_values_to_be_between",
               "severity": "critical", "success": True, "observed_value": 12345.5, "unexpected_count": 0,
               "unexpected_percent": 0.0, "element_count": 1, "examples": []}
     return {
         "run_id": "r-1", "window": {"topic": "purchases", "group": group, "partitions": {"0": [0, 250], "1": [0, 250]}},
         "success": success, "failures": [] if success else ["invoices: 2 duplicate invoice ids"],
-        "suites": {"invoices": {"name": "invoices", "success": success, "evaluated": 5, "successful": 5 if success else 4,
+        "suites": {"invoices": {"name": "invoices", "success": success, "evaluated": 5,
+                                "successful": 5 if success else 4,
                                 "docs_page": str(docs.parent / "validations" / group / "invoices" / "p.html")
                                 if docs else None}},
         "expectations": [passed] if success else [passed, failed],
@@ -146,8 +148,8 @@ def test_run_report_shows_expectations_examples_partitions_and_timings(var, clie
     assert "<td>17</td>" in examples
     assert "negative_quantity" in page and 'id="dead-letter-data"' in page
     # committed before/after, read, published, skipped, committed inputs, invoices of partition 0
-    assert "<td>shop-0</td><td>[0, 250)</td><td>0</td><td>250</td><td>250</td><td>250</td><td>0</td><td>250</td><td>240</td>" in (
-        page.replace("\n", ""))
+    assert ("<td>shop-0</td><td>[0, 250)</td><td>0</td><td>250</td><td>250</td><td>250</td><td>0</td><td>250</td>"
+            "<td>240</td>" in page.replace("\n", ""))
     assert "fenced attempts<b>1</b>" in page and "transactions aborted<b>1</b>" in page
     for phase in ("plan", "read + transform + publish", "validate"):
         assert f"<td>{phase}" in page
@@ -242,7 +244,8 @@ def test_every_response_carries_the_csp(var, client):
 @pytest.mark.parametrize("url", [
     "/runs/..%2F..%2F/x", "/runs/%2e%2e/%2e%2e", f"/runs/{DAG}/..", f"/runs/{DAG}/%2e%2e",
     f"/data-docs/{DAG}/..%2F..%2F..%2Freports%2Fsecret.txt", f"/data-docs/{DAG}/%2e%2e/%2e%2e/secret.txt",
-    f"/data-docs/{DAG}//etc/passwd", f"/data-docs/{DAG}/%2Fetc%2Fpasswd", f"/data-docs/{DAG}/static/..%5c..%5csecret.txt",
+    f"/data-docs/{DAG}//etc/passwd", f"/data-docs/{DAG}/%2Fetc%2Fpasswd",
+    f"/data-docs/{DAG}/static/..%5c..%5csecret.txt",
     "/static/..%2F..%2Fpaths.py", "/static/%2e%2e/reports/app.py", "/static//etc/passwd",
     "/static/%2Fetc%2Fpasswd", f"/reports/{DAG}/..%2F..%2Fsecret.txt/report.html",
 ])

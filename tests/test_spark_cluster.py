@@ -17,13 +17,14 @@ import uuid
 from pathlib import Path
 
 import pytest
+
 from eos_etl.checker import check_shop
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
-from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
+from eos_etl.shop.settings import ShopSettings
 from eos_etl.stack import class_data
 from eos_etl.stack.jvm import jvm_options
 from eos_etl.stack.package_zip import package_dir, package_zip
@@ -42,7 +43,8 @@ def _cluster_shop(kafka_cluster) -> ShopSettings:
     topics = ShopTopics(purchases=f"purchases-{tag}", invoices=f"invoices-{tag}",
                         shipments=f"shipments-{tag}", dead_letters=f"purchases-{tag}.dlq")
     connection = KafkaConnection(kafka_cluster.bootstrap_servers)
-    shop = ShopSettings(connection=connection, topics=topics, group=f"shop-{tag}", transactional_id_prefix=f"shop-{tag}")
+    shop = ShopSettings(connection=connection, topics=topics, group=f"shop-{tag}",
+                        transactional_id_prefix=f"shop-{tag}")
     ensure_topics(ClusterAdmin(connection), shop.specs(2))  # replication factor 3, min ISR 2 on 3 nodes
     return shop
 
@@ -92,8 +94,8 @@ def test_run_window_on_the_standalone_cluster_is_exact(kafka_cluster, spark_clus
 def test_the_spark_connect_server_runs_windows_on_the_standalone_cluster(kafka_cluster, spark_cluster, tmp_path):
     """The default route on a cluster: the Connect server is the application, its executors are the
     workers' (on 127.0.0.2 and 127.0.0.3), its driver on an address they reach."""
-    from eos_etl.stack.spark_connect import SparkConnectServer
     from eos_etl.stack.ports import free_port
+    from eos_etl.stack.spark_connect import SparkConnectServer
 
     shop = _cluster_shop(kafka_cluster)
     stats = generate(shop.connection, shop.topics.purchases, 1_000, invalid_share=0.1, seed=9)

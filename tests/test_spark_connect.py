@@ -24,8 +24,8 @@ from confluent_kafka import Producer
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.shop.generator import generate
 from eos_etl.stack import class_data
-from eos_etl.stack.spark_connect import SparkConnectServer
 from eos_etl.stack.ports import free_port
+from eos_etl.stack.spark_connect import SparkConnectServer
 
 from .conftest import SASL_PASSWORD
 from .test_cli import assert_untouched, cli, shop_args
@@ -418,7 +418,8 @@ def test_the_foreground_server_is_the_process_it_replaced_and_takes_the_environm
                             capture_output=True, text=True, timeout=120)
         assert "COUNT 5" in ok.stdout, ok.stdout + ok.stderr[-3000:]
         refused = subprocess.run([sys.executable, "-c", PING], capture_output=True, text=True, timeout=120,
-                                 env={**client, "SPARK_CONNECT_AUTHENTICATE_TOKEN": "an-older-token-the-environment-replaces"})
+                                 env={**client,
+                                      "SPARK_CONNECT_AUTHENTICATE_TOKEN": "an-older-token-the-environment-replaces"})
         assert refused.returncode != 0 and "refused this client's token" in refused.stderr, refused.stderr[-3000:]
 
         proc.send_signal(signal.SIGTERM)

@@ -16,6 +16,7 @@ import pytest
 from confluent_kafka import (
     Producer,
 )
+
 from eos_etl.engine.kafka_source import read_window
 from eos_etl.engine.pipeline import PipelineConfig
 from eos_etl.engine.window import OffsetRange, Window

@@ -100,7 +100,8 @@ def test_a_call_refused_by_the_lock_until_its_timeout_names_the_holder(wal_db, h
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         client = AirflowRestClient(f"http://127.0.0.1:{server.server_address[1]}", "admin", "pw", db_file=wal_db)
-        locked = rf"refused PATCH /api/v2/dags/d for 2s \(HTTP 500\); its SQLite database is locked: write lock: pid {holder.pid} "
+        locked = (r"refused PATCH /api/v2/dags/d for 2s \(HTTP 500\); its SQLite database is locked: "
+                  rf"write lock: pid {holder.pid} ")
         with pytest.raises(AirflowUnansweredError, match=locked):
             client.call("PATCH", "/api/v2/dags/d", {"is_paused": True}, "token", timeout=2.0)
     finally:

@@ -27,8 +27,8 @@ from eos_etl.kafka.errors import BrokerLostError, BrokerUnreachableError
 from eos_etl.kafka.retry import Deadline, is_retriable, retry_until
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
-from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
+from eos_etl.shop.settings import ShopSettings
 from eos_etl.stack.kafka_cluster import KafkaCluster
 from eos_etl.stack.ports import free_port
 

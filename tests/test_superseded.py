@@ -7,9 +7,8 @@ fence with nobody else publishing) fails the attempt at once instead of waiting 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import time
+from dataclasses import replace
 
 import pytest
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from eos_etl.engine.errors import (ProducerFencedError, PublishError, TaskProcessLostError,
-                                   TransformContractError)
+from eos_etl.engine.errors import ProducerFencedError, PublishError, TaskProcessLostError, TransformContractError
 from eos_etl.engine.task_errors import diagnosed
 
 

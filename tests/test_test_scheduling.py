@@ -31,7 +31,8 @@ def own_broker():
 TESTS = {
     "test_marked.py": 'import pytest\npytestmark = [pytest.mark.xdist_group("marked")]\n'
                       '@pytest.mark.parametrize("i", range(4))\ndef test_marked(i): pass\n',
-    "test_cluster.py": '@__import__("pytest").mark.parametrize("i", range(4))\ndef test_cluster(kafka_cluster, i): pass\n',
+    "test_cluster.py": '@__import__("pytest").mark.parametrize("i", range(4))\n'
+                       'def test_cluster(kafka_cluster, i): pass\n',
     "test_module.py": '@__import__("pytest").mark.parametrize("i", range(4))\ndef test_module(own_broker, i): pass\n',
     "test_free.py": '@__import__("pytest").mark.parametrize("i", range(12))\ndef test_free(i): pass\n',
 }

@@ -18,8 +18,8 @@ from eos_etl.faults.leaders import replicas
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import Durability, durability_warnings
-from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
+from eos_etl.shop.settings import ShopSettings
 
 from .conftest import unique
 
@@ -73,7 +73,8 @@ def test_create_topics_on_one_broker_stays_1_1(kafka_broker):
     proc = create_topics(kafka_broker.bootstrap_servers, unique("dur1"), "--partitions", "1")
     assert proc.returncode == 0, proc.stderr
     assert "1 live broker(s): replication factor 1, min.insync.replicas 1" in proc.stderr
-    assert {(st["replication_factor"], st["min_insync_replicas"]) for st in json.loads(proc.stdout).values()} == {(1, 1)}
+    assert {(st["replication_factor"], st["min_insync_replicas"])
+            for st in json.loads(proc.stdout).values()} == {(1, 1)}
 
 
 def test_existing_topics_that_fall_short_are_one_clear_error_unless_allowed(kafka_cluster):

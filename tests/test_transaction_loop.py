@@ -152,7 +152,8 @@ def run(offsets, *, end: int, start: int = 0, committed: int | None = None, fail
     result = PartitionResult(partition=0, transactional_id="shop-purchases-0", start=start, end=end,
                              committed_before=committed)
     loop = TransactionLoop(
-        producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "run-1", topic_id="t-id", pipeline="g"), result,
+        producer, checkpoint,
+        LineageWriter(producer.produce, "purchases", 0, "run-1", topic_id="t-id", pipeline="g"), result,
         position=committed if committed is not None else start, validated_position=lambda c: start if c is None else c,
         chunk_records=chunk_records, chunk_seconds=3600, max_abort_retries=max_abort_retries)
     error = None
@@ -293,7 +294,8 @@ def test_offsets_expired_mid_run_an_abort_rewinds_to_the_checkpoint_record():
     checkpoint = FakeCheckpoint(None)
     producer = FakeProducer(checkpoint, {("commit_transaction", 2): TransactionAbortable("coordinator moved")})
     result = PartitionResult(partition=0, transactional_id="t-0", start=0, end=6, committed_before=None)
-    loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "r", topic_id="t-id", pipeline="g"), result,
+    loop = TransactionLoop(producer, checkpoint,
+                           LineageWriter(producer.produce, "purchases", 0, "r", topic_id="t-id", pipeline="g"), result,
                            position=0, validated_position=lambda c: 0 if c is None else c, chunk_records=3,
                            chunk_seconds=3600, max_abort_retries=3)
     for record in records(range(3)):
@@ -313,7 +315,8 @@ def test_refresh_commits_the_same_position_again_with_nothing_produced():
     checkpoint.committed_offset = None  # expired; the checkpoint record remains
     producer = FakeProducer(checkpoint, {("commit_transaction", 1): TransactionAbortable("retry me")})
     result = PartitionResult(partition=0, transactional_id="t-0", start=4, end=4, committed_before=4)
-    loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "r", topic_id="t-id", pipeline="g"), result,
+    loop = TransactionLoop(producer, checkpoint,
+                           LineageWriter(producer.produce, "purchases", 0, "r", topic_id="t-id", pipeline="g"), result,
                            position=4, validated_position=lambda c: 4 if c is None else c, chunk_records=3,
                            chunk_seconds=3600, max_abort_retries=3)
     loop.refresh()
@@ -325,7 +328,8 @@ def test_refresh_after_a_commit_of_unknown_outcome_reinitialises_and_commits_aga
     checkpoint = FakeCheckpoint(4)
     producer = FakeProducer(checkpoint, {("commit_transaction", 1): _unknown("commit_transaction")})
     result = PartitionResult(partition=0, transactional_id="t-0", start=4, end=4, committed_before=4)
-    loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "r", topic_id="t-id", pipeline="g"), result,
+    loop = TransactionLoop(producer, checkpoint,
+                           LineageWriter(producer.produce, "purchases", 0, "r", topic_id="t-id", pipeline="g"), result,
                            position=4, validated_position=lambda c: 4 if c is None else c, chunk_records=3,
                            chunk_seconds=3600, max_abort_retries=3)
     loop.refresh()
@@ -339,8 +343,9 @@ def _loop_over(offsets, *, fail: dict | None = None):
     checkpoint = FakeCheckpoint()
     producer = FakeProducer(checkpoint, fail)
     result = PartitionResult(partition=0, transactional_id="shop-purchases-0", start=0, end=10, committed_before=None)
-    loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, "purchases", 0, "run-1", topic_id="t-id", pipeline="g"), result,
-                           position=0, validated_position=lambda c: 0 if c is None else c, chunk_records=3,
+    loop = TransactionLoop(producer, checkpoint,
+                           LineageWriter(producer.produce, "purchases", 0, "run-1", topic_id="t-id", pipeline="g"),
+                           result, position=0, validated_position=lambda c: 0 if c is None else c, chunk_records=3,
                            chunk_seconds=3600, max_abort_retries=3)
     for record in records(offsets):
         loop.add(record)

@@ -188,7 +188,8 @@ def _backfill_cli(af, token: str, start: float, end: float, behavior: str) -> tu
     stamp = "%Y-%m-%dT%H:00:00+00:00"
     for attempt in range(4):
         proc = af.airflow_cmd("backfill", "create", "--dag-id", DAG_ID, "--from-date",
-                              time.strftime(stamp, time.gmtime(start)), "--to-date", time.strftime(stamp, time.gmtime(end)),
+                              time.strftime(stamp, time.gmtime(start)), "--to-date",
+                              time.strftime(stamp, time.gmtime(end)),
                               "--reprocess-behavior", behavior, "--max-active-runs", "1", timeout=120)
         if proc.returncode == 0 or "database is locked" not in proc.stdout + proc.stderr:
             break
@@ -273,8 +274,9 @@ def test_backfills_from_the_cli_and_the_ui_never_duplicate(shop_factory, kafka_b
     # succeeded made new runs for those intervals. Such a backfill is held to publishing nothing.
     refused = [was_refused for _, was_refused in made]
     expected = ["1 published, 2 no-op", "3 skipped", "1 no-op, 2 skipped", "3 no-op", "3 no-op"]
-    assert [s for s, r in zip(summaries, refused) if not r] == [e for e, r in zip(expected, refused) if not r], texts
-    assert all("published" not in s for s, r in zip(summaries[1:], refused[1:]) if r), texts
+    assert [s for s, r in zip(summaries, refused, strict=True) if not r] == \
+        [e for e, r in zip(expected, refused, strict=True) if not r], texts
+    assert all("published" not in s for s, r in zip(summaries[1:], refused[1:], strict=True) if r), texts
     print(f"backfills refused by SQLite's lock before they were made: {refused}")
     assert f"new run: read {counts['valid'] + counts['invalid']} purchases, published {counts['valid']} invoices" in (
         sections[0]), (counts, texts[0])
@@ -406,9 +408,9 @@ def _write_reports(shop, spark, var) -> list[str]:
     """Two runs' reports through the project's own functions, with real Great Expectations Data Docs."""
     import json as _json
 
+    from eos_etl.quality import validate_run
     from eos_etl.reports.store import build_report, write_run_report
     from eos_etl.run_files import run_dir
-    from eos_etl.quality import validate_run
     from eos_etl.shop.pipeline import run_shop_window, summary_dict
 
     generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1, seed=61)

@@ -12,16 +12,15 @@ broker in ``tests/test_transaction_loop.py``.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import os
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 
-from eos_etl.engine.checkpoint import PartitionCheckpoint
 from eos_etl.engine import checkpoint_topic
+from eos_etl.engine.checkpoint import PartitionCheckpoint
 from eos_etl.engine.lineage import H_SOURCE_OFFSET
 from eos_etl.engine.pipeline import DEFAULT_PRODUCER_CONFIG, PipelineConfig
 from eos_etl.engine.producer import TransactionalProducer
@@ -124,8 +123,9 @@ def test_a_commit_of_unknown_outcome_ends_the_producer_and_a_new_epoch_finishes_
         producer.init_transactions()
         epoch_before = _epoch(connection, tid)
         result = PartitionResult(partition=0, transactional_id=tid, start=0, end=end, committed_before=None)
-        loop = TransactionLoop(producer, checkpoint, LineageWriter(producer.produce, source, 0, "run-1", topic_id=config.input_topic_id,
-                                                                pipeline=group), result,
+        loop = TransactionLoop(producer, checkpoint,
+                               LineageWriter(producer.produce, source, 0, "run-1", topic_id=config.input_topic_id,
+                                             pipeline=group), result,
                                position=0, validated_position=lambda c: 0 if c is None else c, chunk_records=4,
                                chunk_seconds=3600, max_abort_retries=3)
         for offset in range(end):

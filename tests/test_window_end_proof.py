@@ -78,7 +78,8 @@ def test_a_stream_cut_short_commits_nothing_more_and_its_retry_is_exact(shop_wit
     # Nothing of the abandoned transaction is visible, and nothing is left hanging.
     assert _published_offsets(shop) == [r[0] for r in records[:200]]
     # The retry (a new attempt with the same transactional id) resumes from the proven position.
-    retry = PartitionPublisher(shop.pipeline(chunk_records=100).bound_to(window), 0, window.ranges[0]).publish(iter(records))
+    retry = PartitionPublisher(shop.pipeline(chunk_records=100).bound_to(window), 0,
+                               window.ranges[0]).publish(iter(records))
     assert retry.records_skipped == 200 and retry.records_published == 50
     assert _committed(shop) == window.ranges[0].end
     assert _published_offsets(shop) == [r[0] for r in records]

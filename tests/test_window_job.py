@@ -127,7 +127,7 @@ def test_window_spanning_several_transactions(spark, shop_factory):
     window = shop.plan()
     summary = run_shop_window(spark, shop, window, chunk_records=120)
     per_partition = {r.partition: r for r in summary.partitions}
-    for p, r in per_partition.items():
+    for r in per_partition.values():
         # ceil(records / 120) transactions, the last one committing the window end
         assert r.transactions == -(-r.records_published // 120), r
     assert summary.transactions >= 8
@@ -304,7 +304,8 @@ def test_hostile_inputs_go_to_dead_letters_with_reasons(spark, shop_factory):
     expected.append((None, None))
     payloads.append(json.dumps(base).encode()[:-1] + b', "currency": "USD"}')
     expected.append((None, None))
-    payloads.append(json.dumps({**base, "user_full_name": "Ünïcødé \"quoted\" \\ name 🛒"}, ensure_ascii=False).encode())
+    payloads.append(json.dumps({**base, "user_full_name": "Ünïcødé \"quoted\" \\ name 🛒"},
+                               ensure_ascii=False).encode())
     expected.append((None, None))
     p = Producer(shop.connection.client_config())
     for i, payload in enumerate(payloads):
@@ -315,7 +316,7 @@ def test_hostile_inputs_go_to_dead_letters_with_reasons(spark, shop_factory):
     summary = run_shop_window(spark, shop, window)
     assert summary.records_published == len(payloads)
     dead = {int(r.headers["source_offset"]): r for r in read_topic(shop.connection, shop.topics.dead_letters)}
-    for offset, (payload, (reason, field_name)) in enumerate(zip(payloads, expected)):
+    for offset, (payload, (reason, field_name)) in enumerate(zip(payloads, expected, strict=True)):
         if reason is None:
             assert offset not in dead
             continue
@@ -381,7 +382,8 @@ def test_dead_letter_bigger_than_the_dead_letter_topic_allows_is_cut_not_crashin
     # call returns: retry until the broker really took the big record.
     for _ in range(40):
         errors = []
-        p.produce(shop.topics.purchases, huge, b"k", on_delivery=lambda err, _msg: err and errors.append(err))
+        p.produce(shop.topics.purchases, huge, b"k",
+                  on_delivery=lambda err, _msg, errors=errors: err and errors.append(err))
         assert p.flush(30) == 0
         if not errors:
             break

@@ -33,7 +33,8 @@ warmup = PythonWorkerWarmup(spark, tasks=4, modules=("colorsys",))
 warmup.start().wait()
 after = ask()
 groups = list(spark.sparkContext._jsc.sc().statusTracker().getJobIdsForGroup("eos-etl-python-worker-warmup"))
-print("RESULT " + json.dumps({"before": before["warm"], "after": after["warm"], "same_worker": before["pid"] == after["pid"],
+print("RESULT " + json.dumps({"before": before["warm"], "after": after["warm"],
+                              "same_worker": before["pid"] == after["pid"],
                               "tasks": warmup.tasks, "seconds": warmup.seconds, "warmup_jobs": len(groups)}))
 spark.stop()
 """

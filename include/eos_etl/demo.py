@@ -14,19 +14,19 @@ from __future__ import annotations
 
 import json
 import time
-from datetime import datetime
 import urllib.error
 import urllib.parse
+from datetime import datetime
 
 from . import paths
 from .errors import ConfigurationError
 from .kafka.admin import ClusterAdmin
-from .kafka.topics import ensure_topics
 from .kafka.connection import KafkaConnection
+from .kafka.topics import ensure_topics
 from .run_files import REPORT_PAGE, SUMMARY, direct_run_summary, run_dir
 from .shop.generator import generate
-from .shop.settings import ShopSettings
 from .shop.pipeline import run_shop_window, summary_dict
+from .shop.settings import ShopSettings
 from .stack.airflow import EmbeddedAirflow
 from .stack.kafka_cluster import KafkaCluster
 from .stack.session import spark_session

@@ -174,8 +174,8 @@ def _partitions_report(data: dict, out: Path) -> int:
     (out / "partitions.json").write_text(json.dumps(data, indent=1))
     rows = [r for r in data["rows"] if r.get("sweep")]
     print(partitions.markdown(rows))
-    for slots in partitions.settings(rows):
-        print(f"targets at {partitions.TARGET_PARTITIONS} partitions with {partitions.describe(slots)} (ratio to the "
+    for setting in partitions.settings(rows):
+        print(f"targets at {partitions.TARGET_PARTITIONS} partitions with {partitions.describe(setting)} (ratio to the "
               "smallest count): " + ", ".join(f"{sweep} {'met' if met else 'MISSED'} (<= "
                                                f"{partitions.TARGET_RATIOS[sweep]}x)"
                                                for sweep, met in partitions.verdicts(rows, slots).items()))
@@ -204,8 +204,9 @@ def main(argv: list[str] | None = None) -> int:
                        only_cluster_compare=args.only == "cluster-compare", proof_sizes=args.proof_sizes,
                        only_end_proof=args.only == "end-proof", breakdown_size=args.breakdown_size,
                        only_breakdown=args.only == "breakdown", idle_pause_s=args.idle_pause_s,
-                       sweep_partitions=args.sweep_partitions, sweep_slots=args.sweep_slots, sweep_records=args.sweep_records,
-                       sweep_small=args.sweep_small, only_partitions=args.only == "partitions")
+                       sweep_partitions=args.sweep_partitions, sweep_slots=args.sweep_slots,
+                       sweep_records=args.sweep_records, sweep_small=args.sweep_small,
+                       only_partitions=args.only == "partitions")
         t0 = time.monotonic()
         data = Bench(opts).run()
         log.info("bench finished in %.1f min", (time.monotonic() - t0) / 60)

@@ -72,7 +72,8 @@ def table(rows: list[dict], purchases: int) -> list[dict]:
         job = statistics.median(r["job_s"] for r in mine)
         cpu = statistics.median(r["cpu_s"] for r in mine)
         row = {"stage": stage, "runs": len(mine), "job_s": round(job, 2), "cpu_s": round(cpu, 2),
-               "per_purchase_us": round(1e6 * job / purchases, 2), "cpu_per_purchase_us": round(1e6 * cpu / purchases, 2)}
+               "per_purchase_us": round(1e6 * job / purchases, 2),
+               "cpu_per_purchase_us": round(1e6 * cpu / purchases, 2)}
         if before is not None:
             row["adds_us"] = round(1e6 * (job - before["job_s"]) / purchases, 2)
             row["adds_cpu_us"] = round(1e6 * (cpu - before["cpu_s"]) / purchases, 2)
@@ -90,7 +91,8 @@ def task_clocks(rows: list[dict]) -> dict | None:
             continue
         total = {k: sum(p[k] for p in parts) for k in ("seconds", "read_seconds", "decode_seconds",
                                                          "end_proof_s", "worker_cpu_seconds")}
-        total["publish_seconds"] = total["seconds"] - total["read_seconds"] - total["decode_seconds"] - total["end_proof_s"]
+        total["publish_seconds"] = (total["seconds"] - total["read_seconds"] - total["decode_seconds"]
+                                    - total["end_proof_s"])
         runs.append(total)
     if not runs:
         return None
@@ -102,8 +104,9 @@ def markdown(rows: list[dict], purchases: int, partitions: int) -> str:
              "| stage | runs | job s (median) | CPU s (median) | µs per purchase | stage adds µs | stage adds CPU µs |",
              "|---|---:|---:|---:|---:|---:|---:|"]
     for t in table(rows, purchases):
-        lines.append(f"| {t['stage']} | {t['runs']} | {t['job_s']:.2f} | {t['cpu_s']:.2f} | {t['per_purchase_us']:.2f} | "
-                     f"{t.get('adds_us', t['per_purchase_us']):.2f} | {t.get('adds_cpu_us', t['cpu_per_purchase_us']):.2f} |")
+        lines.append(f"| {t['stage']} | {t['runs']} | {t['job_s']:.2f} | {t['cpu_s']:.2f} | "
+                     f"{t['per_purchase_us']:.2f} | {t.get('adds_us', t['per_purchase_us']):.2f} | "
+                     f"{t.get('adds_cpu_us', t['cpu_per_purchase_us']):.2f} |")
     clocks = task_clocks(rows)
     if clocks:
         lines += ["", "The publishing tasks' own clocks (summed over tasks, median over runs):", "",

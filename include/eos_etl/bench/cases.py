@@ -33,11 +33,11 @@ import sys
 import time
 from pathlib import Path
 
-from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from ..checker import check_shop, read_topic
 from ..engine.kafka_source import read_window
+from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
 from ..engine.slots import AS_COMMITTED
 from ..engine.window import Window
@@ -354,7 +354,8 @@ def case_payloads(spec) -> dict:
 
 CASES = {"B1": case_b1, "B2": case_b2, "B3": case_b3, "S": case_s, "N": case_n, "R": case_r,
          "check": case_check, "payloads": case_payloads,
-         "SC": case_s, "SC-stage": case_stage}  # the session is the server's because of SPARK_REMOTE (stack.spark.spark_session)
+         "SC": case_s, "SC-stage": case_stage}  # the session is the server's because of SPARK_REMOTE
+                                                # (stack.spark.spark_session)
 
 
 def main(argv: list[str]) -> int:

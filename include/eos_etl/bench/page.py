@@ -46,7 +46,8 @@ TARGETS = {
     "memory_growth": 1.2,
     "end_proof_share": 0.02,  # a task's window-end proof <= 2 % of its window's job time
 }
-# Publishing per core (a spark-submit per window and a Connect client), checked on every run next to the older targets above.
+# Publishing per core (a spark-submit per window and a Connect client), checked on every run next to the older
+# targets above.
 PUBLISH_TARGETS = {
     "S cpu vs R+B1": 1.3,  # S CPU s per million purchases <= 1.3 x (R + B1), main window
     "S pps at 1M": 25_000.0,  # S purchases/s (job) at the largest window of >= 1,000,000
@@ -102,7 +103,8 @@ def aggregate(rows: list[dict]) -> dict[tuple[str, int, int], dict]:
                                   if r.get("result", {}).get("commit_s") is not None and r["job_s"]]),
             # B2: throughput without the one-time init_transactions (per producer, not per transaction).
             "pps_no_init": _median([r["purchases"] / (r["job_s"] - r["result"]["init_s"]) for r in rs
-                                    if r.get("result", {}).get("init_s") is not None and r["job_s"] > r["result"]["init_s"]]),
+                                    if r.get("result", {}).get("init_s") is not None
+                                    and r["job_s"] > r["result"]["init_s"]]),
             "spread": (min(r["job_s"] for r in rs), max(r["job_s"] for r in rs)),
             # The regimes' rows (bench.regimes): the server's Python workers as each window started.
             "workers_before": _range([r.get("python_workers_before") for r in rs]),
@@ -121,6 +123,16 @@ def _f(v, fmt="{:,.0f}") -> str:
 
 def _ratio(a, b) -> float | None:
     return a / b if a and b else None
+
+
+def _against_base(sv: dict, base: dict) -> dict:
+    """One window size's S row against the main size's: seconds per million and peak memory, and how far each
+    moved."""
+    return {
+        "s_per_m": sv["s_per_m"], "dev_pct": 100 * (sv["s_per_m"] / base["s_per_m"] - 1),
+        "s_per_m_wall": sv["s_per_m_wall"], "dev_wall_pct": 100 * (sv["s_per_m_wall"] / base["s_per_m_wall"] - 1),
+        "peak_rss_mb": sv["peak_rss_mb"], "mem_vs_base": sv["peak_rss_mb"] / base["peak_rss_mb"],
+    }
 
 
 def compute(data: dict) -> dict:
@@ -152,15 +164,7 @@ def compute(data: dict) -> dict:
             sizes.setdefault(size, {})[label] = v
     parts = {pc: v for (label, size, pc), v in agg.items() if label == "S" and size == n}
     base = sizes.get(n, {}).get("S")
-    linear = {}
-    for size, d in sorted(sizes.items()):
-        sv = d.get("S")
-        if sv and base:
-            linear[size] = {
-                "s_per_m": sv["s_per_m"], "dev_pct": 100 * (sv["s_per_m"] / base["s_per_m"] - 1),
-                "s_per_m_wall": sv["s_per_m_wall"], "dev_wall_pct": 100 * (sv["s_per_m_wall"] / base["s_per_m_wall"] - 1),
-                "peak_rss_mb": sv["peak_rss_mb"], "mem_vs_base": sv["peak_rss_mb"] / base["peak_rss_mb"],
-            }
+    linear = {size: _against_base(d["S"], base) for size, d in sorted(sizes.items()) if d.get("S") and base}
     fits = {}
     for label in ("S", "SC", "B3"):
         pts = [(size, d[label]["job_s"]) for size, d in sizes.items() if label in d and d[label]["job_s"]]
@@ -245,10 +249,11 @@ def _publish_targets(target, label: str, main: dict, sizes: dict, fit: dict | No
         target(f"publish per core: {label} fixed cost per window (affine fit over {fit['points']} sizes)",
                f"{fit['fixed_s']:.1f} s", fit["fixed_s"] <= t["S fixed s"], "<= 6 s")
     if ratios.get(f"{label}/N") is not None:
-        target(f"publish per core: {label}/N", f"{ratios[f'{label}/N']:,.0f}x", ratios[f"{label}/N"] >= t["S/N"], ">= 250x")
+        target(f"publish per core: {label}/N", f"{ratios[f'{label}/N']:,.0f}x", ratios[f"{label}/N"] >= t["S/N"],
+               ">= 250x")
     if ratios.get(f"{label}/B3") is not None:
-        target(f"publish per core: {label}/B3 (job basis)", f"{ratios[f'{label}/B3']:.2f}", ratios[f"{label}/B3"] >= t["S/B3"],
-               ">= 1.8")
+        target(f"publish per core: {label}/B3 (job basis)", f"{ratios[f'{label}/B3']:.2f}",
+               ratios[f"{label}/B3"] >= t["S/B3"], ">= 1.8")
     if label != "S" and big and sizes.get(n, {}).get(label):  # S has its own memory row above
         growth = sizes[big][label]["peak_rss_mb"] / sizes[n][label]["peak_rss_mb"]
         target(f"publish per core: {label} peak RSS at {big:,} vs {n:,} (client + server)", f"{growth:.2f}x",
@@ -281,8 +286,8 @@ def _default_route_targets(target, main: dict, sizes: dict, fit: dict | None, re
     cpu, r_cpu, b1_cpu = (main.get(x, {}).get("cpu_per_m") for x in ("SC", "R", "B1"))
     if cpu and r_cpu and b1_cpu:
         bound = t["cpu vs R+B1"] * (r_cpu + b1_cpu)
-        target(f"default route: SC CPU s per M purchases vs {t['cpu vs R+B1']} x (R + B1)", f"{cpu:,.0f} vs {bound:,.0f}",
-               cpu <= bound, f"<= {t['cpu vs R+B1']} x (R + B1)")
+        target(f"default route: SC CPU s per M purchases vs {t['cpu vs R+B1']} x (R + B1)",
+               f"{cpu:,.0f} vs {bound:,.0f}", cpu <= bound, f"<= {t['cpu vs R+B1']} x (R + B1)")
 
 
 def compute_cluster(data: dict) -> dict | None:
@@ -337,7 +342,7 @@ def linear_fit(points: list[tuple[int, float]]) -> dict | None:
     sxx = sum((x - mx) ** 2 for x in xs)
     if not sxx:
         return None
-    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sxx
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
     fixed = my - slope * mx
     # How far each measured time is from the straight line (affine: fixed + per purchase).
     residuals = {x: 100 * (y / (fixed + slope * x / 1e6) - 1) for x, y in points if fixed + slope * x / 1e6 > 0}
@@ -426,7 +431,8 @@ def render_png(data: dict, c: dict, path: Path) -> None:
     sizes = sorted(c["sizes"])
     for label, color in (("S", "tab:red"), ("B3", "tab:gray")):
         xs = [s for s in sizes if label in c["sizes"][s]]
-        ax.plot(xs, [c["sizes"][s][label]["s_per_m"] for s in xs], "o-", color=color, label=f"{label} s / M purchases (job)")
+        ax.plot(xs, [c["sizes"][s][label]["s_per_m"] for s in xs], "o-", color=color,
+                label=f"{label} s / M purchases (job)")
         ax.plot(xs, [c["sizes"][s][label]["s_per_m_wall"] for s in xs], "o:", color=color,
                 label=f"{label} s / M purchases (wall)")
     if any("S" in c["sizes"][s_] or "B3" in c["sizes"][s_] for s_ in sizes):

@@ -86,7 +86,8 @@ def _markdown(rows: list[dict], writer_slots: int | None) -> str:
 
     for line in table(rows, writer_slots):
         lines.append(f"| {line['partitions']:,} | {cell(line, 'full')} | {line.get('full', {}).get('purchases', '-')} "
-                     f"| {cell(line, 'small')} | {line.get('small', {}).get('purchases', '-')} | {cell(line, 'empty')} |")
+                     f"| {cell(line, 'small')} | {line.get('small', {}).get('purchases', '-')} "
+                     f"| {cell(line, 'empty')} |")
     counted = requests(rows, writer_slots)
     if counted:
         lines += ["", "Transactional requests the broker served per window (its `RequestMetrics` counters; median "

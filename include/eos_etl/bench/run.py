@@ -23,12 +23,12 @@ from .. import paths
 from ..engine.pipeline import DEFAULT_PRODUCER_CONFIG
 from ..engine.slots import AS_COMMITTED, DEFAULT_WRITER_SLOTS
 from ..kafka.topics import ensure_topics
-from ..shop.settings import ShopSettings
 from ..shop.jvm_training import SHOP_JVM_WORKLOAD
 from ..shop.schema import ShopTopics
+from ..shop.settings import ShopSettings
 from ..stack import class_data
-from ..stack.spark_connect import SparkConnectServer
 from ..stack.ports import free_port
+from ..stack.spark_connect import SparkConnectServer
 from . import breakdown
 from .cluster_compare import ClusterComparison
 from .harness import measure
@@ -67,7 +67,8 @@ class Options:
     breakdown_size: int = 1_000_000  # the per-purchase breakdown's window (bench.breakdown)
     only_breakdown: bool = False  # run nothing but the per-purchase breakdown
     sweep_partitions: list[int] = field(default_factory=lambda: [4, 32, 128, 512, 1024])  # bench.partitions
-    sweep_slots: list[int | None] = field(default_factory=lambda: [None, DEFAULT_WRITER_SLOTS])  # bench.partitions: writer slots
+    sweep_slots: list[int | None] = field(default_factory=lambda: [None, DEFAULT_WRITER_SLOTS])  # bench.partitions:
+                                                                                                 # writer slots
     sweep_records: int = 200_000  # the partition sweep's full window
     sweep_small: int = 2_000  # its small window
     only_partitions: bool = False  # run nothing but the partition sweep
@@ -168,7 +169,8 @@ class Bench:
         that pipeline again (its group, outputs and ids) instead of a new one."""
         target = target or self.target
         label = label or case
-        name = f"{label.lower().replace('(', '').replace(')', '').replace('=', '').replace(' ', '-')}-{size}-p{pc}-r{rep}-{uuid.uuid4().hex[:6]}"
+        name = (f"{label.lower().replace('(', '').replace(')', '').replace('=', '').replace(' ', '-')}-{size}-p{pc}"
+                f"-r{rep}-{uuid.uuid4().hex[:6]}")
         if target is not self.target:
             name = f"{target.name}-{name}"
         rerun = settings is not None
@@ -211,7 +213,8 @@ class Bench:
         spec_path.write_text(json.dumps(spec))
         result_path = self.work / "specs" / f"{name}.result.json"
         env, also = None, ()
-        if spec["case"] in ("SC", "SC-stage"):  # a client of the server: the work (and its CPU and memory) is the server's
+        if spec["case"] in ("SC", "SC-stage"):  # a client of the server: the work (and its CPU and memory) is the
+                                                # server's
             env, also = {**os.environ, **self.connect.client_env()}, (self.connect.pid(),)
         broker_cpu0 = target.broker_cpu_seconds()
         load_before = os.getloadavg()[0]
@@ -357,7 +360,8 @@ class Bench:
             raise RuntimeError(f"warm-up S run failed: {row['problems']}")
         self.check_s(settings, o.records, o.partitions)
         t = settings.topics
-        spec = {"case": "payloads", "connection": self.target.connection.to_json(), "payloads": str(self.payloads_path()),
+        spec = {"case": "payloads", "connection": self.target.connection.to_json(),
+                "payloads": str(self.payloads_path()),
                 "topics": {"invoices": t.invoices, "shipments": t.shipments, "dead_letters": t.dead_letters}}
         prow, res = self._measure(f"payloads-{settings.group}", spec, self.target, label="payloads", size=o.records,
                                   pc=o.partitions, rep=0)

@@ -66,12 +66,12 @@ from ..kafka.topics import ensure_topics
 from ..quality import validate_run
 from ..quality.collect import CLOCK_SKEW_MARGIN_MS, read_outputs
 from ..shop.generator import generate
-from ..shop.settings import ShopSettings
 from ..shop.pipeline import run_shop_window
 from ..shop.schema import ShopTopics
+from ..shop.settings import ShopSettings
+from ..stack.ports import free_port
 from ..stack.session import spark_session, stop_session
 from ..stack.spark_connect import SparkConnectServer
-from ..stack.ports import free_port
 from .targets import KafkaTarget, stop_leftovers
 
 log = logging.getLogger(__name__)

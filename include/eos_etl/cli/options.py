@@ -18,8 +18,8 @@ from ..engine.window import Window
 from ..errors import ConfigurationError
 from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
-from ..shop.settings import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX, ShopSettings
 from ..shop.schema import DEFAULT_MAX_PAYLOAD_BYTES, ShopTopics
+from ..shop.settings import DEFAULT_GROUP, DEFAULT_TRANSACTIONAL_ID_PREFIX, ShopSettings
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 

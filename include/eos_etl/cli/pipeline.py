@@ -17,14 +17,14 @@ from .. import arguments
 from ..checker import check_shop
 from ..demo import run_demo
 from ..engine import checkpoint_log
+from ..engine.errors import PublishError
 from ..engine.planner import positions, recovery_command
 from ..engine.position import Verdict, lineage_position
+from ..engine.preflight import preflight
 from ..engine.publisher import publish_without_spark, reset_positions
-from ..engine.errors import PublishError
 from ..engine.recovery import reslot_positions
 from ..engine.slots import AS_COMMITTED
 from ..engine.slots import describe as describe_slots
-from ..engine.preflight import preflight
 from ..engine.window import OffsetRange
 from ..errors import ConfigurationError
 from ..kafka.admin import ClusterAdmin
@@ -36,8 +36,17 @@ from ..stack.connect_client import server_lost
 from ..stack.kafka_tools import TransactionsTool
 from ..stack.session import spark_route, spark_session, stop_session
 from ..stack.spark import REMOTE_ENV, parse_conf_pairs
-from .options import (ID, POSITIVE, add_connection, add_planning, add_shop, checked, connection_from_args,
-                      plan_from_args, shop_settings_from_args)
+from .options import (
+    ID,
+    POSITIVE,
+    add_connection,
+    add_planning,
+    add_shop,
+    checked,
+    connection_from_args,
+    plan_from_args,
+    shop_settings_from_args,
+)
 
 
 def register(sub) -> None:
@@ -249,8 +258,8 @@ def cmd_offsets(args) -> int:
     settings = shop_settings_from_args(args)
     pipeline = settings.pipeline()
     if args.action == "reset" and not (args.to and args.partitions):
-        raise ConfigurationError("offsets reset needs --to earliest|latest|checkpoint and --partitions (e.g. --partitions "
-                                 "0,1): it moves the pipeline's position, so it is given explicitly")
+        raise ConfigurationError("offsets reset needs --to earliest|latest|checkpoint and --partitions (e.g. "
+                                 "--partitions 0,1): it moves the pipeline's position, so it is given explicitly")
     if args.action != "reset" and (args.to or args.partitions):
         raise ConfigurationError(f"--to and --partitions are for offsets reset, not offsets {args.action}")
     admin = ClusterAdmin(settings.connection)

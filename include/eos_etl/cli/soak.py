@@ -14,9 +14,20 @@ from ..errors import ConfigurationError
 from ..faults import model_soak, partition_soak
 from ..faults.model_soak import ModelSoakOptions
 from ..faults.partition_soak import PartitionSoakOptions, PartitionSoakRun, run_partition_soak
-from ..faults.soak import (CLUSTER_SECTION, SCENARIOS, ClusterSoakOptions, SoakOptions, load_results, merge_rerun,
-                           run_cluster_soak, run_soak, save_results, summarize, write_cluster_markdown,
-                           write_markdown)
+from ..faults.soak import (
+    CLUSTER_SECTION,
+    SCENARIOS,
+    ClusterSoakOptions,
+    SoakOptions,
+    load_results,
+    merge_rerun,
+    run_cluster_soak,
+    run_soak,
+    save_results,
+    summarize,
+    write_cluster_markdown,
+    write_markdown,
+)
 
 
 def register(sub) -> None:

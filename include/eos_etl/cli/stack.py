@@ -70,7 +70,8 @@ def cmd_broker(args) -> int:
 
 
 def _add_airflow(sub) -> None:
-    p = sub.add_parser("airflow", help="the local Airflow, supervised (var/airflow, port $EOS_ETL_AIRFLOW_PORT or 8080)")
+    p = sub.add_parser("airflow", help="the local Airflow, supervised (var/airflow, port "
+                                       "$EOS_ETL_AIRFLOW_PORT or 8080)")
     p.add_argument("action", choices=["start", "stop", "status"])
     p.set_defaults(func=cmd_airflow)
 

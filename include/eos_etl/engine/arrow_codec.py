@@ -68,9 +68,9 @@ def arrow_records(batch):
     values = value_a.to_pylist()
     header_counts = _list_lengths(headers_a)
     header_names, header_values = headers_a.flatten().flatten()
-    pairs = list(zip(_shared_pylist(header_names), _shared_pylist(header_values)))
+    pairs = list(zip(_shared_pylist(header_names), _shared_pylist(header_values), strict=True))
     i = h = 0
-    for offset, n in zip(offsets, counts):
+    for offset, n in zip(offsets, counts, strict=True):
         outs = []
         for j in range(i, i + n):
             nh = header_counts[j]

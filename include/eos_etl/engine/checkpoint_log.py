@@ -15,14 +15,15 @@ A record: key ``["<group>", "<input topic>", <partition>]`` (JSON), value
 ``{"next_offset": N, "input_partitions": P, "run_id": "..."}`` (JSON),
 timestamp the time of the commit; ``"topic_id"`` (the input topic's id, see
 :meth:`~eos_etl.kafka.admin.ClusterAdmin.topic_id`) when the run knew it;
-``"writer_slots": S`` when the pipeline publishes with ``S`` writer slots (:mod:`.slots`). ``input_partitions`` is how many partitions
-the input topic had when the record was written, so a reader can tell "this
-partition is newer than the pipeline's last run" from "this partition was never
-checkpointed". The record for input partition ``p`` goes to partition ``p`` of
-the checkpoint topic, which has at least as many partitions as the input (the
-run checks): only ``p``'s own transactions ever hold that partition's last
-stable offset back, so what a read_committed reader sees there is exactly
-``p``'s last committed position.
+``"writer_slots": S`` when the pipeline publishes with ``S`` writer slots
+(:mod:`.slots`). ``input_partitions`` is how many partitions the input topic had
+when the record was written, so a reader can tell "this partition is newer than
+the pipeline's last run" from "this partition was never checkpointed". The
+record for input partition ``p`` goes to partition ``p`` of the checkpoint
+topic, which has at least as many partitions as the input (the run checks): only
+``p``'s own transactions ever hold that partition's last stable offset back, so
+what a read_committed reader sees there is exactly ``p``'s last committed
+position.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from ..kafka.reachability import unreachable
 from ..kafka.reader import iter_ranges
 from ..kafka.retry import Deadline, describe_kafka_exception, is_retriable, retry_until
 from .checkpoint_topic import REQUIRED_POLICY
+
 
 def require_topic(admin, topic: str, input_topic: str) -> None:
     """Fail (one :class:`ConfigurationError` line) unless ``topic`` can hold the pipeline's checkpoint:
@@ -136,6 +138,11 @@ def decode(group: str, input_topic: str, raw_key: bytes | None, raw_value: bytes
         return None
 
 
+def _watermarks(consumer: Consumer, tp: TopicPartition):
+    """One attempt at ``tp``'s watermarks, as :func:`~eos_etl.kafka.retry.retry_until` calls it."""
+    return lambda timeout: consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
+
+
 def read_entries(connection: KafkaConnection, topic: str, group: str, input_topic: str,
                  partitions: list[int] | None = None, *, timeout_s: float = 30.0) -> dict[int, CheckpointEntry]:
     """The last committed entry per input partition (read_committed, to the last stable offset).
@@ -160,8 +167,7 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
             # A partition whose leader is not serving yet (a topic just created, a leader moving) answers
             # NOT_LEADER_FOR_PARTITION at once: asked again until the deadline, all partitions sharing it.
             ranges[p] = retry_until(  # a read_committed consumer's high watermark is the last stable offset
-                lambda timeout, tp=TopicPartition(topic, p): consumer.get_watermark_offsets(tp, timeout=timeout,
-                                                                                             cached=False),
+                _watermarks(consumer, TopicPartition(topic, p)),
                 what=f"the offsets of {topic}[{p}]", deadline_s=deadline.slice(timeout_s, at_least=1.0),
                 attempt_timeout_s=timeout_s)
     except KafkaException as exc:

@@ -17,8 +17,8 @@ import uuid
 from dataclasses import asdict, dataclass, field, replace
 
 from ..errors import ConfigurationError
-from ..kafka.grants import PipelineResources
 from ..kafka.connection import KafkaConnection
+from ..kafka.grants import PipelineResources
 from . import checkpoint_topic, slots
 
 # Producer settings tuned for batch throughput; anything can be overridden.

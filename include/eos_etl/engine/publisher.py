@@ -57,8 +57,13 @@ from dataclasses import asdict, dataclass, field
 from ..kafka.reader import RangeDeletedError
 from . import failpoints, offsets_retention, slots
 from .checkpoint import PartitionCheckpoint, SlotCheckpoints
-from .errors import (ProducerFencedError, PublishError, TransformContractError, WindowEndNotReachedError,
-                     WindowMismatchError)
+from .errors import (
+    ProducerFencedError,
+    PublishError,
+    TransformContractError,
+    WindowEndNotReachedError,
+    WindowMismatchError,
+)
 from .pipeline import PipelineConfig
 from .producer import TransactionalProducer
 from .transaction_loop import POLL_EVERY, InputRecord, LineageWriter, TransactionLoop
@@ -388,7 +393,8 @@ def _reset_one(config: PipelineConfig, producer, checkpoint: PartitionCheckpoint
     return result
 
 
-def retag_positions(config: PipelineConfig, target: int | None, partitions: list[int]) -> tuple[dict[int, int], list[int]]:
+def retag_positions(config: PipelineConfig, target: int | None,
+                    partitions: list[int]) -> tuple[dict[int, int], list[int]]:
     """A reslot's second step (:func:`~.recovery.reslot_positions`): with ``config``'s (the old grouping's) ids,
     per slot after its ``init_transactions``, each partition still committed under ``config.writer_slots``
     committed again at the same position, naming ``target``. Returns the positions so committed, and the

@@ -44,7 +44,8 @@ def fence_transactional_ids(config: PipelineConfig, partitions: list[int]) -> No
             raise
         except PublishError as exc:
             raise PublishError(f"cannot take over {tid} before planning (no transaction coordinator completed "
-                               f"init_transactions within {START_PHASE_DEADLINE_S + _INIT_ATTEMPT_S:.0f}s): {exc}") from exc
+                               f"init_transactions within {START_PHASE_DEADLINE_S + _INIT_ATTEMPT_S:.0f}s): "
+                               f"{exc}") from exc
         finally:
             producer.close()
 

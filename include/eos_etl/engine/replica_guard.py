@@ -105,7 +105,7 @@ class ReplicaProbe:
         ids = sorted(md.brokers)
         with ThreadPoolExecutor(len(ids)) as pool:
             answers = dict(zip(ids, pool.map(lambda b: self._answers(f"{md.brokers[b].host}:{md.brokers[b].port}"),
-                                             ids)))
+                                             ids), strict=True))
         live = {b for b, ok in answers.items() if ok}
         short = []
         for topic in self.topics:

@@ -109,10 +109,10 @@ def resolve(config, committed: Mapping[int, int | None]) -> int | None:
     # A reslot fences every grouping but its target before it commits anything, so finishing it towards any
     # of them is safe; the slotted one is named (a reslot goes towards slots far more often than away).
     target = max(found, key=lambda s: -1 if s is None else s)
-    by_grouping = {s: sorted(p for p, g in committed.items() if g == s) for s in found}
+    named = "; ".join(f"{describe(s)} (partitions {sorted(p for p, g in committed.items() if g == s)})"
+                      for s in sorted(found, key=lambda s: -1 if s is None else s))
     raise WriterSlotsChangedError(
-        f"group {config.group}'s positions of {config.input_topic} were committed with "
-        f"{'; '.join(f'{describe(s)} (partitions {ps})' for s, ps in sorted(by_grouping.items(), key=lambda i: -1 if i[0] is None else i[0]))}"
+        f"group {config.group}'s positions of {config.input_topic} were committed with {named}"
         f" (an `offsets reslot` that did not finish?): finish the change with `{reslot_command(config, target)}`")
 
 

@@ -144,7 +144,7 @@ class AttemptTracker:
         if self._connect:
             self._spark.removeTag(self.group)
             return
-        for key, value in zip((_JOB_GROUP, _JOB_DESCRIPTION, _INTERRUPT_ON_CANCEL), self._previous):
+        for key, value in zip((_JOB_GROUP, _JOB_DESCRIPTION, _INTERRUPT_ON_CANCEL), self._previous, strict=True):
             self._sc.setLocalProperty(key, value)
 
     def attempts(self) -> TaskAttempts:

@@ -43,7 +43,7 @@ def check_contract(df) -> None:
     names = [f.name for f in got.fields]
     if names[:3] != ["partition", "offset", "outputs"]:
         raise TransformContractError(f"transform must return columns partition, offset, outputs; got {names}")
-    for want, have in zip(expected.fields, got.fields[:3]):
+    for want, have in zip(expected.fields, got.fields[:3], strict=True):
         if want.dataType.simpleString() != have.dataType.simpleString():
             raise TransformContractError(
                 f"column {want.name} must be {want.dataType.simpleString()}, got {have.dataType.simpleString()}"

@@ -120,7 +120,8 @@ class Window:
     @classmethod
     def from_dict(cls, data: dict) -> "Window":
         """Raises ``ValueError`` (or ``KeyError``/``TypeError``) on anything but plan-window's shape."""
-        if not isinstance(data, dict) or not isinstance(data.get("topic"), str) or not isinstance(data.get("group"), str):
+        if (not isinstance(data, dict) or not isinstance(data.get("topic"), str)
+                or not isinstance(data.get("group"), str)):
             raise ValueError("topic and group must be strings")
         ranges = {}
         for p, se in dict(data["partitions"]).items():

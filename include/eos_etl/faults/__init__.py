@@ -5,7 +5,7 @@ fresh topics and the verdict, ``scenarios`` are the faults, ``soak`` runs them
 at scale and writes ``docs/reliability.md``.
 """
 
-from .lab import Lab, TrialResult
 from .broker_scenarios import STEP_POINTS, kill_at_step
+from .lab import Lab, TrialResult
 
 __all__ = ["Lab", "STEP_POINTS", "TrialResult", "kill_at_step"]

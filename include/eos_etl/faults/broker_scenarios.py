@@ -19,11 +19,11 @@ from confluent_kafka import Producer
 from ..checker import read_topic
 from ..engine.lineage import H_RUN_ID
 from ..shop.generator import generate, hostile_purchases
-from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly, run_violations
 from ..stack.ports import free_port
+from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly, run_violations
+from .job_process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
 from .lab import Lab, TrialResult
 from .trial import once, shop_with_purchases, trial, written
-from .job_process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
 
 log = logging.getLogger(__name__)
 
@@ -124,7 +124,8 @@ def broker_restart(lab: Lab, seed: int, *, records: int = 20_000, partitions: in
         code = job.wait(300)
         if code is None:
             job.kill()
-            outcome = f"hung for 300 s after the restart and was killed (log {lab.keep_log(job, 'broker-restart-hung')})"
+            outcome = ("hung for 300 s after the restart and was killed "
+                       f"(log {lab.keep_log(job, 'broker-restart-hung')})")
         elif code == 0:
             outcome = "finished after the restart" if job_was_running else "had finished before the kill"
             if job.count("Timeout (") or job.count("Python worker exited unexpectedly"):
@@ -319,7 +320,8 @@ def offsets_expired(lab: Lab, point: str, seed: int, *, records: int = 2000,
             code = job.wait(240)
             if code is None:
                 job.kill()
-                result.detail += f"the resumed attempt still ran after 240s (killed; log {lab.keep_log(job, 'zombie')}); "
+                result.detail += ("the resumed attempt still ran after 240s "
+                                  f"(killed; log {lab.keep_log(job, 'zombie')}); ")
             else:
                 result.detail += f"the resumed attempt exited {code} after {time.monotonic() - resumed:.0f}s; "
             if "fenced" not in job.stderr.lower() and code == 0:

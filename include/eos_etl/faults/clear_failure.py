@@ -6,7 +6,8 @@ A failed run is clear iff its exit code is one the product gives a diagnosed fai
 no signal ended it, and it ended within its bound. A finished run (exit 0) prints no
 ``error:`` line. A traceback is the process's own: Python's report of an uncaught exception
 starts a line; Spark's log lines about a lost task attempt quote the task's traceback after
-their prefix (``... PythonException: Traceback ...``), and a retried attempt is not the run's failure. Every soak that judges how runs end uses this module (the single-node
+their prefix (``... PythonException: Traceback ...``), and a retried attempt is not the
+run's failure. Every soak that judges how runs end uses this module (the single-node
 start-phase kills, the cluster and the partition scenarios, and their tables).
 """
 

@@ -23,13 +23,13 @@ import time
 from collections.abc import Callable
 
 from ..checker import read_topic
-from ..stack.kafka_cluster import KafkaCluster, KafkaNode
 from ..errors import EXIT_RUNTIME
-from . import leaders
+from ..stack.kafka_cluster import KafkaCluster, KafkaNode
 from . import broker_scenarios as sc
+from . import leaders
 from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly
-from .lab import Lab, TrialResult, transactional_id
 from .job_process import PUBLISHING, JobProcess
+from .lab import Lab, TrialResult, transactional_id
 from .trial import once, shop_with_purchases, trial
 
 log = logging.getLogger(__name__)

@@ -98,7 +98,7 @@ def plot(samples: list[dict], path: Path, warmup: int = WARMUP_WINDOWS) -> None:
 
     fig, axes = plt.subplots(len(METRICS), 1, figsize=(9, 10), sharex=True)
     xs = [s["window"] for s in samples]
-    for ax, metric in zip(axes, METRICS):
+    for ax, metric in zip(axes, METRICS, strict=True):
         ax.plot(xs, [s[metric] if s[metric] is not None else float("nan") for s in samples], lw=1)
         ax.axvline(warmup, color="grey", ls=":", lw=1)
         ax.set_ylabel(metric.replace("_", " "))
@@ -126,7 +126,8 @@ def run_endurance(lab: Lab, windows: int = 500, *, out_dir: Path, records_per_wi
             started = time.monotonic()
             server.ensure_running()
             lab.recover(shop, ["--chunk-records", "200"], env=server.client_env())
-            samples.append({"window": window, "seconds": round(time.monotonic() - started, 2), **sample(server, sessions)})
+            samples.append({"window": window, "seconds": round(time.monotonic() - started, 2),
+                            **sample(server, sessions)})
             if window % 50 == 0:
                 log.info("endurance: %d windows in %.0fs, last %s", window, time.monotonic() - t0, samples[-1])
         restarts = len({s["pid"] for s in samples}) - 1

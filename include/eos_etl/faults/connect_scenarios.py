@@ -35,11 +35,10 @@ import psutil
 
 from ..stack.connect_client import TERM_GRACE_S
 from ..stack.connect_probe import STALL_BOUND_S
-from ..stack.spark_connect import (DETACHED_TIMEOUT, MAINTENANCE_INTERVAL, SENDER_MAX_STREAM_DURATION,
-                                   SparkConnectServer)
+from ..stack.spark_connect import DETACHED_TIMEOUT, MAINTENANCE_INTERVAL, SENDER_MAX_STREAM_DURATION, SparkConnectServer
+from .job_process import JobProcess
 from .lab import Lab, TrialResult
 from .landing import Landing, python_task_workers
-from .job_process import JobProcess
 from .trial import once, shop_with_purchases, trial
 
 log = logging.getLogger(__name__)
@@ -246,7 +245,8 @@ def _client_gone(lab: Lab, seed: int, scenario: str, end_client, window: MidStre
                          f"{result.counters['settled_before_retry_s']}s) "
                          f"{result.counters['committed_before_retry']:,} inputs committed, "
                          f"{result.counters['published_before_retry']:,} published, "
-                         f"{result.counters['lost_before_retry']:,} lost; the retry ended {result.recovery_s}s after the fault")
+                         f"{result.counters['lost_before_retry']:,} lost; the retry ended {result.recovery_s}s after "
+                         "the fault")
         lab.judge(result, shop, ends)
     return result
 

@@ -25,8 +25,8 @@ from ..kafka.admin import ClusterAdmin
 from ..kafka.connection import KafkaConnection
 from ..kafka.group_offsets import GroupOffsetsReader
 from ..kafka.topics import ensure_topics
-from ..shop.settings import ShopSettings
 from ..shop.schema import ShopTopics
+from ..shop.settings import ShopSettings
 from .job_process import JobProcess, run_window_args
 
 log = logging.getLogger(__name__)

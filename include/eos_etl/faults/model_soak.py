@@ -52,7 +52,6 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 from markupsafe import Markup
 
 from .. import paths
-
 from ..checker import check_shop
 from ..engine import checkpoint_topic
 from ..engine.checkpoint_log import read_entries
@@ -65,13 +64,13 @@ from ..kafka.topics import ensure_topics
 from ..shop.generator import generate
 from ..shop.settings import ShopSettings
 from ..stack.kafka_cluster import KafkaCluster
-from ..stack.spark_connect import SparkConnectServer
 from ..stack.ports import free_port
+from ..stack.spark_connect import SparkConnectServer
 from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
 from . import reliability_page as page
-from .clear_failure import by_signal, error_lines, run_violations
-from .lab import Lab, TrialResult
+from .clear_failure import error_lines, run_violations
 from .job_process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
+from .lab import Lab, TrialResult
 from .soak import CONNECT_MASTER, SHORT_RETENTION, save_results
 
 log = logging.getLogger(__name__)
@@ -468,7 +467,7 @@ class History:
         jobs = [self.run_job(["--run-id", f"twin{i}-{uuid.uuid4().hex[:6]}"], route=route) for i in (1, 2)]
         codes = [self.finish(j) for j in jobs]
         self.out.faults += 1
-        for j, code in zip(jobs, codes):
+        for j, code in zip(jobs, codes, strict=True):
             self.judge_run(j, code, what="concurrent run")
 
     def op_plan_during_run(self, hold, route="local") -> None:
@@ -695,7 +694,7 @@ class History:
             self.out.notes.append(f"step {self.step}: nothing to delete")
             return
         client = AdminClient(self.shop.connection.client_config())  # held: its futures die with it
-        for p, fut in client.delete_records([TopicPartition(topic, p, o) for p, o in upto.items()]).items():
+        for _p, fut in client.delete_records([TopicPartition(topic, p, o) for p, o in upto.items()]).items():
             fut.result(30)
         if beyond:
             self.truncated |= set(upto)
@@ -755,7 +754,8 @@ class History:
                     client = AdminClient(self.shop.connection.client_config())
                     topic, n = self.recovery[1], int(self.recovery[2])
                     client.create_partitions([NewPartitions(topic, n)])[topic].result(30)
-                    _wait(lambda: len(self.lab.admin.partitions(topic)) == n, 30, f"{topic} to have {n} partitions")
+                    _wait(lambda topic=topic, n=n: len(self.lab.admin.partitions(topic)) == n, 30,
+                          f"{topic} to have {n} partitions")
                     self.out.notes.append(f"grew {topic} to {n} partitions")
                     self.cleared_by(self.recovery)
                     self.recovery = None

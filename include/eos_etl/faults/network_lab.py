@@ -108,7 +108,8 @@ class LabStatus:
 
 
 class NamespacePlacement:
-    """Kafka node N on host ``n<N>`` of a :class:`NetworkLab` (a :class:`~eos_etl.stack.kafka_cluster.NodePlacement`)."""
+    """Kafka node N on host ``n<N>`` of a :class:`NetworkLab` (a
+    :class:`~eos_etl.stack.kafka_cluster.NodePlacement`)."""
 
     #: Reachable only from the lab's namespaces and, through the observer's link, from this machine.
     private = True

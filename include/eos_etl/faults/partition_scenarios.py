@@ -40,12 +40,12 @@ from collections.abc import Callable
 from ..checker import read_topic
 from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION
 from ..stack.kafka_tools import TransactionsTool
+from . import leaders
 from .clear_failure import CLEAR_EXITS, failed_clearly
 from .cluster_scenarios import FAILPOINT_WAIT_S, _finish
-from . import leaders
+from .job_process import PUBLISHING, JobProcess
 from .lab import Lab, TrialResult, transactional_id
 from .network_lab import NetworkLab
-from .job_process import PUBLISHING, JobProcess
 from .trial import once, shop_with_purchases, trial
 
 log = logging.getLogger(__name__)

@@ -23,12 +23,12 @@ from pathlib import Path
 from .. import paths
 from ..kafka.connection import KafkaConnection
 from ..stack.kafka_cluster import KafkaCluster
+from ..stack.ports import free_port
 from ..stack.spark_cluster import SparkStandalone
 from ..stack.spark_connect import SparkConnectServer
-from ..stack.ports import free_port
 from ..stack.versions import KAFKA_VERSION, SPARK_VERSION
-from . import reliability_page as page
 from . import broker_scenarios as sc
+from . import reliability_page as page
 from .clear_failure import CLEAR_EXITS, by_signal, trial_failed_clearly
 from .cluster_scenarios import CLUSTER_SCENARIOS, MIN_ISR_BOUND_S, PAUSE_S, RUN_BOUND_S, rolling_restart
 from .connect_endurance import run_endurance
@@ -141,7 +141,7 @@ def run_soak(opts: SoakOptions) -> tuple[list[TrialResult], float]:
     round_ = 0
     try:
         while True:
-            for name, run in _plan(opts, round_, short_retention, connect):
+            for _name, run in _plan(opts, round_, short_retention, connect):
                 if not broker.is_running():  # a failed broker trial must not sink the rest
                     broker.start()
                 results += run(lab)

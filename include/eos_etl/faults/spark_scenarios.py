@@ -66,13 +66,13 @@ from pathlib import Path
 
 import psutil
 
-from ..stack.spark_cluster import ExecutorProcess, SparkStandalone
 from ..errors import EXIT_RUNTIME
+from ..stack.spark_cluster import ExecutorProcess, SparkStandalone
 from .clear_failure import error_lines
 from .cluster_scenarios import FAILPOINT_WAIT_S, MIN_ISR_BOUND_S, RUN_BOUND_S, _finish, _restore, register
+from .job_process import JobProcess
 from .lab import Lab, TrialResult
 from .landing import Landing, python_task_workers
-from .job_process import JobProcess
 from .trial import once, shop_with_purchases, trial
 
 log = logging.getLogger(__name__)
@@ -243,7 +243,8 @@ def spark_speculation(lab: Lab, seed: int, *, records: int = 3000, partitions: i
         result.recovery_s = round(took, 1) if code == 0 else None
         result.detail = (f"partition {p} stalled {STRAGGLE_S:.0f}s after {after} records with its transaction "
                          f"open; attempts of that partition: {attempts.started}; original killed by Spark as "
-                         f"redundant: {'yes' if attempts.killed_as_redundant else 'no'}; run exit {code} in {took:.0f}s")
+                         f"redundant: {'yes' if attempts.killed_as_redundant else 'no'}; run exit {code} in "
+                         f"{took:.0f}s")
         if len(attempts.started) < 2 or len(attempts.hosts) < 2:
             raise RuntimeError(f"no speculative copy of partition {p} ran on another host "
                                f"(attempts {attempts.started})")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import logging
 import os
@@ -18,8 +19,8 @@ from datetime import datetime, timedelta, timezone
 
 from airflow.sdk import Param, dag, task
 from airflow.sdk.exceptions import AirflowFailException
-from croniter import CroniterBadCronError, croniter
 from airflow.utils.types import DagRunType
+from croniter import CroniterBadCronError, croniter
 
 from .. import paths
 from ..arguments import attempt_run_id, positive_int, timestamp_ms
@@ -33,8 +34,14 @@ from .alerts import RunFailureNotifier, run_deadline
 from .arrivals import wait_for_quiet
 from .assets import output_aliases, output_starts
 from .operators import WindowSparkConnectOperator, WindowSparkSubmitOperator, connect_route_session
-from .settings import (KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_ROUTE_ENV, ShopDagConfig, get_kafka_connection,
-                       validation_spark_master)
+from .settings import (
+    KAFKA_CONN_ID,
+    SPARK_CONN_ID,
+    SPARK_CONNECT_ROUTE_ENV,
+    ShopDagConfig,
+    get_kafka_connection,
+    validation_spark_master,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +50,8 @@ RUN_WINDOW_JOB = paths.project_root() / "jobs" / "run_window.py"
 SCHEDULED_RUN_TYPES = frozenset({DagRunType.SCHEDULED, DagRunType.BACKFILL_JOB})
 #: What the ``until`` Param accepts (the form checks it before a run is created); the task parses
 #: it with the CLI's own checker, which also rejects dates that do not exist.
-ISO_TIME_WITH_ZONE = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})$"
+ISO_TIME_WITH_ZONE = (r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}"
+                      r"(:[0-9]{2}(\.[0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})$")
 
 
 def _common_params() -> dict:
@@ -54,7 +62,8 @@ def _common_params() -> dict:
         ),
         "chunk_records": Param(
             None, type=["null", "integer"], minimum=1, title="Records per transaction",
-            description="Input records per Kafka transaction (empty: the Variable's chunk_records, else the pipeline default).",
+            description="Input records per Kafka transaction (empty: the Variable's chunk_records, else the pipeline "
+                        "default).",
         ),
         "until": Param(
             None, type=["null", "string"], title="Upper time bound", pattern=ISO_TIME_WITH_ZONE,
@@ -96,13 +105,13 @@ def schedule_interval_s(schedule) -> float | None:
         times = [fires.get_next(float) for _ in range(25)]
     except (CroniterBadCronError, ValueError, KeyError):
         return None
-    return max(b - a for a, b in zip(times, times[1:]))
+    return max(b - a for a, b in itertools.pairwise(times))
 
 
 def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     # Deferred: task-time only; the DAG file's parse stays light (see the module docstring).
-    from ..engine.publisher import renew_positions
     from ..engine.preflight import preflight
+    from ..engine.publisher import renew_positions
     from ..kafka.admin import ClusterAdmin
     from ..kafka.topics import ensure_topics
 

@@ -16,8 +16,8 @@ from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from ..arguments import attempt_run_id
-from ..errors import ConfigurationError
 from ..engine.task_attempts import EVENT_LOG_ENV
+from ..errors import ConfigurationError
 from ..run_files import ANNOUNCED, SUMMARY, run_dir
 from ..stack.connect_client import TERM_GRACE_S, close_session, connect_session, where
 from ..stack.connect_probe import wait_answering

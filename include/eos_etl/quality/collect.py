@@ -260,7 +260,8 @@ def output_start_offsets(admin: ClusterAdmin, topics: tuple[str, ...], since_ms:
 def read_outputs(spark, connection, starts: dict[str, dict[int, int]]):
     """The output topics from ``starts`` to the current end, with headers, read_committed (lazy)."""
     return (
-        kafka_batch_reader(spark, connection).option("assign", json.dumps({t: sorted(parts) for t, parts in starts.items()}))
+        kafka_batch_reader(spark, connection)
+        .option("assign", json.dumps({t: sorted(parts) for t, parts in starts.items()}))
         .option("startingOffsets", json.dumps({t: {str(p): o for p, o in parts.items()}
                                                for t, parts in starts.items()}))
         .option("endingOffsets", "latest")

@@ -11,10 +11,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 from ..engine.connect_route import is_connect
 from ..engine.window import Window
-from ..kafka.admin import ClusterAdmin
 from ..errors import ConfigurationError
-from . import collect
-from . import profile
+from ..kafka.admin import ClusterAdmin
+from . import collect, profile
 from .results import (
     PartitionCounts,
     PartitionOffsets,

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from . import collect
-from . import profile
+from . import collect, profile
 from .results import (
     ExpectationOutcome,
     FailedExpectation,

@@ -89,7 +89,8 @@ def describe_backfills(backfills: list[dict], dag_dir) -> list[dict]:
                           "kind": kind, "text": text})
         kinds = [line["kind"] for line in lines]
         out.append({
-            "id": backfill["id"], "from_date": _iso(backfill.get("from_date")), "to_date": _iso(backfill.get("to_date")),
+            "id": backfill["id"], "from_date": _iso(backfill.get("from_date")),
+            "to_date": _iso(backfill.get("to_date")),
             "reprocess_behavior": backfill.get("reprocess_behavior"), "created_at": created,
             "completed_at": _iso(backfill.get("completed_at")), "intervals": lines,
             "summary": ", ".join(f"{kinds.count(k)} {k}" for k in KINDS

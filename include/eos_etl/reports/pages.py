@@ -214,7 +214,8 @@ def dag_page_context(dag_id: str, runs: list[dict], *, static: str, index_url: s
 def render_run_file(report: dict) -> str:
     docs = (report.get("quality") or {}).get("data_docs_path")
     links = RunLinks(all_runs="../index.html",
-                     data_docs=Path(docs).as_uri() if docs and Path(docs).is_absolute() and Path(docs).is_file() else None)
+                     data_docs=Path(docs).as_uri() if docs and Path(docs).is_absolute() and Path(docs).is_file()
+                     else None)
     return render("run_report.html", **run_page_context(report, links, STATIC.as_uri()))
 
 

@@ -13,6 +13,7 @@ however long the history.
 from __future__ import annotations
 
 import heapq
+import itertools
 import json
 import os
 import time
@@ -150,7 +151,7 @@ def read_history(run_dir: Path) -> list[dict]:
     out = []
     try:
         with open(run_dir / HISTORY) as f:
-            for line, _ in zip(f, range(MAX_EXECUTIONS_READ)):
+            for line in itertools.islice(f, MAX_EXECUTIONS_READ):
                 try:
                     out.append(json.loads(line))
                 except ValueError:

@@ -61,14 +61,23 @@ from pathlib import Path
 
 from .. import paths
 from .airflow_rest import AirflowRestClient
-from .errors import PortInUseError, StackError
 from .airflow_sqlite import LOCAL_SETTINGS
-from .airflow_supervisor import AFTER_API, API_SERVER, PROGRAMS, Component, Exit, SupervisorControl, config_text
-from .airflow_supervisor import exits, socket_path
+from .airflow_supervisor import (
+    AFTER_API,
+    API_SERVER,
+    PROGRAMS,
+    Component,
+    Exit,
+    SupervisorControl,
+    config_text,
+    exits,
+    socket_path,
+)
+from .errors import PortInUseError, StackError
+from .ports import port_accepts, require_free_port
 from .process import PidFile, session_members
 from .spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
 from .spark_connect import HOME_ENV as CONNECT_HOME_ENV
-from .ports import port_accepts, require_free_port
 from .tools import require_tool
 
 log = logging.getLogger(__name__)
@@ -426,8 +435,9 @@ class EmbeddedAirflow:
         env = self.env()
         env["NO_COLOR"] = "1"  # the logs are files, not terminals
         env["PYTHONUNBUFFERED"] = "1"
-        self.config_file.write_text(config_text(home=self.home, log_dir=self.log_dir, airflow=self._bin_dir() / "airflow",
-                                                python=Path(sys.executable), socket=self.socket))
+        self.config_file.write_text(config_text(home=self.home, log_dir=self.log_dir,
+                                                airflow=self._bin_dir() / "airflow", python=Path(sys.executable),
+                                                socket=self.socket))
         self.config_file.chmod(0o600)
         self._log_offsets["supervisord"] = _size(self.log_file)
         for program in PROGRAMS:

@@ -50,7 +50,8 @@ START_SECS = 5
 START_RETRIES = 5
 _SUN_PATH_MAX = 100
 
-_EXIT_LINE = re.compile(r"^(?P<at>\S+ \S+) \w+ exited: (?P<program>[\w-]+) \((?P<how>[^;]+); (?P<expected>not )?expected\)")
+_EXIT_LINE = re.compile(r"^(?P<at>\S+ \S+) \w+ exited: (?P<program>[\w-]+) "
+                        r"\((?P<how>[^;]+); (?P<expected>not )?expected\)")
 
 
 def socket_path(home: Path) -> Path:

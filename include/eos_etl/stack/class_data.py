@@ -8,15 +8,16 @@ CDS archive holds those classes already parsed and verified; a JVM started with
 
 The archive is built once per machine (``make setup``, ``eos-etl jvm-archive``, ``make bench``):
 a small training application (:mod:`.class_data_training`: a workload taking the Spark SQL, Arrow and
-Python-worker path a window takes, no broker needed; the shop's runs its own transform) runs with ``-XX:ArchiveClassesAtExit`` and HotSpot writes the
-classes it loaded when its JVM exits. It is written to a temporary name and renamed into place
-only after that JVM exited cleanly: a truncated archive crashes the JVM that maps it (SIGBUS,
-tried), so only whole archives ever carry the name :func:`jvm_options` looks for, and their size
-is checked against the one recorded beside them. The name hashes what HotSpot checks before using
-an archive (the java binary and its release, pyspark's version and jars), so an upgraded JDK or
-Spark looks for, and without a rebuild runs without, a new one. A JVM given an archive it cannot
-use (other flags, such as ``-XX:-UseCompressedOops``) runs without it, as it does when the file is
-absent (an executor on another machine): sharing only ever saves work.
+Python-worker path a window takes, no broker needed; the shop's runs its own transform) runs with
+``-XX:ArchiveClassesAtExit`` and HotSpot writes the classes it loaded when its JVM exits. It is
+written to a temporary name and renamed into place only after that JVM exited cleanly: a truncated
+archive crashes the JVM that maps it (SIGBUS, tried), so only whole archives ever carry the name
+:func:`jvm_options` looks for, and their size is checked against the one recorded beside them. The
+name hashes what HotSpot checks before using an archive (the java binary and its release, pyspark's
+version and jars), so an upgraded JDK or Spark looks for, and without a rebuild runs without, a new
+one. A JVM given an archive it cannot use (other flags, such as ``-XX:-UseCompressedOops``) runs
+without it, as it does when the file is absent (an executor on another machine): sharing only ever
+saves work.
 
 ``EOS_ETL_CLASS_DATA=off`` starts every Spark JVM without it.
 """

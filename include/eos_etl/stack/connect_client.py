@@ -48,8 +48,8 @@ from ..errors import ConfigurationError
 from .connect_probe import STALL_BOUND_S, USER_ID, probe
 from .errors import SparkServerLostError
 from .package_zip import source_digest
-from .spark import CONNECT_DEFAULT_PORT, REQUIRED_CONF, SOURCE_DIGEST_CONF, TOKEN_ENV
 from .ports import port_accepts
+from .spark import CONNECT_DEFAULT_PORT, REQUIRED_CONF, SOURCE_DIGEST_CONF, TOKEN_ENV
 
 log = logging.getLogger(__name__)
 

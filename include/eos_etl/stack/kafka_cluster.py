@@ -58,9 +58,9 @@ from ..kafka.users import set_scram_users
 from . import maven
 from .errors import BrokerStartError, PortInUseError, StackError
 from .jvm import jvm_options
+from .ports import free_port, port_accepts, port_is_free
 from .process import PidFile, wait_ports_free
 from .tls import ensure_broker_tls, ensure_client_tls
-from .ports import free_port, port_accepts, port_is_free
 from .tools import require_tool
 from .versions import KAFKA_BROKER
 
@@ -352,9 +352,11 @@ class KafkaNode:
         if self.cluster.jmx:
             port = self.jmx_port()
             # The registry and the connector on one port, on the node's address only.
-            args[1:1] = [f"-Dcom.sun.management.jmxremote.port={port}", f"-Dcom.sun.management.jmxremote.rmi.port={port}",
+            args[1:1] = [f"-Dcom.sun.management.jmxremote.port={port}",
+                         f"-Dcom.sun.management.jmxremote.rmi.port={port}",
                          f"-Dcom.sun.management.jmxremote.host={self.host}", f"-Djava.rmi.server.hostname={self.host}",
-                         "-Dcom.sun.management.jmxremote.authenticate=false", "-Dcom.sun.management.jmxremote.ssl=false"]
+                         "-Dcom.sun.management.jmxremote.authenticate=false",
+                         "-Dcom.sun.management.jmxremote.ssl=false"]
         return args
 
     def jmx_port(self) -> int:

@@ -63,7 +63,9 @@ class TransactionsTool:
         if not lines:
             return []
         header = lines[0].split()
-        return [dict(zip(header, (v.strip() for v in ln.split(None, len(header) - 1)))) for ln in lines[1:]]
+        # a short line (a blank last column) leaves its trailing columns out
+        return [dict(zip(header, (v.strip() for v in ln.split(None, len(header) - 1)), strict=False))
+                for ln in lines[1:]]
 
     def list(self, prefix: str) -> list[TransactionInfo]:
         rows = [r for r in self._table(self._run("list")) if r.get("TransactionalId", "").startswith(prefix)]
@@ -72,8 +74,10 @@ class TransactionsTool:
             info = TransactionInfo(row["TransactionalId"], row.get("TransactionState", "?"), row.get("ProducerId", ""))
             for d in self._table(self._run("describe", "--transactional-id", info.transactional_id)):
                 info.producer_epoch = d.get("ProducerEpoch", "")
-                info.timeout_ms = int(d["CurrentTransactionTimeoutMs"]) if d.get("CurrentTransactionTimeoutMs", "").isdigit() else None
-                info.duration_ms = int(d["TransactionDurationMs"]) if d.get("TransactionDurationMs", "").lstrip("-").isdigit() else None
+                info.timeout_ms = (int(d["CurrentTransactionTimeoutMs"])
+                                   if d.get("CurrentTransactionTimeoutMs", "").isdigit() else None)
+                info.duration_ms = (int(d["TransactionDurationMs"])
+                                    if d.get("TransactionDurationMs", "").lstrip("-").isdigit() else None)
                 info.partitions = d.get("TopicPartitions", "")
             out.append(info)
         return out

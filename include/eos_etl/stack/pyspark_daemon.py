@@ -121,7 +121,7 @@ def worker(sock, authenticated: bool) -> int:
             outfile.flush()
         except _PEER_GONE:
             exit_code = exit_code or 1  # the connection is gone: never reused
-        except Exception:
+        except Exception:  # noqa: BLE001 - as Spark's own daemon: reported, the worker's exit code kept
             print("PySpark daemon failed to flush the output to the worker process:\n" + traceback.format_exc(),
                   file=sys.stderr)
     return exit_code

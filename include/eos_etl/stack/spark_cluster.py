@@ -47,9 +47,9 @@ from pathlib import Path
 from .. import paths
 from .errors import StackError
 from .jvm import jvm_options_string
+from .ports import free_port, port_accepts, require_free_port
 from .process import PidFile, ProcStat, all_pids, cmdline, descendants
 from .spark import spark_home
-from .ports import free_port, port_accepts, require_free_port
 from .tools import require_tool
 
 log = logging.getLogger(__name__)
@@ -385,7 +385,8 @@ class SparkStandalone:
                                  "stop it first")
         hosts = [self._worker_host(i + 1) for i in range(self.workers)]
         layout = {
-            "master": {"port": self.master_port or free_port(self.host), "ui_port": self.ui_port or free_port(self.host)},
+            "master": {"port": self.master_port or free_port(self.host),
+                       "ui_port": self.ui_port or free_port(self.host)},
             "workers": [{"id": i + 1, "host": h, "port": free_port(h), "ui_port": free_port(h)}
                         for i, h in enumerate(hosts)],
         }

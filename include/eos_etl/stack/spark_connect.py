@@ -3,7 +3,8 @@
 A spark-submit per window starts a fresh Spark application: a JVM, its class
 loading and JIT compilation (HotSpot C1/C2 and Janino for the transform),
 planning on a cold JVM, Python workers. For a small window that is most of the
-run (docs/performance-history.md, "A Spark application that stays up"). Spark's own Connect server (``org.apache.spark.sql.connect.service.SparkConnectServer``
+run (docs/performance-history.md, "A Spark application that stays up"). Spark's
+own Connect server (``org.apache.spark.sql.connect.service.SparkConnectServer``
 from the pyspark wheel's jars, started with the wheel's ``bin/spark-submit``)
 stays up instead; each run is a thin client (``SPARK_REMOTE``) with a session of
 its pipeline's on the server and pays none of the JVM's start after the server's
@@ -65,6 +66,7 @@ from ..arguments import switch_on
 from .connect_probe import PROBE_TIMEOUT_S, STALL_BOUND_S, probe, wait_answering
 from .errors import StackError
 from .package_zip import package_dir, source_digest
+from .ports import free_port, port_accepts, port_is_free, require_free_port
 from .process import PidFile, ProcStat, all_pids
 from .pyspark_daemon import IDLE_EXIT_ENV as DAEMON_IDLE_EXIT_ENV
 from .spark import (
@@ -79,7 +81,6 @@ from .spark import (
     spark_home,
 )
 from .spark_cluster import STOP_TIMEOUT_S
-from .ports import free_port, port_accepts, port_is_free, require_free_port
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
 #: Byte offsets of SQLite's WAL-mode locks in the ``-shm`` file (sqlite3 wal.c: WAL_WRITE_LOCK is lock 0
 #: of the 8 at offset 120; then the checkpointer's, the recovery's and the readers').
 _SHM_LOCKS = {120: "write", 121: "checkpoint", 122: "recovery"}
