@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from eos_etl.engine.producer import FLUSH_TIMEOUT_MARGIN_S, TransactionAbortable, TransactionalProducer
+from eos_etl.engine.errors import TransactionAbortable
+from eos_etl.engine.producer import FLUSH_TIMEOUT_MARGIN_S, TransactionalProducer
 
 
 class Handle:

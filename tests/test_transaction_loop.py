@@ -19,9 +19,8 @@ import json
 
 import pytest
 
-from eos_etl.engine.errors import ProducerFencedError, PublishError
+from eos_etl.engine.errors import ProducerFencedError, PublishError, TransactionAbortable, TransactionOutcomeUnknown
 from eos_etl.engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION
-from eos_etl.engine.producer import TransactionAbortable, TransactionOutcomeUnknown
 from eos_etl.engine.publisher import PartitionResult
 from eos_etl.engine.transaction_loop import LineageWriter, TransactionLoop
 

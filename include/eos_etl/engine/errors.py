@@ -104,3 +104,19 @@ class WriterSlotsChangedError(EngineError):
     An operator changes the grouping with ``offsets reslot`` (exit code 2)."""
 
     exit_code = EXIT_CONFIGURATION
+
+
+class TransactionAbortable(Exception):
+    """The current transaction must be aborted; the producer itself is still usable (a signal inside the
+    engine: :mod:`.transaction_loop` aborts and replays on it, up to ``max_abort_retries``)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class TransactionOutcomeUnknown(PublishError):
+    """A commit or abort got no answer within its retries: it may or may not have taken effect.
+
+    The producer must not be used for another transaction: :meth:`~.producer.TransactionalProducer.reinitialise`.
+    """

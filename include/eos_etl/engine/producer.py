@@ -34,7 +34,13 @@ from contextlib import AbstractContextManager, nullcontext
 from confluent_kafka import KafkaError, KafkaException, Producer
 
 from ..kafka.produce import produce_waiting
-from .errors import ProducerFencedError, PublishError, TransactionalIdNotAuthorizedError
+from .errors import (
+    ProducerFencedError,
+    PublishError,
+    TransactionAbortable,
+    TransactionalIdNotAuthorizedError,
+    TransactionOutcomeUnknown,
+)
 
 log = logging.getLogger(__name__)
 
@@ -66,21 +72,6 @@ def describe_kafka_error(err: KafkaError) -> str:
     if err.code() in _NOT_ENOUGH_REPLICAS_CODES:
         return f"{err.str()} (the partition has fewer in-sync replicas than min.insync.replicas: brokers are down)"
     return err.str()
-
-
-class TransactionAbortable(Exception):
-    """The current transaction must be aborted; the producer itself is still usable."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class TransactionOutcomeUnknown(PublishError):
-    """A commit or abort got no answer within its retries: it may or may not have taken effect.
-
-    The producer must not be used for another transaction: :meth:`TransactionalProducer.reinitialise`.
-    """
 
 
 class TransactionalProducer:

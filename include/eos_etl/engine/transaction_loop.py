@@ -67,9 +67,8 @@ from collections.abc import Callable
 
 from . import failpoints
 from .checkpoint import stage_together
-from .errors import PublishError
+from .errors import PublishError, TransactionAbortable, TransactionOutcomeUnknown
 from .lineage import H_PIPELINE, H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC, H_SOURCE_TOPIC_ID
-from .producer import TransactionAbortable, TransactionOutcomeUnknown
 
 log = logging.getLogger(__name__)
 
