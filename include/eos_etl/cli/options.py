@@ -99,7 +99,8 @@ def add_shop(p: argparse.ArgumentParser) -> None:
     g.add_argument("--group", default=DEFAULT_GROUP, type=ID("group"))
     g.add_argument("--transactional-id-prefix", default=DEFAULT_TRANSACTIONAL_ID_PREFIX,
                    type=ID("transactional-id prefix"),
-                   help="ownership claim: ids are <prefix>-<topic>-<partition>; never share between pipelines")
+                   help="ownership claim: ids are <prefix>-<topic>-s<slot>of<N> (or -<partition>); never share "
+                        "between pipelines")
     g.add_argument("--max-payload-bytes", type=POSITIVE("--max-payload-bytes"), default=DEFAULT_MAX_PAYLOAD_BYTES)
     g.add_argument("--writer-slots", type=writer_slots, default=slots.AS_COMMITTED, metavar="N|per-partition",
                    help="publish with N transactional ids (<prefix>-<topic>-s<i>of<N>, partition p by slot p %% N), "
