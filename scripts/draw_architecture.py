@@ -63,7 +63,7 @@ def draw(out: Path) -> None:
         "-> last stable offset\n= the window\n(engine/window.py)", ENGINE)
     box(ax, 46, 46, 22, 24, "Spark read", "engine/kafka_source.py\n\nKafka source,\nisolation.level=\nread_committed,\n"
         "exact offset ranges\n+ shop/transform.py\n(Spark expressions)", SPARK)
-    box(ax, 71, 40, 35, 36, "publishing task", "one Spark task per input partition\n"
+    box(ax, 71, 40, 35, 36, "publishing task", "one Spark task per writer slot\n(engine/slots.py)\n"
         "engine/publish_task.py, publisher.py\nengine/transaction_loop.py\n\n"
         "init_transactions (fences older attempts)\n"
         "loop, one transaction per chunk:\n"
@@ -79,7 +79,7 @@ def draw(out: Path) -> None:
                                     facecolor=color, edgecolor="#555555", linewidth=1.0))
         ax.text(121, y + 2.3, name, ha="center", va="center", fontsize=8.8)
         arrow(ax, (106.4, 58), (108.6, y + 2.3))
-    ax.text(121, 79.0, "one Kafka transaction\nper input partition", ha="center", va="center",
+    ax.text(121, 79.0, "Kafka transactions over\na writer slot's partitions", ha="center", va="center",
             fontsize=8.5, style="italic")
     box(ax, 137, 52, 15, 22, "validation", "quality/\n\nGreat Expectations\n1.x suites on what\na read_committed\n"
         "reader sees", QUALITY, body_size=8)
