@@ -114,3 +114,41 @@ def test_check_cli_exits_non_zero_on_violations(world):
     p.flush(10)
     bad = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "duplicate" in bad.stderr
+
+
+def test_a_commit_between_the_offsets_and_the_outputs_is_read_again_not_reported(world, monkeypatch):
+    """An orphaned task (a killed Spark Connect client's, still on the server) commits outputs and offsets
+    in one transaction while the checker reads: between its read of the offsets and its read of the outputs.
+    Its outputs are not beyond the commit: the checker sees the offsets move and judges again."""
+    from eos_etl import checker
+
+    shop, _ = world
+    conf = shop.connection.client_config()
+    inp = Producer({**conf, "transactional.id": f"in2-{shop.group}"})
+    inp.init_transactions(30)
+    inp.begin_transaction()
+    for v in (b"c", b"d"):  # offsets 13, 14, then the marker at 15
+        inp.produce(shop.topics.purchases, v)
+    inp.commit_transaction(30)
+    orphan = Producer({**conf, "transactional.id": f"out-{shop.group}"})
+    orphan.init_transactions(30)
+    real_read, commits = checker._OutputScan.read, []
+
+    def read_after_a_commit(self, connection, topic, start=None):
+        if not commits:  # once: after the checker read the offsets (13), before it reads any output
+            orphan.begin_transaction()
+            for off in (13, 14):
+                for out in (shop.topics.invoices, shop.topics.shipments):
+                    orphan.produce(out, b"{}", b"k", headers=_headers(shop, off))
+            group = Consumer({**conf, "group.id": shop.group})
+            orphan.send_offsets_to_transaction([TopicPartition(shop.topics.purchases, 0, 16)],
+                                               group.consumer_group_metadata(), 30)
+            orphan.commit_transaction(30)
+            group.close()
+            commits.append(1)
+        return real_read(self, connection, topic, start)
+
+    monkeypatch.setattr(checker._OutputScan, "read", read_after_a_commit)
+    report = check_shop(shop, expected_ends={0: 16})
+    assert commits and report.ok, report.to_dict()
+    assert report.partitions[0].committed_offset == 16 and report.partitions[0].committed_inputs == 10

@@ -24,6 +24,8 @@ checked input topic are considered.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -32,6 +34,12 @@ from .engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from .kafka.admin import ClusterAdmin
 from .kafka.connection import KafkaConnection
 from .kafka.reader import ConsumedRecord, read_ranges
+
+log = logging.getLogger(__name__)
+
+#: How long the checker reads again while the committed offsets keep moving under it (a killed Spark Connect
+#: client's orphaned tasks end on the server within 45 s, docs/spark-connect.md).
+STABLE_WITHIN_S = 60.0
 
 
 def read_topic(
@@ -125,6 +133,27 @@ def check(
     admin = ClusterAdmin(connection)
     parts = admin.partitions(input_topic)
     committed = _committed(connection, admin, input_topic, group, parts, checkpoint_topic)
+    deadline = time.monotonic() + STABLE_WITHIN_S
+    while True:
+        result = _judge(connection, admin, input_topic, group, committed, paired_topics, single_topics,
+                        expected_ends, check_order, outputs_from)
+        # Offsets and outputs are read one after the other, not as one snapshot: a commit between the two
+        # reads (an orphaned task still publishing a position it proved) would show its outputs beyond the
+        # offsets read before it. Equal offsets after the outputs prove no commit came between.
+        again = _committed(connection, admin, input_topic, group, parts, checkpoint_topic)
+        if again == committed or time.monotonic() > deadline:
+            return result
+        log.info("checker: %s's committed offsets moved while it read the outputs (%s -> %s): reading again",
+                 input_topic, committed, again)
+        committed = again
+
+
+def _judge(connection: KafkaConnection, admin: ClusterAdmin, input_topic: str, group: str,
+           committed: dict[int, int | None], paired_topics: tuple[str, ...], single_topics: tuple[str, ...],
+           expected_ends: dict[int, int] | None, check_order: bool,
+           outputs_from: dict[str, dict[int, int]] | None) -> CheckResult:
+    """One judgement of the outputs against ``committed``."""
+    parts = sorted(committed)
     # Records below a partition's log start were deleted (retention, deleteRecords): whether they
     # were aborted can no longer be told, so their outputs are judged only against the commit.
     log_start = {p: o.earliest for p, o in admin.offsets(input_topic, parts).items()}
