@@ -135,7 +135,7 @@ def check(
     committed = _committed(connection, admin, input_topic, group, parts, checkpoint_topic)
     deadline = time.monotonic() + STABLE_WITHIN_S
     while True:
-        result = _judge(connection, admin, input_topic, group, committed, paired_topics, single_topics,
+        result = _judge(connection, admin, input_topic, group, parts, committed, paired_topics, single_topics,
                         expected_ends, check_order, outputs_from)
         # Offsets and outputs are read one after the other, not as one snapshot: a commit between the two
         # reads (an orphaned task still publishing a position it proved) would show its outputs beyond the
@@ -148,12 +148,11 @@ def check(
         committed = again
 
 
-def _judge(connection: KafkaConnection, admin: ClusterAdmin, input_topic: str, group: str,
+def _judge(connection: KafkaConnection, admin: ClusterAdmin, input_topic: str, group: str, parts: list[int],
            committed: dict[int, int | None], paired_topics: tuple[str, ...], single_topics: tuple[str, ...],
            expected_ends: dict[int, int] | None, check_order: bool,
            outputs_from: dict[str, dict[int, int]] | None) -> CheckResult:
     """One judgement of the outputs against ``committed``."""
-    parts = sorted(committed)
     # Records below a partition's log start were deleted (retention, deleteRecords): whether they
     # were aborted can no longer be told, so their outputs are judged only against the commit.
     log_start = {p: o.earliest for p, o in admin.offsets(input_topic, parts).items()}
