@@ -30,17 +30,17 @@ test-unit: setup
 
 ## Fault-injection soak at full counts (~30-40 min); writes docs/reliability.md.
 soak: setup
-	$(PY) -m eos_etl soak
+	$(PY) -m eos_etl_lab soak
 
 ## Broker and Spark faults on a private three-node Kafka cluster + Spark standalone, then the network
 ## partitions (soak-partitions); writes the cluster and partition sections of docs/reliability.md.
 soak-cluster: setup
-	status=0; $(PY) -m eos_etl soak --cluster || status=1; $(PY) -m eos_etl soak --partitions || status=1; exit $$status
+	status=0; $(PY) -m eos_etl_lab soak --cluster || status=1; $(PY) -m eos_etl_lab soak --partitions || status=1; exit $$status
 
 ## Network partitions (root): brokers and the job in network namespaces of their own, cut apart with iptables,
 ## on clusters formatted with transaction.version 1 and 2 (~2 h with 3 seeds); writes the partition section.
 soak-partitions: setup
-	$(PY) -m eos_etl soak --partitions
+	$(PY) -m eos_etl_lab soak --partitions
 
 ## Randomized operation soak (Jepsen-style): seeded histories of produces, runs on the local and the Connect route,
 ## crashes, signals, concurrent runs, plan-window, replays, offsets restore, partitions added, input re-created,
@@ -50,21 +50,21 @@ soak-partitions: setup
 MODEL_SEEDS ?= 20
 MODEL_LENGTH ?= 10
 soak-model: setup
-	$(PY) -m eos_etl soak --model --connect --seeds $(MODEL_SEEDS) --length $(MODEL_LENGTH)
+	$(PY) -m eos_etl_lab soak --model --connect --seeds $(MODEL_SEEDS) --length $(MODEL_LENGTH)
 
 ## Benchmarks (~40 min, not part of the tests): writes docs/benchmarks.md and docs/benchmarks.png.
 bench: setup
-	$(PY) -m eos_etl.bench
+	$(PY) -m eos_etl_lab bench
 
 ## Where a purchase's time goes on the default route (~6 min): read, transform, Arrow, decode, publish
 ## side by side at 1,000,000 purchases; writes docs/breakdown.json, prints its tables.
 bench-breakdown: setup
-	$(PY) -m eos_etl.bench --only breakdown
+	$(PY) -m eos_etl_lab bench --only breakdown
 
 ## A window's cost against the input's partition count (4 to 1,024) on the default route: full, small and
 ## empty windows, the checker on each count; writes docs/partitions.json, prints its table.
 bench-partitions: setup
-	$(PY) -m eos_etl.bench --only partitions
+	$(PY) -m eos_etl_lab bench --only partitions
 
 up: setup
 	$(PY) -m eos_etl up

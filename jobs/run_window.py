@@ -4,9 +4,9 @@
 
 Takes exactly the options of ``python -m eos_etl run-window``; the session
 comes from spark-submit (master, jars, code), the exactly-once settings from
-eos_etl.stack.spark. The ``eos_etl`` package must be importable on the driver
+eos_etl.spark.config. The ``eos_etl`` package must be importable on the driver
 and executors: ship it with ``--py-files`` (the zip from
-``eos_etl.stack.package_zip.package_zip()``, which the Airflow operator
+``eos_etl.spark.package_zip.package_zip()``, which the Airflow operator
 passes; spark-submit also puts it on the driver's PYTHONPATH) or install it
 in the image every worker runs.
 """

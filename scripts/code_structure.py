@@ -72,13 +72,21 @@ def package_lines(mods: dict[str, Path]) -> dict[str, int]:
     for name, path in mods.items():
         parts = name.split(".")
         key = parts[1] if len(parts) > 2 or (len(parts) == 2 and path.name == "__init__.py") else "(top)"
-        totals[key] += len(path.read_text().splitlines())
+        totals[("lab: " if parts[0] == "eos_etl_lab" else "") + key] += len(path.read_text().splitlines())
     return dict(sorted(totals.items()))
 
 
 def modules() -> dict[str, Path]:
-    """The package's modules (not the DAG, plugin and job files that import it)."""
-    return {name: path for name, path in read_modules().items() if name.startswith("eos_etl")}
+    """The product's and the lab's modules (not the DAG, plugin and job files that import them)."""
+    return {name: path for name, path in read_modules().items() if name.split(".")[0] in ("eos_etl", "eos_etl_lab")}
+
+
+def product_and_lab_lines() -> dict[str, int]:
+    """Lines of the product (``eos_etl``) and of the lab beside it (``eos_etl_lab``)."""
+    totals = {"product": 0, "lab": 0}
+    for name, path in modules().items():
+        totals["lab" if name.split(".")[0] == "eos_etl_lab" else "product"] += len(path.read_text().splitlines())
+    return totals
 
 
 def checked_files() -> dict[str, Path]:

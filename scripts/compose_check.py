@@ -58,7 +58,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "include"))
-from eos_etl.stack.airflow_rest import AirflowRestClient  # noqa: E402 - the package is on the path only now
+from eos_etl.embedded.airflow_rest import AirflowRestClient  # noqa: E402 - the package is on the path only now
 
 PROJECT = "eos-etl-check"
 BASE_IMAGE = "eos-etl-base:bookworm"
@@ -415,7 +415,7 @@ class Check:
         self.stack.wait_healthy()
 
     def prepare_env(self) -> Stack:
-        from eos_etl.stack.ports import free_port
+        from eos_etl.host.ports import free_port
 
         run([sys.executable, str(ROOT / "scripts" / "compose_env.py")])
         cas = sorted(HOST_CAS.glob("*.crt")) if HOST_CAS.is_dir() else []

@@ -59,18 +59,19 @@ def draw(out: Path) -> None:
     # The data path.
     box(ax, 1, 46, 17, 24, "purchases", "input topic\n(Kafka, transactional\nproducers upstream;\n"
         "shop/generator.py\nfor the demo)", KAFKA)
-    box(ax, 22, 46, 20, 24, "planner", "engine/planner.py\n\nper partition:\ncommitted position\n"
+    box(ax, 22, 46, 20, 24, "planner", "engine/planning/planner.py\n\nper partition:\ncommitted position\n"
         "-> last stable offset\n= the window\n(engine/window.py)", ENGINE)
-    box(ax, 46, 46, 22, 24, "Spark read", "engine/kafka_source.py\n\nKafka source,\nisolation.level=\nread_committed,\n"
+    box(ax, 46, 46, 22, 24, "Spark read", "engine/tasks/kafka_source.py\n\nKafka source,\n"
+        "isolation.level=\nread_committed,\n"
         "exact offset ranges\n+ shop/transform.py\n(Spark expressions)", SPARK)
     box(ax, 71, 40, 35, 36, "publishing task", "one Spark task per writer slot\n(engine/slots.py)\n"
-        "engine/publish_task.py, publisher.py\nengine/transaction_loop.py\n\n"
+        "engine/tasks/publish_task.py, publisher.py\nengine/transaction_loop.py\n\n"
         "init_transactions (fences older attempts)\n"
         "loop, one transaction per chunk:\n"
         "  produce invoices, shipments,\n  dead letters\n"
         "  + checkpoint record\n    (engine/checkpoint_log.py)\n"
         "  + send_offsets_to_transaction, commit\n"
-        "engine/producer.py, watchdog.py", ENGINE, body_size=8.2)
+        "engine/publishing/producer.py, watchdog.py", ENGINE, body_size=8.2)
     outputs = [("invoices", KAFKA), ("shipments", KAFKA), ("purchases.dlq (dead letters)", KAFKA),
                ("<group>.checkpoints", KAFKA), ("consumer group offsets", KAFKA)]
     for i, (name, color) in enumerate(outputs):

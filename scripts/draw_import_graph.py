@@ -21,19 +21,24 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = ROOT / "include" / "eos_etl"
+INCLUDE = ROOT / "include"
+PACKAGE = INCLUDE / "eos_etl"
+#: The product, and the lab beside it (fault injection, benchmarks), drawn together.
+PACKAGES = (PACKAGE, INCLUDE / "eos_etl_lab")
+#: Packages drawn one box per sub-package: the engine's wings, the lab's halves.
+WINGED = ("eos_etl.engine", "eos_etl_lab")
 # Outside the package, the entry points that import it, drawn as one box each.
 ENTRY_FOLDERS = ("dags", "plugins", "jobs")
 OUT = ROOT / "docs" / "import-graph.png"
 
 
 def module_name(path: Path) -> str:
-    parts = ["eos_etl", *path.relative_to(PACKAGE).with_suffix("").parts]
+    parts = path.relative_to(INCLUDE).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def read_modules() -> dict[str, Path]:
-    modules = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    modules = {module_name(p): p for package in PACKAGES for p in sorted(package.rglob("*.py"))}
     for folder in ENTRY_FOLDERS:
         for p in sorted((ROOT / folder).glob("*.py")):
             modules[f"{folder}/{p.stem}"] = p
@@ -67,9 +72,17 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
 
 
 def group_of(module: str) -> str:
-    """The box a module is drawn in: its package under eos_etl, or itself at the top level."""
+    """The box a module is drawn in: its package under eos_etl (a wing of the engine, a half of the lab),
+    or itself at the top level."""
     if "/" in module:
         return module.split("/")[0] + "/"
+    for winged in WINGED:
+        if module == winged or module.startswith(winged + "."):
+            parts = module.split(".")
+            depth = winged.count(".") + 1
+            folder = INCLUDE.joinpath(*parts[: depth + 1])
+            shown = winged.removeprefix("eos_etl.").replace(".", "/")
+            return f"{shown}/{parts[depth]}/" if len(parts) > depth and folder.is_dir() else f"{shown}/"
     parts = module.split(".")
     if len(parts) == 1:
         return "eos_etl/__init__"
@@ -164,7 +177,7 @@ def draw(groups: dict[str, list[str]], edges: dict[tuple[str, str], int], level:
     ax.set_ylim(-1, row_h * (top + 1) + 4)
     ax.axis("off")
     ax.text(0.5, row_h * (top + 1) + 3.2,
-            "eos_etl: who imports whom (an arrow A -> B: a module of A imports one of B; "
+            "eos_etl and its lab: who imports whom (an arrow A -> B: a module of A imports one of B; "
             "every box stands above what it imports)", fontsize=12, fontweight="bold", va="top")
     centre: dict[str, tuple[float, float, float]] = {}
     for floor_no, names in rows.items():

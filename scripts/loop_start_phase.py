@@ -23,15 +23,15 @@ import uuid
 from pathlib import Path
 
 from eos_etl.checker import check_shop
-from eos_etl.faults import Lab
-from eos_etl.faults import broker_scenarios as sc
+from eos_etl.embedded.kafka_cluster import KafkaCluster
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
-from eos_etl.stack.kafka_cluster import KafkaCluster
+from eos_etl_lab.faults import Lab
+from eos_etl_lab.faults import broker_scenarios as sc
 
 
 def _shop(cluster: KafkaCluster) -> ShopSettings:

@@ -1,6 +1,6 @@
 """Which test files exercise each module of the ``eos_etl`` package: the table in docs/testing.md.
 
-A test file counts for a module when it imports it (``from eos_etl.engine.planner import ...``);
+A test file counts for a module when it imports it (``from eos_etl.engine.planning.planner import ...``);
 a module no test file imports is listed too, with "-" (it is exercised only through others).
 ``python scripts/tests_by_module.py`` rewrites the table; ``--check`` exits 1 when it is out of
 date (tests/test_code_structure.py runs that).

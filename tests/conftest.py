@@ -20,22 +20,22 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from eos_etl import logging_setup
-from eos_etl.faults.lab import lab_writer_slots
+from eos_etl.embedded.kafka_cluster import KafkaCluster
+from eos_etl.embedded.spark_cluster import SparkStandalone
+from eos_etl.embedded.spark_connect import SparkConnectServer
+from eos_etl.host.ports import free_port
+from eos_etl.jvm.options import JVM_OPTIONS_ENV
 from eos_etl.kafka.acls import grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
-from eos_etl.stack.jvm import JVM_OPTIONS_ENV
-from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.ports import free_port
-from eos_etl.stack.spark_cluster import SparkStandalone
-from eos_etl.stack.spark_connect import SparkConnectServer
+from eos_etl_lab.faults.lab import lab_writer_slots
 
 # Every JVM of the suite (brokers, Spark drivers, executors, standalone daemons, also those Airflow's
 # tasks start) with the C1 compiler only: the suite's JVMs live for seconds over hundreds of records
-# and spent more CPU JIT-compiling with C2 than running (see eos_etl.stack.jvm; one event-driven DAG
+# and spent more CPU JIT-compiling with C2 than running (see eos_etl.jvm.options; one event-driven DAG
 # test: 272 -> 155 CPU s). Semantics are untouched; `make bench` runs with the default JIT.
 os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
 # The suite's Airflows parse their DAG files once at start and never see them change; Airflow's default
@@ -337,9 +337,9 @@ def shop_factory(admin: ClusterAdmin, connection: KafkaConnection):
 
 @pytest.fixture(scope="session")
 def spark():
+    from eos_etl.jvm import class_data
     from eos_etl.shop.jvm_training import SHOP_JVM_WORKLOAD
-    from eos_etl.stack import class_data
-    from eos_etl.stack.session import spark_session
+    from eos_etl.spark.session import spark_session
 
     try:
         class_data.build(SHOP_JVM_WORKLOAD)  # make setup built it; a no-op then

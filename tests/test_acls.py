@@ -9,8 +9,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
+from eos_etl.embedded.tls import ensure_broker_tls
 from eos_etl.errors import ConfigurationError
-from eos_etl.faults.lab import transactional_id
 from eos_etl.kafka.acls import grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
@@ -18,7 +18,7 @@ from eos_etl.kafka.errors import AuthorizationError, BrokerUnreachableError
 from eos_etl.kafka.grants import Grant
 from eos_etl.orchestration.settings import kafka_connection_from_airflow
 from eos_etl.shop.generator import generate
-from eos_etl.stack.tls import ensure_broker_tls
+from eos_etl_lab.faults.lab import transactional_id
 
 from .conftest import OTHER_PASSWORD, OTHER_USER, SASL_PASSWORD, scram_connection, unique
 from .test_cli import assert_untouched, cli, shop_args

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from eos_etl.stack.airflow import EmbeddedAirflow
+from eos_etl.embedded.airflow import EmbeddedAirflow
 
 # A savepoint right after a commit, released, then the transaction rolled back: how many rows stay.
 _SCRIPT = """

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 
 from eos_etl import paths
-from eos_etl.stack.airflow import AirflowStartError, EmbeddedAirflow
-from eos_etl.stack.airflow_rest import HEALTH_PATH, TOKEN_PATH
-from eos_etl.stack.errors import PortInUseError
-from eos_etl.stack.ports import free_port, port_is_free
-from eos_etl.stack.process import session_members
+from eos_etl.embedded.airflow import AirflowStartError, EmbeddedAirflow
+from eos_etl.embedded.airflow_rest import HEALTH_PATH, TOKEN_PATH
+from eos_etl.host.errors import PortInUseError
+from eos_etl.host.ports import free_port, port_is_free
+from eos_etl.host.process import session_members
 
 DAGS = paths.project_root() / "dags"
 # Straight to our loopback API server, whatever http(s)_proxy says.
@@ -249,7 +249,7 @@ def test_airflow_starts_logs_in_and_stops(tmp_path_factory):
 def test_the_projects_airflow_runs_windows_on_its_spark_connect_server(tmp_path, monkeypatch):
     """make up / the demo: the DAGs get the server's connection (token as password) and the route switch;
     without a server (EOS_ETL_SPARK_CONNECT=off) they keep spark-submit."""
-    from eos_etl.stack.spark_connect import SparkConnectServer, start_for_windows
+    from eos_etl.embedded.spark_connect import SparkConnectServer, start_for_windows
 
     server = SparkConnectServer(home=tmp_path / "spark-connect", port=15999)
     af = EmbeddedAirflow.local(spark_connect=server)

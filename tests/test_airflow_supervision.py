@@ -15,9 +15,9 @@ from datetime import datetime
 import pytest
 
 from eos_etl.checker import check_shop, read_topic
+from eos_etl.embedded.airflow import DUE_RUN_BOUND_S
+from eos_etl.host.process import ProcStat, all_pids
 from eos_etl.shop.generator import generate
-from eos_etl.stack.airflow import DUE_RUN_BOUND_S
-from eos_etl.stack.process import ProcStat, all_pids
 
 from .test_dag import _api, _unpause, airflow_for
 

@@ -12,9 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from eos_etl.stack.airflow_reaper import fields, reap
-from eos_etl.stack.airflow_supervisor import AFTER_API, API_SERVER, GROUP, PROGRAMS, config_text, exits, socket_path
-from eos_etl.stack.process import ProcStat
+from eos_etl.embedded.airflow_reaper import fields, reap
+from eos_etl.embedded.airflow_supervisor import (
+    AFTER_API,
+    API_SERVER,
+    GROUP,
+    PROGRAMS,
+    config_text,
+    exits,
+    socket_path,
+)
+from eos_etl.host.process import ProcStat
 
 
 def _config(tmp_path: Path) -> configparser.RawConfigParser:
@@ -98,7 +106,7 @@ time.sleep(60)
 
 
 def test_the_reaper_speaks_supervisors_event_protocol():
-    proc = subprocess.Popen([sys.executable, "-m", "eos_etl.stack.airflow_reaper"], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "eos_etl.embedded.airflow_reaper"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout.readline() == b"READY\n"
     payload = b"processname:scheduler groupname:other from_state:RUNNING expected:0 pid:1"
@@ -115,8 +123,8 @@ def test_the_reaper_speaks_supervisors_event_protocol():
 def test_the_rest_client_never_makes_a_call_that_deletes_runs():
     """Deleting a run the scheduler holds (directly, or through a backfill's clean-up after a SQLite lock)
     crashes the scheduler with StaleDataError: the client refuses before any request is sent."""
-    from eos_etl.stack.airflow_rest import AirflowRestClient
-    from eos_etl.stack.errors import StackError
+    from eos_etl.embedded.airflow_rest import AirflowRestClient
+    from eos_etl.errors import StackError
 
     client = AirflowRestClient("http://127.0.0.1:9", "admin", "pw")  # nothing listens on port 9
     for method, path in (("DELETE", "/api/v2/dags/shop/dagRuns/r1"), ("delete", "/api/v2/dags/shop"),
@@ -129,8 +137,8 @@ def test_the_rest_client_never_makes_a_call_that_deletes_runs():
 
 def test_stop_also_stops_an_airflow_standalone_the_project_started_before(tmp_path):
     """A stack started before the upgrade recorded standalone.pid: `make down` still stops its session."""
-    from eos_etl.stack.airflow import EmbeddedAirflow
-    from eos_etl.stack.process import PidFile
+    from eos_etl.embedded.airflow import EmbeddedAirflow
+    from eos_etl.host.process import PidFile
 
     af = EmbeddedAirflow(home=tmp_path / "airflow")
     af.home.mkdir(parents=True)

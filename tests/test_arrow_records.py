@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from eos_etl.engine.arrow_codec import arrow_records, result_batch
-from eos_etl.engine.publish_task import ReadTimer
+from eos_etl.engine.tasks.arrow_codec import arrow_records, result_batch
+from eos_etl.engine.tasks.publish_task import ReadTimer
 
 HEADER = pa.struct([("key", pa.string()), ("value", pa.binary())])
 OUTPUT = pa.struct([("topic", pa.string()), ("key", pa.binary()), ("value", pa.binary()),
@@ -99,7 +99,7 @@ def test_the_tasks_arrow_code_does_not_import_pandas(tmp_path):
     code = f"""
 import sys
 import pyarrow as pa
-from eos_etl.engine.arrow_codec import arrow_records, result_batch
+from eos_etl.engine.tasks.arrow_codec import arrow_records, result_batch
 batch = pa.ipc.open_stream(pa.OSFile({str(path)!r})).read_next_batch()
 records = list(arrow_records(batch))
 result_batch(1, "{{}}")

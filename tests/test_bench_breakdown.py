@@ -3,7 +3,7 @@ over the one before, and the publishing tasks' own clocks (broker-free)."""
 
 from __future__ import annotations
 
-from eos_etl.bench import breakdown
+from eos_etl_lab.bench import breakdown
 
 
 def _row(stage, job, cpu, ok=True, parts=None):

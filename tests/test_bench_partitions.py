@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eos_etl.bench import partitions
+from eos_etl_lab.bench import partitions
 
 
 def _row(pc: int, sweep: str, wall: float, *, ok: bool = True, purchases: int = 100) -> dict:
@@ -37,7 +37,7 @@ def test_the_brokers_transactional_requests_per_window_are_tabled():
 
 
 def test_jmx_tool_csv_lines_sum_by_request_over_versions():
-    from eos_etl.bench.targets import counts_of
+    from eos_etl_lab.bench.targets import counts_of
 
     csv = "\n".join([
         'time,"1764331200000"',

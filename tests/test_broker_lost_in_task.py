@@ -3,7 +3,7 @@
 Only the driver's process used to remember that the cluster answered this run: a task that
 found no broker any more raised "cannot reach Kafka" as if the address had never worked
 (:class:`~eos_etl.kafka.errors.BrokerUnreachableError`, exit code 2, never retried by Airflow).
-The driver now hands the task what it knows (:func:`eos_etl.engine.publish_task.publish_task`),
+The driver now hands the task what it knows (:func:`eos_etl.engine.tasks.publish_task.publish_task`),
 so the task's error is :class:`~eos_etl.kafka.errors.BrokerLostError`, as on the driver.
 
 The run: ``python -m eos_etl run-window`` against a broker of this module; its task pauses
@@ -24,14 +24,14 @@ import uuid
 import pytest
 
 from eos_etl.checker import check_shop
+from eos_etl.embedded.kafka_cluster import KafkaCluster
+from eos_etl.host.ports import free_port
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
-from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.ports import free_port
 
 from .test_cli import shop_args
 

@@ -1,4 +1,4 @@
-"""The Spark JVMs' class-data archive (eos_etl.stack.class_data): built once, used whole or not at all."""
+"""The Spark JVMs' class-data archive (eos_etl.jvm.class_data): built once, used whole or not at all."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from eos_etl.stack import class_data
-from eos_etl.stack.jvm import SPARK_JIT_OPTIONS
-from eos_etl.stack.spark import spark_conf, spark_submit_conf
+from eos_etl.jvm import class_data
+from eos_etl.jvm.options import SPARK_JIT_OPTIONS
+from eos_etl.spark.config import spark_conf, spark_submit_conf
 
 
 def test_the_suites_spark_driver_maps_this_machines_archive(spark) -> None:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from eos_etl.faults import broker_scenarios as sc
-from eos_etl.faults.clear_failure import failed_clearly, run_violations, trial_failed_clearly
-from eos_etl.faults.lab import TrialResult
-from eos_etl.faults.partition_soak import summarize
+from eos_etl_lab.faults import broker_scenarios as sc
+from eos_etl_lab.faults.clear_failure import failed_clearly, run_violations, trial_failed_clearly
+from eos_etl_lab.faults.lab import TrialResult
+from eos_etl_lab.faults.partition_soak import summarize
 
 ONE_ERROR = "some log line\nerror: cannot reach Kafka at x (PLAINTEXT) any more: no broker answered\n"
 TRACEBACK = "Traceback (most recent call last):\n  File \"x\", line 1\nTimeoutError\n"

@@ -11,8 +11,8 @@ import sys
 import pytest
 
 from eos_etl.checker import check_shop, read_topic
+from eos_etl.host.ports import free_port
 from eos_etl.shop.generator import generate
-from eos_etl.stack.ports import free_port
 
 from .conftest import SASL_PASSWORD
 

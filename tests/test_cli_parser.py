@@ -11,16 +11,19 @@ import argparse
 import pytest
 
 from eos_etl import cli
+from eos_etl_lab import cli as lab_cli
 
 COMMANDS = {
     "fetch-jars", "jvm-archive", "broker", "airflow", "up", "down", "status", "cluster", "spark-connect",
     "create-topics", "generate", "plan-window", "run-window", "offsets", "check", "transactions", "demo",
-    "acl", "scram-user", "soak",
+    "acl", "scram-user",
 }
+#: The lab's own command line (python -m eos_etl_lab): never a verb of the product's.
+LAB_COMMANDS = {"soak", "bench"}
 
 
-def _commands() -> dict[str, argparse.ArgumentParser]:
-    parser = cli.build_parser()
+def _commands(parser: argparse.ArgumentParser | None = None) -> dict[str, argparse.ArgumentParser]:
+    parser = parser or cli.build_parser()
     [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     return sub.choices
 
@@ -33,6 +36,11 @@ def test_every_command_is_registered_once_with_a_handler():
         assert callable(handler), name
         # The handler sits in the subject module that registered the command's parser.
         assert handler.__module__.startswith("eos_etl.cli."), (name, handler.__module__)
+
+
+def test_the_lab_has_a_command_line_of_its_own():
+    assert set(_commands(lab_cli.build_parser())) == LAB_COMMANDS
+    assert not LAB_COMMANDS & set(_commands())
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
@@ -65,5 +73,5 @@ def test_a_bad_argument_is_one_error_line_and_exit_2(argv, says, capsys):
 
 
 def test_a_refused_combination_is_one_error_line_and_exit_2_before_anything_runs(capsys):
-    assert cli.main(["soak", "--cluster", "--partitions"]) == 2
+    assert lab_cli.main(["soak", "--cluster", "--partitions"]) == 2
     assert _one_error(capsys) == "error: soak: --cluster and --partitions are two soaks; run one, then the other"

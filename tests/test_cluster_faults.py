@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from eos_etl.faults import Lab
-from eos_etl.faults import cluster_scenarios as cs
 from eos_etl.kafka.connection import KafkaConnection
+from eos_etl_lab.faults import Lab
+from eos_etl_lab.faults import cluster_scenarios as cs
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -35,7 +35,7 @@ def test_output_leader_sigkill_mid_transaction_is_exactly_once(cluster_lab, heal
 
 
 def test_each_soak_replaces_only_its_own_section_of_the_reliability_page(tmp_path):
-    from eos_etl.faults.reliability_page import CLUSTER_SECTION, SINGLE_NODE_SECTION, write_section
+    from eos_etl_lab.faults.reliability_page import CLUSTER_SECTION, SINGLE_NODE_SECTION, write_section
 
     page = tmp_path / "reliability.md"
     page.write_text("# Reliability: the fault-injection soak\n\nsingle-node table v1\n")  # written before markers
@@ -51,7 +51,7 @@ def test_each_soak_replaces_only_its_own_section_of_the_reliability_page(tmp_pat
 def test_the_cluster_soak_plans_every_scenario_spark_side_included():
     from collections import Counter
 
-    from eos_etl.faults.soak import ClusterSoakOptions, _cluster_plan
+    from eos_etl_lab.faults.soak import ClusterSoakOptions, _cluster_plan
 
     plan = _cluster_plan(ClusterSoakOptions(seeds=2, start_phase_kills=5))
     counts = Counter(name for name, _ in plan)
@@ -67,8 +67,8 @@ def test_the_cluster_soak_plans_every_scenario_spark_side_included():
 
 
 def test_a_subset_soak_gets_a_section_of_its_own_with_the_start_phase_table(tmp_path):
-    from eos_etl.faults.lab import TrialResult
-    from eos_etl.faults.soak import SoakOptions, write_markdown
+    from eos_etl_lab.faults.lab import TrialResult
+    from eos_etl_lab.faults.soak import SoakOptions, write_markdown
 
     page = tmp_path / "reliability.md"
     page.write_text("<!-- single-node soak: begin (generated) -->\nfull soak table\n<!-- single-node soak: end -->\n")
@@ -81,8 +81,8 @@ def test_a_subset_soak_gets_a_section_of_its_own_with_the_start_phase_table(tmp_
 
 
 def test_the_soak_pages_come_from_their_templates_with_the_runs_values_escaped(tmp_path):
-    from eos_etl.faults.lab import TrialResult
-    from eos_etl.faults.soak import ClusterSoakOptions, SoakOptions, write_cluster_markdown, write_markdown
+    from eos_etl_lab.faults.lab import TrialResult
+    from eos_etl_lab.faults.soak import ClusterSoakOptions, SoakOptions, write_cluster_markdown, write_markdown
 
     page = tmp_path / "reliability.md"
     runs = [TrialResult("zombie", "seed=1", records=1234, kills=1, seconds=61.0, recovery_s=12.4,
@@ -107,8 +107,8 @@ def test_the_soak_pages_come_from_their_templates_with_the_runs_values_escaped(t
 
 
 def test_a_cluster_subset_soak_gets_a_section_of_its_own(tmp_path):
-    from eos_etl.faults.lab import TrialResult
-    from eos_etl.faults.soak import CLUSTER_SECTION, ClusterSoakOptions, write_cluster_markdown
+    from eos_etl_lab.faults.lab import TrialResult
+    from eos_etl_lab.faults.soak import CLUSTER_SECTION, ClusterSoakOptions, write_cluster_markdown
 
     page = tmp_path / "reliability.md"
     page.write_text("<!-- cluster soak: begin (generated) -->\nfull cluster table\n<!-- cluster soak: end -->\n")
@@ -124,8 +124,8 @@ def test_a_cluster_subset_soak_gets_a_section_of_its_own(tmp_path):
 
 
 def test_a_rerun_replaces_only_its_scenarios_trials(tmp_path):
-    from eos_etl.faults.lab import TrialResult
-    from eos_etl.faults.soak import load_results, merge_rerun, save_results
+    from eos_etl_lab.faults.lab import TrialResult
+    from eos_etl_lab.faults.soak import load_results, merge_rerun, save_results
 
     earlier = [TrialResult("broker_pause", "seed=1", hung=True), TrialResult("controller_kill", "seed=1")]
     merged = merge_rerun(earlier, [TrialResult("broker_pause", "seed=1", recovery_s=15.0)])

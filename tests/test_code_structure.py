@@ -28,17 +28,28 @@ def _load(name: str):
 code_structure = _load("code_structure")
 GRAPH = code_structure.import_graph()
 
-#: What each package may not import: the Kafka client library sits below the processes (stack),
-#: the engine is generic, the reports web app knows nothing of the DAGs, and fault tests and
-#: benchmarks sit on top of everything.
+#: What each package may not import. The machine (host), the jars and the JVMs' options stand below
+#: everything; the Kafka client library and the Spark runtime below the engine; the engine is generic;
+#: the launchers of the embedded stack (embedded) stand on the runtime, which never imports them; the
+#: reports web app knows nothing of the DAGs.
+_TOP = ("shop", "quality", "orchestration", "reports", "cli", "demo")
 FORBIDDEN = {
-    "kafka": ("stack", "engine", "shop", "quality", "orchestration", "reports", "faults", "bench", "cli"),
-    "stack": ("engine", "shop", "quality", "orchestration", "reports", "faults", "bench", "cli"),
-    "engine": ("shop", "quality", "orchestration", "reports", "faults", "bench", "cli"),
-    "quality": ("orchestration", "faults", "bench", "cli"),
-    "shop": ("orchestration", "faults", "bench", "cli"),
-    "reports": ("orchestration", "faults", "bench", "cli"),
+    "host": ("jars", "jvm", "kafka", "spark", "embedded", "engine", *_TOP),
+    "jars": ("jvm", "kafka", "spark", "embedded", "engine", *_TOP),
+    "jvm": ("kafka", "spark", "embedded", "engine", *_TOP),
+    "kafka": ("spark", "jvm", "embedded", "engine", *_TOP),
+    "spark": ("kafka", "embedded", "engine", *_TOP),
+    "engine": ("spark", "jvm", "jars", "host", "embedded", *_TOP),
+    "embedded": ("engine", *_TOP),
+    "shop": ("embedded", "quality", "orchestration", "reports", "cli", "demo"),
+    "quality": ("embedded", "shop", "orchestration", "reports", "cli", "demo"),
+    "reports": ("embedded", "engine", "orchestration", "cli", "demo"),
 }
+#: The one import of a launcher from the runtime: the run task supervises the project's own Spark
+#: Connect server when ``EOS_ETL_SPARK_CONNECT_HOME`` names one (deferred to that case).
+RUNTIME_REACHES_LAUNCHER = {("eos_etl.orchestration.operators", "eos_etl.embedded.spark_connect")}
+#: The engine's wings, each importing only those before it (and the engine's shared modules).
+WINGS = ("publishing", "planning", "tasks")
 
 
 def _package(module: str) -> str:
@@ -46,10 +57,18 @@ def _package(module: str) -> str:
     return parts[1] if parts[0] == "eos_etl" and len(parts) > 1 else ""
 
 
+def _wing(module: str) -> str | None:
+    """The engine wing of an engine module ("" for the engine's shared modules), None outside the engine."""
+    parts = module.split(".")
+    if parts[:2] != ["eos_etl", "engine"]:
+        return None
+    return parts[2] if len(parts) > 3 and parts[2] in WINGS else ""
+
+
 def test_the_graph_is_read_from_the_code():
     assert len(GRAPH) > 50
     assert "eos_etl.errors" in GRAPH["eos_etl.kafka.errors"]  # a relative import, resolved
-    assert "eos_etl.kafka.connection" in GRAPH["eos_etl.stack.kafka_cluster"]  # stack/ stands on kafka/
+    assert "eos_etl.kafka.connection" in GRAPH["eos_etl.embedded.kafka_cluster"]  # stack/ stands on kafka/
     assert code_structure.cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert code_structure.cycles({"a": {"b"}, "b": set()}) == []
 
@@ -67,6 +86,42 @@ def test_layers_import_downwards_only():
         banned = FORBIDDEN.get(_package(module), ())
         wrong += [f"{module} -> {t}" for t in sorted(targets) if _package(t) in banned]
     assert wrong == []
+
+
+def test_the_product_never_imports_its_lab():
+    """Fault injection and benchmarks live in ``eos_etl_lab``: no module of the product, no DAG, plugin
+    or job imports it (the lab imports the product, never the reverse)."""
+    assert {m.split(".")[1] for m in GRAPH if m.startswith("eos_etl_lab.")} >= {"faults", "bench"}
+    assert any(t.startswith("eos_etl.") for t in GRAPH["eos_etl_lab.faults.soak"])  # the lab stands on the product
+    wrong = [f"{m} -> {t}" for m, targets in GRAPH.items() if not m.startswith("eos_etl_lab")
+             for t in sorted(targets) if t.split(".")[0] == "eos_etl_lab"]
+    assert wrong == []
+
+
+def test_the_runtime_reaches_the_embedded_stack_in_one_place_only():
+    """What the DAG tasks and a run import (engine, kafka, spark, jvm, jars, host, shop, quality,
+    orchestration, reports) never imports a launcher, but for the run task's supervision of the
+    project's own Connect server, which imports it only when that server is the route."""
+    runtime = ("engine", "kafka", "spark", "jvm", "jars", "host", "shop", "quality", "orchestration", "reports")
+    reaching = {(m, t) for m, targets in GRAPH.items() if _package(m) in runtime
+                for t in targets if _package(t) == "embedded"}
+    assert reaching == RUNTIME_REACHES_LAUNCHER
+    deferred = code_structure.deferred_imports(code_structure.checked_files())
+    assert any(m == "eos_etl.orchestration.operators" for m, _line, _why in deferred)
+
+
+def test_the_engine_wings_stand_in_order():
+    """The engine's shared modules import no wing; publishing imports neither planning nor the tasks;
+    planning not the tasks."""
+    wrong = []
+    for module, targets in GRAPH.items():
+        wing = _wing(module)
+        if wing is None:
+            continue
+        allowed = ("",) + WINGS[: WINGS.index(wing) + 1] if wing else ("",)
+        wrong += [f"{module} -> {t}" for t in sorted(targets) if _wing(t) is not None and _wing(t) not in allowed]
+    assert wrong == []
+    assert {_wing(m) for m in GRAPH if _wing(m) is not None} == {"", *WINGS}
 
 
 def test_every_deferred_import_says_why():

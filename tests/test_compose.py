@@ -293,7 +293,7 @@ def test_every_file_a_copy_takes_is_in_the_build_context_and_nothing_secret_or_b
     context = build_context(dockerignore())
     tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     sources = copy_sources()
-    assert "include/eos_etl/stack/maven.py" in sources and "include/" in sources  # the jars stage and the package
+    assert "include/eos_etl/jars/maven.py" in sources and "include/eos_etl/" in sources  # the jars stage, the package
     left_out = []
     for source in sources:
         path = ROOT / source
@@ -303,10 +303,11 @@ def test_every_file_a_copy_takes_is_in_the_build_context_and_nothing_secret_or_b
         left_out += [f for f in files if f not in context]
     assert not left_out, f".dockerignore leaves out what docker/Dockerfile copies: {left_out}"
     ignored = PatternMatcher(dockerignore())
-    for path in (".env", ".venv", ".cache", "var", ".git", "include/eos_etl/__pycache__/cli.cpython-311.pyc"):
+    for path in (".env", ".venv", ".cache", "var", ".git", "include/eos_etl/__pycache__/cli.cpython-311.pyc",
+                 "include/eos_etl_lab/faults/soak.py"):
         assert ignored.matches(path), f"{path} would be sent to the builder"
     # Not vacuous: a pattern that drops a module the jars stage copies is seen.
-    assert "include/eos_etl/stack/maven.py" not in build_context(dockerignore() + ["include/eos_etl/stack/maven.py"])
+    assert "include/eos_etl/jars/maven.py" not in build_context(dockerignore() + ["include/eos_etl/jars/maven.py"])
 
 
 def test_base_image_is_a_build_argument(env_file):
@@ -529,7 +530,7 @@ def test_spark_connect_is_served_over_tls_in_front_of_a_loopback_server(services
     assert json.loads(env_of(services["airflow-scheduler"])["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"])["port"] == int(port)
     assert mounts(connect)[str(Path(cert).parent)] == ("spark-connect-secrets", True)
     assert env_of(services["airflow-scheduler"])["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"] == CA_FILE
-    from eos_etl.stack.spark_connect import SparkConnectServer
+    from eos_etl.embedded.spark_connect import SparkConnectServer
 
     assert SparkConnectServer(home=Path("/unused")).host == "127.0.0.1"  # where `spark-connect run` binds
 
@@ -546,7 +547,7 @@ def listeners(value: str) -> dict[str, tuple[str, str]]:
 
 
 def test_the_compose_broker_is_configured_as_the_embedded_one():
-    from eos_etl.stack.kafka_cluster import _BASE_PROPERTIES, replication_defaults
+    from eos_etl.embedded.kafka_cluster import _BASE_PROPERTIES, replication_defaults
 
     props = broker_properties()
     embedded = {**_BASE_PROPERTIES, **replication_defaults(1), "inter.broker.listener.name": "INTERNAL"}
@@ -660,12 +661,12 @@ def test_tls_script_makes_certificates_a_real_broker_and_a_tls_client_accept(tmp
     client verifying against ca.pem (host name included) logs in; the Spark Connect certificate
     passes a TLS handshake for `spark-connect` with ALPN h2 (what gRPC requires); a client trusting
     another CA gets neither."""
+    from eos_etl.embedded.kafka_cluster import KafkaCluster
+    from eos_etl.embedded.tls import ensure_broker_tls
+    from eos_etl.host.ports import free_port
     from eos_etl.kafka.admin import ClusterAdmin
     from eos_etl.kafka.connection import KafkaConnection
     from eos_etl.kafka.errors import BrokerUnreachableError
-    from eos_etl.stack.kafka_cluster import KafkaCluster
-    from eos_etl.stack.ports import free_port
-    from eos_etl.stack.tls import ensure_broker_tls
 
     dirs, made = _make_tls(tmp_path)
     assert made.returncode == 0, made.stdout[-2000:] + made.stderr[-2000:]

@@ -1,6 +1,6 @@
 """The endurance run's measures, broker-free: growth between halves and sessions across a pruned event log."""
 
-from eos_etl.faults.connect_endurance import SessionCount, flatness
+from eos_etl_lab.faults.connect_endurance import SessionCount, flatness
 
 _STARTED = b'{"Event":"org.apache.spark.sql.connect.service.SparkListenerConnectSessionStarted","sessionId":"a"}\n'
 _CLOSED = b'{"Event":"org.apache.spark.sql.connect.service.SparkListenerConnectSessionClosed","sessionId":"a"}\n'

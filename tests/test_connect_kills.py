@@ -17,10 +17,14 @@ from __future__ import annotations
 
 import pytest
 
-from eos_etl.faults.connect_scenarios import MidStream, connect_client_kill_midstream, connect_client_term_midstream
-from eos_etl.faults.lab import Lab
-from eos_etl.stack.ports import free_port
-from eos_etl.stack.spark_connect import SparkConnectServer
+from eos_etl.embedded.spark_connect import SparkConnectServer
+from eos_etl.host.ports import free_port
+from eos_etl_lab.faults.connect_scenarios import (
+    MidStream,
+    connect_client_kill_midstream,
+    connect_client_term_midstream,
+)
+from eos_etl_lab.faults.lab import Lab
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-connect-faults")]
 

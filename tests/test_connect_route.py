@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from eos_etl.engine.connect_route import READER_GROUP_PREFIX, SPARK_TOKEN_ENV, pooled_reader_group
+from eos_etl.embedded.spark_connect import kafka_consumer_pool
+from eos_etl.engine.tasks.connect_route import READER_GROUP_PREFIX, SPARK_TOKEN_ENV, pooled_reader_group
 from eos_etl.kafka.connection import KafkaConnection
-from eos_etl.stack.spark_connect import kafka_consumer_pool
 
 CONNECT = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
 CLASSIC = type("SparkSession", (), {"__module__": "pyspark.sql.session"})()

@@ -21,12 +21,12 @@ import psutil
 import pytest
 
 from eos_etl.checker import check_shop, read_topic
-from eos_etl.faults.landing import python_task_workers
+from eos_etl.embedded.spark_connect import SparkConnectServer
+from eos_etl.host.ports import free_port
+from eos_etl.host.process import PidFile
 from eos_etl.shop.generator import generate
-from eos_etl.stack.connect_probe import STALL_BOUND_S
-from eos_etl.stack.ports import free_port
-from eos_etl.stack.process import PidFile
-from eos_etl.stack.spark_connect import SparkConnectServer
+from eos_etl.spark.connect_probe import STALL_BOUND_S
+from eos_etl_lab.faults.landing import python_task_workers
 
 from .conftest import SASL_PASSWORD
 from .test_cli import cli, shop_args
@@ -173,7 +173,7 @@ def test_the_summary_counts_task_attempts_from_the_servers_event_log(shop_factor
     """A crashed attempt (its Python worker dies mid-transaction) and its successful retry, seen by a
     client that cannot read the server's status store: through the server's event log."""
     from eos_etl.engine.failpoints import ENV as FAILPOINTS_ENV
-    from eos_etl.engine.task_attempts import EVENT_LOG_ENV
+    from eos_etl.engine.tasks.task_attempts import EVENT_LOG_ENV
 
     shop = shop_factory(partitions=2)
     stats = generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.0, seed=64)

@@ -21,10 +21,10 @@ from confluent_kafka import Producer
 
 from eos_etl.arguments import attempt_run_id
 from eos_etl.checker import check_shop, read_topic
+from eos_etl.embedded.airflow import EmbeddedAirflow
+from eos_etl.host.ports import free_port
 from eos_etl.kafka.acls import grant
 from eos_etl.shop.generator import generate
-from eos_etl.stack.airflow import EmbeddedAirflow
-from eos_etl.stack.ports import free_port
 
 from .conftest import SASL_PASSWORD, SASL_USER
 

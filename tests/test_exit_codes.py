@@ -27,12 +27,12 @@ import eos_etl
 from eos_etl import cli
 from eos_etl.engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
 from eos_etl.errors import EosEtlError
+from eos_etl.host.ports import free_port
 from eos_etl.kafka import errors as kafka
 from eos_etl.kafka import reachability
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.shop.generator import generate
-from eos_etl.stack.ports import free_port
 
 from . import test_broker_lost_in_task, test_state_edges, test_writer_slots
 from .test_cli import cli as run_cli

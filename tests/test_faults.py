@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from eos_etl.faults import Lab
-from eos_etl.faults import broker_scenarios as sc
+from eos_etl_lab.faults import Lab
+from eos_etl_lab.faults import broker_scenarios as sc
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

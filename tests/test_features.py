@@ -12,11 +12,11 @@ import struct
 
 import pytest
 
+from eos_etl.embedded.kafka_cluster import KafkaCluster
+from eos_etl.host.ports import free_port
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.features import api_versions_request, finalized_features, parse_api_versions_response
-from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.kafka_tools import TransactionsTool
-from eos_etl.stack.ports import free_port
+from eos_etl.kafka.java_tools import TransactionsTool
 
 from .test_cli import cli, shop_args
 
@@ -78,9 +78,9 @@ def test_a_cluster_formatted_with_transaction_version_1_says_so_in_preflight_and
     res = cli("transactions", "--bootstrap-servers", connection.bootstrap_servers, *shop_args(shop), timeout=120)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.splitlines()[0].startswith("cluster: transaction.version 1, metadata.version 4."), res.stdout
-    from eos_etl.engine.preflight import preflight
+    from eos_etl.engine.planning.preflight import preflight
 
-    with caplog.at_level("INFO", logger="eos_etl.engine.preflight"):
+    with caplog.at_level("INFO", logger="eos_etl.engine.planning.preflight"):
         features = preflight(shop.pipeline()).features
     assert features.transaction_version == 1
     assert any(r.getMessage().startswith("cluster: transaction.version 1, metadata.version level")

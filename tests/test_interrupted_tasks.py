@@ -18,7 +18,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from eos_etl.checker import check_shop, read_topic
-from eos_etl.engine.runner import run_window
+from eos_etl.engine.tasks.runner import run_window
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
 from eos_etl.shop.generator import generate

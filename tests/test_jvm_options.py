@@ -1,4 +1,4 @@
-"""$EOS_ETL_JVM_OPTIONS reaches every JVM the project starts (eos_etl.stack.jvm).
+"""$EOS_ETL_JVM_OPTIONS reaches every JVM the project starts (eos_etl.jvm.options).
 
 The suite runs with it set (conftest.py: C1 only, for short-lived JVMs); the
 standalone cluster's executors and daemons are checked in test_spark_cluster.py.
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from eos_etl.stack.jvm import JVM_OPTIONS_ENV, SPARK_JIT_OPTIONS, jvm_options
-from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.spark import spark_conf, spark_submit_conf
+from eos_etl.embedded.kafka_cluster import KafkaCluster
+from eos_etl.jvm.options import JVM_OPTIONS_ENV, SPARK_JIT_OPTIONS, jvm_options
+from eos_etl.spark.config import spark_conf, spark_submit_conf
 
 
 def test_the_running_broker_and_spark_driver_have_the_options(kafka_broker: KafkaCluster, spark) -> None:

@@ -23,12 +23,12 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from eos_etl.embedded.kafka_cluster import KafkaCluster
+from eos_etl.host.ports import free_port
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import KafkaSetupError
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
-from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.ports import free_port
 
 from .conftest import TXN_TIMEOUT_S, Rec, read_all, unique
 

@@ -9,9 +9,9 @@ import time
 
 import psutil
 
-from eos_etl.engine.task_process import TASK_PROCESS_NAME
-from eos_etl.faults.lab import TrialResult
-from eos_etl.faults.landing import Landing, python_task_workers
+from eos_etl.engine.tasks.task_process import TASK_PROCESS_NAME
+from eos_etl_lab.faults.lab import TrialResult
+from eos_etl_lab.faults.landing import Landing, python_task_workers
 
 
 def _recorded(landing: Landing, **kwargs) -> TrialResult:
@@ -50,7 +50,8 @@ def test_a_window_held_by_a_sleeping_task_needs_a_task_in_flight_not_a_partial_r
 
 
 #: The workers of the stand-in tree: one runs a publishing task (named as one), one idles (Spark keeps it).
-_TASK = "from eos_etl.engine.task_process import named_as_task; import time\nwith named_as_task(): time.sleep(30)\n"
+_TASK = ("from eos_etl.engine.tasks.task_process import named_as_task; import time\n"
+         "with named_as_task(): time.sleep(30)\n")
 _IDLE = "import time; time.sleep(30)\n"
 
 

@@ -4,7 +4,7 @@ mapping the fault tests use to pick the node to fault, checked against values th
 
 import pytest
 
-from eos_etl.faults.leaders import coordinator_partition, java_string_hash
+from eos_etl_lab.faults.leaders import coordinator_partition, java_string_hash
 
 # (text, String.hashCode(), partition of 50, partition of 3), as printed by Java 17.
 JVM = [

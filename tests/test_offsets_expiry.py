@@ -17,11 +17,11 @@ import time
 import pytest
 
 from eos_etl.checker import check_shop, read_topic
+from eos_etl.embedded.kafka_cluster import KafkaCluster
 from eos_etl.engine.errors import PositionLostError
-from eos_etl.engine.planner import with_committed_grouping
-from eos_etl.engine.recovery import fence_transactional_ids
-from eos_etl.faults import Lab
-from eos_etl.faults.soak import SHORT_RETENTION
+from eos_etl.engine.planning.planner import with_committed_grouping
+from eos_etl.engine.planning.recovery import fence_transactional_ids
+from eos_etl.host.ports import free_port
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
@@ -29,8 +29,8 @@ from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
 from eos_etl.shop.pipeline import run_shop_window
 from eos_etl.shop.settings import ShopSettings
-from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.ports import free_port
+from eos_etl_lab.faults import Lab
+from eos_etl_lab.faults.soak import SHORT_RETENTION
 
 from .conftest import SASL_PASSWORD, SASL_USER
 from .test_cli import cli, shop_args

@@ -11,9 +11,9 @@ from pyspark.sql import functions as F
 from eos_etl.checker import check, read_topic
 from eos_etl.engine.checkpoint_topic import topic_spec
 from eos_etl.engine.pipeline import PipelineConfig
-from eos_etl.engine.planner import plan_window
-from eos_etl.engine.runner import run_window
+from eos_etl.engine.planning.planner import plan_window
 from eos_etl.engine.slots import DEFAULT_WRITER_SLOTS
+from eos_etl.engine.tasks.runner import run_window
 from eos_etl.kafka.topics import ensure_topics
 
 from .conftest import unique

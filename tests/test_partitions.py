@@ -17,11 +17,11 @@ import time
 
 import pytest
 
-from eos_etl.faults import Lab
-from eos_etl.faults import partition_scenarios as ps
-from eos_etl.faults.network_lab import PREFIX, NetworkLab
 from eos_etl.kafka.connection import KafkaConnection
-from eos_etl.stack.netns import Netns, namespace_names, remove_leftovers
+from eos_etl_lab.faults import Lab
+from eos_etl_lab.faults import partition_scenarios as ps
+from eos_etl_lab.faults.netns import Netns, namespace_names, remove_leftovers
+from eos_etl_lab.faults.network_lab import PREFIX, NetworkLab
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -133,7 +133,7 @@ def test_a_stopped_lab_leaves_nothing_and_leftovers_of_dead_labs_are_removed(tmp
 
 
 def test_the_partition_soak_plans_every_scenario_seed_major():
-    from eos_etl.faults.partition_soak import PartitionSoakOptions, plan
+    from eos_etl_lab.faults.partition_soak import PartitionSoakOptions, plan
 
     steps = plan(PartitionSoakOptions(seeds=2))
     assert len(steps) == 2 * len(ps.PARTITION_SCENARIOS)
@@ -144,8 +144,8 @@ def test_the_partition_soak_plans_every_scenario_seed_major():
 
 
 def test_the_partition_section_comes_from_its_template_and_replaces_only_itself(tmp_path):
-    from eos_etl.faults.lab import TrialResult
-    from eos_etl.faults.partition_soak import ClusterFacts, PartitionSoakOptions, PartitionSoakRun, write_markdown
+    from eos_etl_lab.faults.lab import TrialResult
+    from eos_etl_lab.faults.partition_soak import ClusterFacts, PartitionSoakOptions, PartitionSoakRun, write_markdown
 
     page = tmp_path / "reliability.md"
     page.write_text("<!-- cluster soak: begin (generated) -->\ncluster table\n<!-- cluster soak: end -->\n")
@@ -156,7 +156,7 @@ def test_the_partition_section_comes_from_its_template_and_replaces_only_itself(
     trials.append(TrialResult("lossy_link", "30% seed=3", records=3000, kills=1, hung=True,
                               variant="transaction.version=2"))
     run = PartitionSoakRun(trials, [ClusterFacts("transaction.version=1", 1, 27, "10.231.0.0/24")], 600.0)
-    write_markdown(run, PartitionSoakOptions(out=page), "python -m eos_etl soak --partitions")
+    write_markdown(run, PartitionSoakOptions(out=page), "python -m eos_etl_lab soak --partitions")
     text = page.read_text()
     assert "cluster table" in text  # the other soak's section stays
     assert "| controller_isolated | transaction.version=1 | 2 | 2 | 0 | 0 | 22 s | 0 | 3 | 0 | 0 |" in text, text

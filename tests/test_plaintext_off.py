@@ -15,14 +15,14 @@ import uuid
 import pytest
 
 from eos_etl.checker import check_shop
+from eos_etl.embedded.kafka_cluster import KafkaCluster
+from eos_etl.host.ports import free_port
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import BrokerUnreachableError
 from eos_etl.shop.generator import generate
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
-from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.ports import free_port
 
 from .test_cli import cli, shop_args
 

@@ -6,8 +6,8 @@ import multiprocessing
 import socket
 from pathlib import Path
 
-from eos_etl.stack import ports
-from eos_etl.stack.ports import candidate_ports, ephemeral_range, free_port, port_is_free
+from eos_etl.host import ports
+from eos_etl.host.ports import candidate_ports, ephemeral_range, free_port, port_is_free
 
 
 def test_a_free_port_is_outside_the_ephemeral_range_and_free_on_every_address():

@@ -21,16 +21,16 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from eos_etl.checker import check_shop, read_topic
-from eos_etl.engine.checkpoint import PartitionCheckpoint
-from eos_etl.engine.planner import with_committed_grouping
-from eos_etl.engine.publisher import publish_without_spark, renew_positions
+from eos_etl.engine.planning.planner import with_committed_grouping
+from eos_etl.engine.publishing.checkpoint import PartitionCheckpoint
+from eos_etl.engine.publishing.publisher import publish_without_spark, renew_positions
 from eos_etl.errors import ConfigurationError
-from eos_etl.faults import Lab
 from eos_etl.kafka.reader import RangeDeletedError, first_visible_offset
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
+from eos_etl_lab.faults import Lab
 
 from .test_cli import cli, shop_args
 from .test_state_edges import checkpoint_records, error_lines, group_offsets, run_window, summary_of

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from eos_etl.stack.process import freeze, thread_states
+from eos_etl.host.process import freeze, thread_states
 
 #: Threads that keep running (busy) and threads that sleep in the kernel (blocked): both must stop.
 THREADED = """

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from eos_etl.engine.pipeline import DEFAULT_PRODUCER_CONFIG
-from eos_etl.engine.producer import TransactionalProducer
+from eos_etl.engine.publishing.producer import TransactionalProducer
 
 from .conftest import unique
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, KafkaException
 
-from eos_etl.engine.producer import TransactionalProducer
+from eos_etl.engine.publishing.producer import TransactionalProducer
 
 
 class Handle:

@@ -14,7 +14,7 @@ import time
 import pytest
 
 from eos_etl.engine.errors import TransactionAbortable
-from eos_etl.engine.producer import FLUSH_TIMEOUT_MARGIN_S, TransactionalProducer
+from eos_etl.engine.publishing.producer import FLUSH_TIMEOUT_MARGIN_S, TransactionalProducer
 
 
 class Handle:

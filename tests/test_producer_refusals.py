@@ -17,13 +17,13 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from eos_etl.engine import checkpoint_topic
-from eos_etl.engine.checkpoint import PartitionCheckpoint
 from eos_etl.engine.errors import ProducerFencedError, PublishError, TransactionAbortable
 from eos_etl.engine.lineage import H_SOURCE_OFFSET
 from eos_etl.engine.pipeline import DEFAULT_PRODUCER_CONFIG, PipelineConfig
-from eos_etl.engine.producer import TransactionalProducer
-from eos_etl.engine.publisher import PartitionResult
-from eos_etl.engine.transaction_loop import LineageWriter, TransactionLoop
+from eos_etl.engine.publishing.checkpoint import PartitionCheckpoint
+from eos_etl.engine.publishing.producer import TransactionalProducer
+from eos_etl.engine.publishing.publisher import PartitionResult
+from eos_etl.engine.publishing.transaction_loop import LineageWriter, TransactionLoop
 from eos_etl.kafka.reader import read_ranges
 from eos_etl.kafka.topics import ensure_topics
 

@@ -1,4 +1,4 @@
-"""The executors' Python worker daemon (eos_etl.stack.pyspark_daemon): workers import pyspark
+"""The executors' Python worker daemon (eos_etl.spark.pyspark_daemon): workers import pyspark
 from the installed package, not from the archives Spark puts first on their path."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import os
 import zipfile
 from pathlib import Path
 
-from eos_etl.stack.pyspark_daemon import redundant_archives
-from eos_etl.stack.spark import spark_conf
+from eos_etl.spark.config import spark_conf
+from eos_etl.spark.pyspark_daemon import redundant_archives
 
 
 def _package(root: Path, name: str) -> None:
@@ -45,8 +45,8 @@ def test_archives_inside_the_installed_pyspark_are_dropped_only_when_it_stays_im
 
 
 def test_machine_local_sessions_use_the_daemon_and_a_users_choice_wins() -> None:
-    assert spark_conf(master="local[2]")["spark.python.daemon.module"] == "eos_etl.stack.pyspark_daemon"
-    assert spark_conf(master="spark://127.0.0.1:7077")["spark.python.daemon.module"] == "eos_etl.stack.pyspark_daemon"
+    assert spark_conf(master="local[2]")["spark.python.daemon.module"] == "eos_etl.spark.pyspark_daemon"
+    assert spark_conf(master="spark://127.0.0.1:7077")["spark.python.daemon.module"] == "eos_etl.spark.pyspark_daemon"
     # Executors on other machines may not have this package installed before their first task.
     assert "spark.python.daemon.module" not in spark_conf(master="spark://spark-master:7077")
     assert spark_conf({"spark.python.daemon.module": "pyspark.daemon"}, master="local[2]")[
@@ -72,7 +72,7 @@ def test_spark_workers_import_pyspark_from_the_installed_package(spark) -> None:
 _WORKER_OF_A_CLOSED_CONNECTION = """
 import socket, sys
 import pyspark.daemon
-from eos_etl.stack import pyspark_daemon
+from eos_etl.spark import pyspark_daemon
 worker = pyspark_daemon.worker if sys.argv[1] == "project" else pyspark.daemon.worker  # else: "theirs"
 jvm, mine = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
 jvm.close()  # the JVM's side is gone: a session stopped while its worker waited for the next task

@@ -367,7 +367,7 @@ _VALIDATE_ON_A_CLUSTER = textwrap.dedent("""
     from eos_etl.shop.settings import ShopSettings
     from eos_etl.shop.pipeline import run_shop_window
     from eos_etl.shop.schema import ShopTopics
-    from eos_etl.stack.session import spark_session
+    from eos_etl.spark.session import spark_session
 
     master, spec = sys.argv[1], json.loads(sys.argv[2])
     spark = spark_session("eos-etl-validate-on-a-cluster", master=master)

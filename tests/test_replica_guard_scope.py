@@ -4,7 +4,7 @@ When the outputs stay below ``min.insync.replicas`` the guard (a driver thread) 
 Spark job. It used to cancel everything: ``cancelAllJobs`` on a classic application, and on
 Spark Connect ``interruptAll`` on the pipeline's daily session, which its other clients share (a
 replay of the same pipeline, a validation). Now it cancels only the run's job group, or its
-operation tag (:attr:`~eos_etl.engine.task_attempts.AttemptTracker.group`).
+operation tag (:attr:`~eos_etl.engine.tasks.task_attempts.AttemptTracker.group`).
 
 Two operations run side by side on one session, each in its own thread and tracker; the guard
 of one trips: that one is cancelled, the other one completes. The shortfall itself comes from a
@@ -24,10 +24,11 @@ from pathlib import Path
 import pytest
 
 from eos_etl.engine.errors import NotEnoughReplicasError
-from eos_etl.engine.replica_guard import ReplicaGuard, Shortfall
-from eos_etl.engine.task_attempts import AttemptTracker
+from eos_etl.engine.planning.replicas import Shortfall
+from eos_etl.engine.tasks.replica_guard import ReplicaGuard
+from eos_etl.engine.tasks.task_attempts import AttemptTracker
 from eos_etl.kafka.connection import KafkaConnection
-from eos_etl.stack.spark import TOKEN_ENV
+from eos_etl.spark.config import TOKEN_ENV
 
 #: The guarded operation would run this long; the other one runs OTHER_S, both from the same moment.
 GUARDED_S = 40.0
@@ -118,7 +119,7 @@ def test_on_spark_connect_a_tripped_guard_interrupts_its_own_operations_only(con
 def on_connect() -> None:
     """The Connect side, in the client process: the pipeline's daily session, shared by its clients (a
     window's and, beside it, a validation's), two operations on it at once."""
-    from eos_etl.stack.connect_client import close_session, connect_session
+    from eos_etl.spark.connect_client import close_session, connect_session
 
     session = connect_session(os.environ["EOS_ETL_GUARD_SCOPE_REMOTE"], "eos-etl-guard-scope")
     try:
@@ -130,8 +131,8 @@ def on_connect() -> None:
 
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory):
-    from eos_etl.stack.ports import free_port
-    from eos_etl.stack.spark_connect import SparkConnectServer
+    from eos_etl.embedded.spark_connect import SparkConnectServer
+    from eos_etl.host.ports import free_port
 
     server = SparkConnectServer(home=tmp_path_factory.mktemp("spark-connect-guard"), port=free_port(),
                                 master="local[2,4]")

@@ -13,7 +13,7 @@ from eos_etl.engine import slots
 from eos_etl.engine.checkpoint_log import CheckpointEntry, decode, key
 from eos_etl.engine.errors import WriterSlotsChangedError
 from eos_etl.engine.pipeline import PipelineConfig
-from eos_etl.engine.publish_task import StreamDecoder
+from eos_etl.engine.tasks.publish_task import StreamDecoder
 from eos_etl.engine.window import OffsetRange, Window
 from eos_etl.errors import ConfigurationError
 from eos_etl.kafka.connection import KafkaConnection
@@ -169,7 +169,7 @@ def test_a_slots_positions_are_read_ahead_in_one_request_and_each_taken_once(mon
     """A slot publisher reads its partitions' committed positions once, together (one OffsetFetch, one read of
     the checkpoint records the group has no offset for); each partition's first read takes its answer, and
     any later read (a replay's) asks the broker again."""
-    from eos_etl.engine import checkpoint
+    from eos_etl.engine.publishing import checkpoint
 
     calls = []
 

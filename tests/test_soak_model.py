@@ -4,7 +4,7 @@ The full soak draws longer histories, on a private broker it also restarts and p
 failing histories; here two seeds of a few operations each (no broker faults: the session broker
 is shared), every step judged by the independent checker and the exit-code contract, then
 liveness. A failure prints the seed and the numbered history that reproduces it
-(``python -m eos_etl soak --model --seed-list SEED --length N`` re-runs and shrinks it).
+(``python -m eos_etl_lab soak --model --seed-list SEED --length N`` re-runs and shrinks it).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import random
 
 import pytest
 
-from eos_etl.faults import Lab
-from eos_etl.faults import model_soak as ms
-from eos_etl.faults.model_soak import Op
+from eos_etl_lab.faults import Lab
+from eos_etl_lab.faults import model_soak as ms
+from eos_etl_lab.faults.model_soak import Op
 
 
 def test_histories_are_reproducible_from_their_seed():

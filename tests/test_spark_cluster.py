@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 
 from eos_etl.checker import check_shop
+from eos_etl.embedded.spark_cluster import SparkStandalone
+from eos_etl.jvm import class_data
+from eos_etl.jvm.options import jvm_options
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
-from eos_etl.stack import class_data
-from eos_etl.stack.jvm import jvm_options
-from eos_etl.stack.package_zip import package_dir, package_zip
-from eos_etl.stack.spark_cluster import SparkStandalone
+from eos_etl.spark.package_zip import package_dir, package_zip
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -94,8 +94,8 @@ def test_run_window_on_the_standalone_cluster_is_exact(kafka_cluster, spark_clus
 def test_the_spark_connect_server_runs_windows_on_the_standalone_cluster(kafka_cluster, spark_cluster, tmp_path):
     """The default route on a cluster: the Connect server is the application, its executors are the
     workers' (on 127.0.0.2 and 127.0.0.3), its driver on an address they reach."""
-    from eos_etl.stack.ports import free_port
-    from eos_etl.stack.spark_connect import SparkConnectServer
+    from eos_etl.embedded.spark_connect import SparkConnectServer
+    from eos_etl.host.ports import free_port
 
     shop = _cluster_shop(kafka_cluster)
     stats = generate(shop.connection, shop.topics.purchases, 1_000, invalid_share=0.1, seed=9)
@@ -122,7 +122,7 @@ def test_the_spark_connect_server_runs_windows_on_the_standalone_cluster(kafka_c
 
 _WHERE_IS_THE_CODE = textwrap.dedent("""
     import json, sys
-    from eos_etl.stack.session import spark_session
+    from eos_etl.spark.session import spark_session
 
     spark = spark_session("eos-etl-shipped-code", master=sys.argv[1])
     sc = spark.sparkContext
@@ -218,7 +218,7 @@ def test_standalone_cluster_layout_and_status(tmp_path: Path) -> None:
 
 
 def test_spark_settings_the_job_needs_are_fixed_and_the_rest_are_the_users() -> None:
-    from eos_etl.stack.spark import DEFAULT_CONF, REQUIRED_CONF, parse_conf_pairs, spark_conf
+    from eos_etl.spark.config import DEFAULT_CONF, REQUIRED_CONF, parse_conf_pairs, spark_conf
 
     assert spark_conf()["spark.speculation"] == "false"  # off by default (wasted work, not a risk)
     assert spark_conf({"spark.speculation": "true"})["spark.speculation"] == "true"

@@ -1,7 +1,7 @@
 """Windows on a long-lived Spark Connect server: the same exactly-once runs without a Spark application each.
 
 One real server per module (Spark's own SparkConnectServer from the pyspark wheel,
-started by ``eos_etl.stack.spark_connect`` on a free loopback port); clients are
+started by ``eos_etl.embedded.spark_connect`` on a free loopback port); clients are
 real ``python -m eos_etl run-window`` processes and a real Airflow DAG run, against
 the session's real broker.
 """
@@ -22,10 +22,10 @@ import pytest
 from confluent_kafka import Producer
 
 from eos_etl.checker import check_shop, read_topic
+from eos_etl.embedded.spark_connect import SparkConnectServer
+from eos_etl.host.ports import free_port
+from eos_etl.jvm import class_data
 from eos_etl.shop.generator import generate
-from eos_etl.stack import class_data
-from eos_etl.stack.ports import free_port
-from eos_etl.stack.spark_connect import SparkConnectServer
 
 from .conftest import SASL_PASSWORD
 from .test_cli import assert_untouched, cli, shop_args
@@ -118,7 +118,7 @@ def python_daemons(server) -> list[int]:
     out = []
     for proc in jvm.children():
         try:
-            if "eos_etl.stack.pyspark_daemon" in proc.cmdline():
+            if "eos_etl.spark.pyspark_daemon" in proc.cmdline():
                 out.append(proc.pid)
         except psutil.Error:
             continue
@@ -251,7 +251,7 @@ from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.quality import validate_run
 from eos_etl.shop.settings import ShopSettings
 from eos_etl.shop.schema import ShopTopics
-from eos_etl.stack.session import spark_session, stop_session
+from eos_etl.spark.session import spark_session, stop_session
 
 spec = json.loads(sys.argv[1])
 settings = ShopSettings(connection=KafkaConnection(spec["bootstrap_servers"]), topics=ShopTopics(**spec["topics"]),
@@ -329,9 +329,9 @@ def test_validation_runs_on_the_server_the_window_ran_on_and_catches_what_it_cat
 
 STALE_CLIENT = """
 import json, sys
-import eos_etl.stack.connect_client as client_module
+import eos_etl.spark.connect_client as client_module
 from eos_etl.errors import ConfigurationError
-from eos_etl.stack.session import spark_session
+from eos_etl.spark.session import spark_session
 client_module.source_digest = lambda: "0123456789abcdef"  # as if this client's code had changed since
 try:
     spark_session("stale-client")
@@ -377,7 +377,7 @@ def test_first_starts_at_once_share_one_whole_token(tmp_path):
 
 
 PING = """
-from eos_etl.stack.session import spark_session
+from eos_etl.spark.session import spark_session
 spark = spark_session()
 print("COUNT", spark.range(5).count())
 """

@@ -17,8 +17,8 @@ from confluent_kafka import (
     Producer,
 )
 
-from eos_etl.engine.kafka_source import read_window
 from eos_etl.engine.pipeline import PipelineConfig
+from eos_etl.engine.tasks.kafka_source import read_window
 from eos_etl.engine.window import OffsetRange, Window
 
 from .conftest import TXN_TIMEOUT_S, Rec, read_all, unique

@@ -79,7 +79,7 @@ def test_cluster_deploy_mode_is_refused_and_the_connection_file_is_private():
 def test_spark_submit_exits_with_the_jobs_own_exit_code():
     """The operator tells bad configuration (2, not retried) from a runtime failure (1, retried) by
     spark-submit's exit code: in client mode it is the Python driver's own."""
-    from eos_etl.stack.spark import spark_home
+    from eos_etl.spark.config import spark_home
 
     proc = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]",
                            str(ROOT / "jobs" / "run_window.py"), "run-window", "--no-such-option"],

@@ -1,4 +1,4 @@
-"""Naming the process that holds the embedded Airflow's SQLite lock (stack/sqlite_locks.py), and the REST
+"""Naming the process that holds the embedded Airflow's SQLite lock (embedded/sqlite_locks.py), and the REST
 client's error when Airflow leaves a call unanswered: real SQLite, a real holder process, no Airflow."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ import threading
 
 import pytest
 
-from eos_etl.stack.airflow import SQLITE_BUSY_TIMEOUT_S
-from eos_etl.stack.airflow_rest import CALL_TIMEOUT_S, AirflowRestClient
-from eos_etl.stack.errors import AirflowUnansweredError
-from eos_etl.stack.sqlite_locks import lock_holders
+from eos_etl.embedded.airflow import SQLITE_BUSY_TIMEOUT_S
+from eos_etl.embedded.airflow_rest import CALL_TIMEOUT_S, AirflowRestClient
+from eos_etl.embedded.errors import AirflowUnansweredError
+from eos_etl.embedded.sqlite_locks import lock_holders
 
 HOLDER = """
 import sqlite3, sys, time

@@ -19,8 +19,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from eos_etl.checker import check_shop
-from eos_etl.faults import Lab
-from eos_etl.faults import broker_scenarios as sc
+from eos_etl.embedded.kafka_cluster import KafkaCluster
+from eos_etl.host.ports import free_port
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import BrokerLostError, BrokerUnreachableError
@@ -29,8 +29,8 @@ from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
-from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.ports import free_port
+from eos_etl_lab.faults import Lab
+from eos_etl_lab.faults import broker_scenarios as sc
 
 from .conftest import unique
 
@@ -270,8 +270,8 @@ def test_a_task_asks_again_for_its_committed_offset_while_the_coordinator_moves(
     """Seen on three nodes: a task's OffsetFetch answered NOT_COORDINATOR right after a broker was killed."""
     from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-    from eos_etl.engine.checkpoint import PartitionCheckpoint
     from eos_etl.engine.pipeline import PipelineConfig
+    from eos_etl.engine.publishing.checkpoint import PartitionCheckpoint
     from eos_etl.kafka.errors import KafkaSetupError
 
     class MovingCoordinator:

@@ -22,16 +22,16 @@ from confluent_kafka.admin import AdminClient, NewPartitions
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.engine import checkpoint_log
-from eos_etl.engine.checkpoint import PartitionCheckpoint
-from eos_etl.engine.planner import with_committed_grouping
-from eos_etl.engine.producer import TransactionalProducer
-from eos_etl.engine.publisher import publish_without_spark
+from eos_etl.engine.planning.planner import with_committed_grouping
+from eos_etl.engine.publishing.checkpoint import PartitionCheckpoint
+from eos_etl.engine.publishing.producer import TransactionalProducer
+from eos_etl.engine.publishing.publisher import publish_without_spark
 from eos_etl.engine.window import OffsetRange
-from eos_etl.faults import Lab
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
 from eos_etl.shop.generator import generate
 from eos_etl.shop.settings import ShopSettings
+from eos_etl_lab.faults import Lab
 
 from .test_cli import cli, shop_args
 

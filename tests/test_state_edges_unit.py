@@ -10,9 +10,9 @@ import pytest
 from eos_etl.cli.pipeline import _partition_list
 from eos_etl.engine.checkpoint_log import CheckpointEntry, decode, key
 from eos_etl.engine.errors import InputDataLossError, PositionBeyondLogError, PositionLostError
-from eos_etl.engine.lineage_positions import read_lineage
 from eos_etl.engine.pipeline import PipelineConfig
-from eos_etl.engine.planner import Positions
+from eos_etl.engine.planning.lineage_positions import read_lineage
+from eos_etl.engine.planning.planner import Positions
 from eos_etl.engine.position import Lineage, PartitionState, decide
 from eos_etl.engine.window import OffsetRange, Window
 from eos_etl.errors import ConfigurationError

@@ -1,4 +1,4 @@
-"""A fenced attempt waits only for another attempt that really commits (engine.superseded).
+"""A fenced attempt waits only for another attempt that really commits (engine.publishing.superseded).
 
 Broker-free: the transitions of :func:`wait_for_successor` on a fake clock, with the committed
 offset scripted. Real broker: a transaction the coordinator aborts at its timeout (an epoch bump, a
@@ -15,8 +15,8 @@ import pytest
 from eos_etl.engine import checkpoint_topic
 from eos_etl.engine.errors import ProducerFencedError
 from eos_etl.engine.pipeline import PipelineConfig
-from eos_etl.engine.publisher import PartitionPublisher
-from eos_etl.engine.superseded import Fence, Outcome, first_commit_bound_s, step_aside, wait_for_successor
+from eos_etl.engine.publishing.publisher import PartitionPublisher
+from eos_etl.engine.publishing.superseded import Fence, Outcome, first_commit_bound_s, step_aside, wait_for_successor
 from eos_etl.engine.window import OffsetRange
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from eos_etl.engine.errors import ProducerFencedError
-from eos_etl.engine.task_attempts import AttemptTracker, ending
+from eos_etl.engine.tasks.task_attempts import AttemptTracker, ending
 
 
 def _job_losing_one_attempt(error: Exception):

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from eos_etl.engine.errors import ProducerFencedError, PublishError, TaskProcessLostError, TransformContractError
-from eos_etl.engine.task_errors import diagnosed
+from eos_etl.engine.tasks.task_errors import diagnosed
 
 
 def test_the_last_named_project_error_of_the_text_is_the_tasks():
     text = ("Job aborted due to stage failure: Task 0 in stage 3.0 failed 4 times, most recent failure: "
             "org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n"
-            "  File \"/w/include/eos_etl/engine/runner.py\", line 369, in publish\n"
+            "  File \"/w/include/eos_etl/engine/tasks/runner.py\", line 369, in publish\n"
             "eos_etl.engine.errors.ProducerFencedError: abort_transaction failed for transactional.id t-0: fenced\n"
             "\nDuring handling of the above exception, another exception occurred:\n\n"
             "eos_etl.engine.errors.PublishError: t-0: giving up after 5 aborted transactions; last: timed out\n"

@@ -1,5 +1,5 @@
 """Broker-free: a publishing task's worker carries the task's name while it runs, its own after
-(engine/task_process.py), as ``ps`` and the fault scenarios read it."""
+(engine/tasks/task_process.py), as ``ps`` and the fault scenarios read it."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import json
 import subprocess
 import sys
 
-from eos_etl.engine.task_process import TASK_PROCESS_NAME
+from eos_etl.engine.tasks.task_process import TASK_PROCESS_NAME
 
 #: In a process of its own (the name is the process's): its name before, inside and after a task
 #: that ends well, and after one that fails.
 _PROBE = """
 import json, psutil
-from eos_etl.engine.task_process import named_as_task
+from eos_etl.engine.tasks.task_process import named_as_task
 me = psutil.Process()
 names = [me.name()]
 with named_as_task():

@@ -13,13 +13,13 @@ import sys
 
 import pytest
 
-from eos_etl.engine.preflight import preflight
-from eos_etl.faults.leaders import replicas
+from eos_etl.engine.planning.preflight import preflight
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import Durability, durability_warnings
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
+from eos_etl_lab.faults.leaders import replicas
 
 from .conftest import unique
 

@@ -21,8 +21,8 @@ import pytest
 
 from eos_etl.engine.errors import ProducerFencedError, PublishError, TransactionAbortable, TransactionOutcomeUnknown
 from eos_etl.engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION
-from eos_etl.engine.publisher import PartitionResult
-from eos_etl.engine.transaction_loop import LineageWriter, TransactionLoop
+from eos_etl.engine.publishing.publisher import PartitionResult
+from eos_etl.engine.publishing.transaction_loop import LineageWriter, TransactionLoop
 
 
 class FakeProducer:

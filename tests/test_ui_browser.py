@@ -37,10 +37,10 @@ from pathlib import Path
 import pytest
 
 from eos_etl.checker import check_shop, read_topic
+from eos_etl.embedded.airflow import EmbeddedAirflow
+from eos_etl.embedded.airflow_rest import database_busy
+from eos_etl.host.ports import free_port
 from eos_etl.shop.generator import generate
-from eos_etl.stack.airflow import EmbeddedAirflow
-from eos_etl.stack.airflow_rest import database_busy
-from eos_etl.stack.ports import free_port
 
 from .conftest import SASL_PASSWORD
 from .test_dag import _api, _unpause, airflow_for

@@ -19,20 +19,20 @@ from dataclasses import replace
 
 import pytest
 
+from eos_etl.embedded.kafka_cluster import KafkaCluster
 from eos_etl.engine import checkpoint_topic
-from eos_etl.engine.checkpoint import PartitionCheckpoint
 from eos_etl.engine.lineage import H_SOURCE_OFFSET
 from eos_etl.engine.pipeline import DEFAULT_PRODUCER_CONFIG, PipelineConfig
-from eos_etl.engine.producer import TransactionalProducer
-from eos_etl.engine.publisher import PartitionResult
-from eos_etl.engine.transaction_loop import LineageWriter, TransactionLoop
+from eos_etl.engine.publishing.checkpoint import PartitionCheckpoint
+from eos_etl.engine.publishing.producer import TransactionalProducer
+from eos_etl.engine.publishing.publisher import PartitionResult
+from eos_etl.engine.publishing.transaction_loop import LineageWriter, TransactionLoop
+from eos_etl.host.ports import free_port
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
+from eos_etl.kafka.java_tools import TransactionsTool
 from eos_etl.kafka.reader import read_ranges
 from eos_etl.kafka.topics import ensure_topics
-from eos_etl.stack.kafka_cluster import KafkaCluster
-from eos_etl.stack.kafka_tools import TransactionsTool
-from eos_etl.stack.ports import free_port
 
 from .conftest import unique
 

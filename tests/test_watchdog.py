@@ -11,13 +11,13 @@ import sys
 import textwrap
 import time
 
-from eos_etl.engine.producer import OVERDUE_MARGIN_S, TransactionalProducer
+from eos_etl.engine.publishing.producer import OVERDUE_MARGIN_S, TransactionalProducer
 
 
 def _child(body: str) -> tuple[subprocess.CompletedProcess, float]:
     code = textwrap.dedent("""
         import time
-        from eos_etl.engine.watchdog import StallWatchdog
+        from eos_etl.engine.tasks.watchdog import StallWatchdog
         with StallWatchdog(60) as watchdog:
     """) + textwrap.indent(textwrap.dedent(body), "    ")
     t0 = time.monotonic()
@@ -52,7 +52,7 @@ def test_after_the_call_the_stall_timeout_applies_again():
 def test_frequent_kicks_keep_a_task_alive_and_a_stall_still_ends_it_within_the_timeout():
     code = textwrap.dedent("""
         import time
-        from eos_etl.engine.watchdog import StallWatchdog
+        from eos_etl.engine.tasks.watchdog import StallWatchdog
         with StallWatchdog(2.0) as watchdog:
             until = time.monotonic() + 4.0
             while time.monotonic() < until:  # progress, kicked far more often than it re-arms

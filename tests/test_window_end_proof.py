@@ -2,7 +2,7 @@
 
 Spark ends a task's stream of records the same way when the input ended and when it
 interrupted or killed the task (its client died or stopped, a job cancelled, a speculative
-copy). These tests hand :class:`~eos_etl.engine.publisher.PartitionPublisher` the records a
+copy). These tests hand :class:`~eos_etl.engine.publishing.publisher.PartitionPublisher` the records a
 read_committed reader sees, whole or cut short, against the real broker: a stream that reached
 the end commits it (also over a tail of aborted records and markers, proved by one read of the
 tail); a stream cut short commits nothing more, aborts its open transaction and fails with
@@ -17,7 +17,7 @@ from confluent_kafka import Consumer
 
 from eos_etl.checker import read_topic
 from eos_etl.engine.errors import WindowEndNotReachedError
-from eos_etl.engine.publisher import PartitionPublisher, publish_without_spark
+from eos_etl.engine.publishing.publisher import PartitionPublisher, publish_without_spark
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
 from eos_etl.kafka.reader import first_visible_offset, read_ranges
 from eos_etl.shop.generator import generate

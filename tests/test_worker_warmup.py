@@ -1,4 +1,4 @@
-"""engine.worker_warmup: the run's Python workers are started, with the task's imports done, before its job.
+"""engine.tasks.worker_warmup: the run's Python workers are started, with the task's imports done, before its job.
 
 (That the warm-up's tasks never count as the run's task attempts: test_window_job asserts one attempt
 for a one-partition window.)"""
@@ -13,8 +13,8 @@ import sys
 # has imported a module that nothing else imports, before and after the warm-up.
 SCRIPT = r"""
 import json, os, sys
-from eos_etl.stack.session import spark_session
-from eos_etl.engine.worker_warmup import PythonWorkerWarmup
+from eos_etl.spark.session import spark_session
+from eos_etl.engine.tasks.worker_warmup import PythonWorkerWarmup
 
 spark = spark_session("warmup-test", master="local[1]")
 
@@ -52,7 +52,7 @@ def test_the_warmup_imports_in_the_worker_the_run_then_gets() -> None:
 
 
 def test_switched_off_it_starts_nothing(monkeypatch) -> None:
-    from eos_etl.engine.worker_warmup import SWITCH_ENV, PythonWorkerWarmup
+    from eos_etl.engine.tasks.worker_warmup import SWITCH_ENV, PythonWorkerWarmup
 
     class NoSpark:  # any use of Spark would fail
         class sparkContext:  # noqa: N801 - mimics SparkSession.sparkContext

@@ -15,8 +15,8 @@ import pytest
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.engine import checkpoint_log
 from eos_etl.engine.errors import ProducerFencedError, WindowEndNotReachedError, WriterSlotsChangedError
-from eos_etl.engine.producer import TransactionalProducer
-from eos_etl.engine.publisher import PartitionPublisher, SlotPublisher, publish_without_spark
+from eos_etl.engine.publishing.producer import TransactionalProducer
+from eos_etl.engine.publishing.publisher import PartitionPublisher, SlotPublisher, publish_without_spark
 from eos_etl.engine.slots import AS_COMMITTED
 from eos_etl.engine.window import Window
 from eos_etl.errors import ConfigurationError
@@ -92,7 +92,7 @@ def test_a_slots_partitions_without_records_commit_in_one_transaction(spark, sho
     assert all(window.ranges[p].end > aborted_only.ranges[p].end for p in window.ranges)
     # Partition 2's range holds purchases (its task's rows never came): its end must not be committed.
     ranges = {**aborted_only.ranges, 2: window.ranges[2]}
-    caplog.set_level(logging.INFO, logger="eos_etl.engine.publisher")
+    caplog.set_level(logging.INFO, logger="eos_etl.engine.publishing.publisher")
     with pytest.raises(WindowEndNotReachedError, match=rf"{shop.topics.purchases}\[2\]"):
         publish_without_spark(shop.pipeline().bound_to(window), ranges)
 
@@ -127,7 +127,7 @@ def test_a_slots_small_partitions_share_one_transaction(shop_factory, caplog):
     streams = {p: [(r.offset, [(shop.topics.invoices, r.key, r.value, []), (shop.topics.shipments, r.key, r.value, [])])
                    for r in read_ranges(shop.connection, shop.topics.purchases, {p: (rng.start, rng.end)})]
                for p, rng in window.ranges.items()}
-    caplog.set_level(logging.INFO, logger="eos_etl.engine.transaction_loop")
+    caplog.set_level(logging.INFO, logger="eos_etl.engine.publishing.transaction_loop")
     results = SlotPublisher(shop.pipeline(chunk_records=1000).bound_to(window), dict(window.ranges)).publish(
         sorted(streams.items()))
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # kafka (docker-compose.yaml): one KRaft node from the Maven Central jars the embedded broker runs
-# (include/eos_etl/stack/versions.py KAFKA_BROKER, in /opt/kafka/libs), with the same JVM settings
-# (include/eos_etl/stack/kafka_cluster.py KafkaCluster.jvm_args). The first start on an empty data
+# (include/eos_etl/jars/versions.py KAFKA_BROKER, in /opt/kafka/libs), with the same JVM settings
+# (include/eos_etl/embedded/kafka_cluster.py KafkaCluster.jvm_args). The first start on an empty data
 # volume formats its KRaft storage with a new cluster id; later starts reuse it.
 set -euo pipefail
 

@@ -19,6 +19,10 @@ import urllib.parse
 from datetime import datetime
 
 from . import paths
+from .embedded.airflow import EmbeddedAirflow
+from .embedded.kafka_cluster import KafkaCluster
+from .embedded.spark_cluster import SparkStandalone
+from .embedded.spark_connect import start_for_windows
 from .errors import ConfigurationError
 from .kafka.admin import ClusterAdmin
 from .kafka.connection import KafkaConnection
@@ -27,11 +31,7 @@ from .run_files import REPORT_PAGE, SUMMARY, direct_run_summary, run_dir
 from .shop.generator import generate
 from .shop.pipeline import run_shop_window, summary_dict
 from .shop.settings import ShopSettings
-from .stack.airflow import EmbeddedAirflow
-from .stack.kafka_cluster import KafkaCluster
-from .stack.session import spark_session
-from .stack.spark_cluster import SparkStandalone
-from .stack.spark_connect import start_for_windows
+from .spark.session import spark_session
 
 CLUSTER_SIZE = 3
 

@@ -30,3 +30,9 @@ class EosEtlError(Exception):
 
 class ConfigurationError(EosEtlError):
     """The configuration cannot work; the message says what to change."""
+
+
+class StackError(EosEtlError):
+    """The stack the product runs on (a broker, jars, a JVM, a Spark server, Airflow) could not be set up or
+    run. Each package that starts or reaches a piece of it (``host``, ``jars``, ``jvm``, ``spark``,
+    ``embedded``) raises its own subclasses."""

@@ -3,7 +3,6 @@
     stack.py     fetch-jars, jvm-archive, broker, airflow, up, down, status, cluster, spark-connect
     pipeline.py  create-topics, generate, plan-window, run-window, offsets, check, transactions, demo
     security.py  acl, scram-user
-    soak.py      soak
     options.py   the options several commands share: Kafka connection, pipeline, window
 
 Each command's parser sits beside its handler; a subject module's
@@ -21,10 +20,10 @@ import sys
 
 from .. import logging_setup
 from ..errors import EosEtlError
-from . import pipeline, security, soak, stack
+from . import pipeline, security, stack
 
 
-class _Parser(argparse.ArgumentParser):
+class Parser(argparse.ArgumentParser):
     """argparse, with a bad argument reported like every other error: one ``error:`` line, exit 2."""
 
     def error(self, message: str):
@@ -34,17 +33,23 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command line: the top parser and every subject's commands."""
-    parser = _Parser(prog="eos-etl", description="Exactly-once batch ETL from Kafka to Kafka")
+    parser = Parser(prog="eos-etl", description="Exactly-once batch ETL from Kafka to Kafka")
     parser.add_argument("--log-level", default=os.environ.get("EOS_ETL_LOG_LEVEL", "INFO"))
     sub = parser.add_subparsers(dest="command", required=True)
-    for subject in (stack, pipeline, security, soak):
+    for subject in (stack, pipeline, security):
         subject.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    return run(build_parser(), argv)
+
+
+def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
+    """Parse ``argv`` with ``parser`` and run the chosen command's handler: one ``error:`` line and the
+    error's exit code for a diagnosed problem, never a traceback (the lab's command line runs the same)."""
     logging_setup.enable_crash_stacks()  # a native crash (librdkafka, py4j) must leave a stack in the log
-    args = build_parser().parse_args(argv)
+    args = parser.parse_args(argv)
     logging_setup.configure(args.log_level)
     try:
         return args.func(args)

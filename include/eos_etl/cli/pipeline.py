@@ -18,24 +18,24 @@ from ..checker import check_shop
 from ..demo import run_demo
 from ..engine import checkpoint_log
 from ..engine.errors import PublishError
-from ..engine.planner import positions, recovery_command
+from ..engine.planning.planner import positions, recovery_command
+from ..engine.planning.preflight import preflight
+from ..engine.planning.recovery import reslot_positions
 from ..engine.position import Verdict, lineage_position
-from ..engine.preflight import preflight
-from ..engine.publisher import publish_without_spark, reset_positions
-from ..engine.recovery import reslot_positions
+from ..engine.publishing.publisher import publish_without_spark, reset_positions
 from ..engine.slots import AS_COMMITTED
 from ..engine.slots import describe as describe_slots
 from ..engine.window import OffsetRange
 from ..errors import ConfigurationError
 from ..kafka.admin import ClusterAdmin
+from ..kafka.java_tools import TransactionsTool
 from ..kafka.topics import Durability, ensure_topics
 from ..kafka.transactions import inspect_pipeline
 from ..shop.generator import generate
 from ..shop.pipeline import run_shop_window, summary_dict
-from ..stack.connect_client import server_lost
-from ..stack.kafka_tools import TransactionsTool
-from ..stack.session import spark_route, spark_session, stop_session
-from ..stack.spark import REMOTE_ENV, parse_conf_pairs
+from ..spark.config import REMOTE_ENV, parse_conf_pairs
+from ..spark.connect_client import server_lost
+from ..spark.session import spark_route, spark_session, stop_session
 from .options import (
     ID,
     POSITIVE,

@@ -6,13 +6,14 @@ fetch-jars | jvm-archive | broker {start,stop,kill,restart,status} | airflow {st
 
 from __future__ import annotations
 
+from ..embedded.airflow import EmbeddedAirflow
+from ..embedded.kafka_cluster import KafkaCluster
+from ..embedded.spark_cluster import SparkStandalone
+from ..embedded.spark_connect import SparkConnectServer, start_for_windows
+from ..jars import maven
+from ..jars.versions import KAFKA_BROKER, SPARK_KAFKA
+from ..jvm import class_data
 from ..shop.jvm_training import SHOP_JVM_WORKLOAD
-from ..stack import class_data, maven
-from ..stack.airflow import EmbeddedAirflow
-from ..stack.kafka_cluster import KafkaCluster
-from ..stack.spark_cluster import SparkStandalone
-from ..stack.spark_connect import SparkConnectServer, start_for_windows
-from ..stack.versions import KAFKA_BROKER, SPARK_KAFKA
 
 
 def register(sub) -> None:

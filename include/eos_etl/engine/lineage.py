@@ -1,7 +1,7 @@
 """The lineage headers: which input record each output comes from and which run published it.
 
 Every output the engine publishes carries these six headers first, then the transform's own
-(:class:`~eos_etl.engine.transaction_loop.LineageWriter` writes them):
+(:class:`~eos_etl.engine.publishing.transaction_loop.LineageWriter` writes them):
 
 * :data:`H_SOURCE_TOPIC`: the input topic;
 * :data:`H_SOURCE_PARTITION`: the input partition, as decimal text;

@@ -60,7 +60,7 @@ class PipelineConfig:
     # inherit the driver's environment.
     failpoints: str = field(default_factory=lambda: os.environ.get("EOS_ETL_FAILPOINTS", ""))
     # A publishing task with no progress for this long is crashed so Spark
-    # retries it (engine.watchdog); None: transaction timeout + 30 s; 0: off.
+    # retries it (engine.tasks.watchdog); None: transaction timeout + 30 s; 0: off.
     stall_timeout_s: float | None = None
     # The input topic's id (ClusterAdmin.topic_id) when the window was planned: every checkpoint
     # record carries it, so a later plan tells a topic deleted and created again from the one the

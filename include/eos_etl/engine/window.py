@@ -42,7 +42,7 @@ class Window:
     ranges: dict[int, OffsetRange] = field(default_factory=dict)
     # Partitions whose start is not the group's committed offset yet: restored from the checkpoint
     # topic (the group's offsets expired), or never published from. A run commits their starts
-    # first (engine.runner), so every partition it touches has a checkpoint record from then on.
+    # first (engine.tasks.runner), so every partition it touches has a checkpoint record from then on.
     uncommitted: tuple[int, ...] = ()
     # Partitions whose group offsets a transaction in flight held when the plan was made (only a
     # plan that fences nothing has them): planned from their last completed commit. A run's own

@@ -2,7 +2,7 @@
 
 The one place committed offsets are asked for: :func:`fetch_committed` on a consumer of the
 group, used by :class:`GroupOffsetsReader` (the cluster admin's reads, the fault tests) and by a
-publishing task's checkpoint (:mod:`eos_etl.engine.checkpoint`), which owns its consumer.
+publishing task's checkpoint (:mod:`eos_etl.engine.publishing.checkpoint`), which owns its consumer.
 
 Why not ``AdminClient.list_consumer_group_offsets``: when the group coordinator
 answers NOT_COORDINATOR (it moved because its broker died), librdkafka

@@ -4,7 +4,7 @@ confluent-kafka's AdminClient cannot list or describe transactions, so the
 transactions come from a :class:`TransactionLister`: in the project, Kafka's
 own ``TransactionsCommand`` (kafka-tools, KIP-664: what
 ``kafka-transactions.sh`` runs) from the jars the project already fetched
-(:class:`eos_etl.stack.kafka_tools.TransactionsTool`). Output partitions are
+(:class:`eos_etl.kafka.java_tools.TransactionsTool`). Output partitions are
 checked with list_offsets: a partition whose last stable offset stays below
 its high watermark holds an open transaction; it is **stuck** when that
 transaction has been open longer than the transaction timeout (the broker

@@ -110,8 +110,8 @@ def schedule_interval_s(schedule) -> float | None:
 
 def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     # Deferred: task-time only; the DAG file's parse stays light (see the module docstring).
-    from ..engine.preflight import preflight
-    from ..engine.publisher import renew_positions
+    from ..engine.planning.preflight import preflight
+    from ..engine.publishing.publisher import renew_positions
     from ..kafka.admin import ClusterAdmin
     from ..kafka.topics import ensure_topics
 
@@ -192,7 +192,7 @@ def _validation_spark(settings):
         with connect_route_session(conn_id, f"eos-etl-{settings.topics.purchases}") as spark:
             yield spark
         return
-    from ..stack.session import spark_session  # deferred: task-time only, as in _plan
+    from ..spark.session import spark_session  # deferred: task-time only, as in _plan
 
     master = validation_spark_master()
     log.info("validating on a Spark application of this task's own (master %s)", master)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
@@ -16,18 +17,20 @@ from airflow.sdk import BaseHook, BaseOperator
 from airflow.sdk.exceptions import AirflowException
 
 from ..arguments import attempt_run_id
-from ..engine.task_attempts import EVENT_LOG_ENV
+from ..engine.tasks.task_attempts import EVENT_LOG_ENV
 from ..errors import ConfigurationError
 from ..run_files import ANNOUNCED, SUMMARY, run_dir
-from ..stack.connect_client import TERM_GRACE_S, close_session, connect_session, where
-from ..stack.connect_probe import wait_answering
-from ..stack.package_zip import package_dir, package_zip
-from ..stack.spark import REMOTE_ENV, connector_jars, spark_submit_conf
-from ..stack.spark_connect import HOME_ENV, STALL_BOUND_S, SparkConnectServer
+from ..spark.config import REMOTE_ENV, connector_jars, spark_submit_conf
+from ..spark.connect_client import HOME_ENV, TERM_GRACE_S, close_session, connect_session, where
+from ..spark.connect_probe import STALL_BOUND_S, wait_answering
+from ..spark.package_zip import package_dir, package_zip
 from . import task_failures
 from .assets import kafka_asset, output_alias, window_event_extras
 from .lineage import window_lineage
 from .settings import KAFKA_CONN_ID, SPARK_CONN_ID, SPARK_CONNECT_CONN_ID, get_kafka_connection
+
+if TYPE_CHECKING:
+    from ..embedded.spark_connect import SparkConnectServer
 
 
 class _WindowRun:
@@ -170,7 +173,7 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
     server named by the provider's ``spark_connect`` connection
     (``SparkConnectHook``; its password is the server's token). The server's
     JVM and its compiled code stay warm across windows
-    (``eos_etl.stack.spark_connect``; docs/benchmarks.md). The server's
+    (``eos_etl.embedded.spark_connect``; docs/benchmarks.md). The server's
     address with the token reaches the job in its environment
     (``SPARK_REMOTE``), the Kafka connection as a private file, as for
     spark-submit; neither is ever on a command line or in the log.
@@ -183,7 +186,7 @@ class WindowSparkConnectOperator(_WindowRun, BaseOperator):
     only probed: one that does not answer within the stall bound fails the try
     with one error, and Airflow's retry finds it restarted by its own supervisor
     (Docker's restart policy). The job bounds every wait itself
-    (``eos_etl.stack.connect_client``); ``on_kill`` sends it SIGTERM, which
+    (``eos_etl.spark.connect_client``); ``on_kill`` sends it SIGTERM, which
     interrupts its operations on the server and releases its session.
     """
 
@@ -237,7 +240,12 @@ def ready_connect_server(conn_id: str) -> tuple[str, SparkConnectServer | None]:
     restarted by its own supervisor (Docker's restart policy)."""
     remote = SparkConnectHook(conn_id).get_connection_url()  # carries the token: never logged
     home = os.environ.get(HOME_ENV)
-    server = SparkConnectServer.at(Path(home)) if home else None
+    server = None
+    if home:
+        # the project's own server: supervised from here, the one place the runtime reaches a launcher
+        from ..embedded.spark_connect import SparkConnectServer
+
+        server = SparkConnectServer.at(Path(home))
     if server is not None:
         server.ensure_running()
     elif (reason := wait_answering(remote)) is not None:
@@ -251,7 +259,7 @@ def connect_route_session(conn_id: str, app_name: str):
     """A client session on the Connect route's server (:func:`ready_connect_server`), for work that
     belongs to a window (its validation): no Spark application and no JVM in this process. The window
     lock of the project's own server is held meanwhile, so a housekeeping restart waits for it; the
-    session is the pipeline's shared one (``eos_etl.stack.connect_client``), so it adds none."""
+    session is the pipeline's shared one (``eos_etl.spark.connect_client``), so it adds none."""
     remote, server = ready_connect_server(conn_id)
     with server.window() if server is not None else contextlib.nullcontext():
         spark = connect_session(remote, app_name)

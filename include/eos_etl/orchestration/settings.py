@@ -33,7 +33,7 @@ from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
 from ..shop.schema import ShopTopics
 from ..shop.settings import ShopSettings
-from ..stack.spark_connect import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
+from ..spark.connect_client import AIRFLOW_CONN_ID, AIRFLOW_ROUTE_ENV
 
 KAFKA_CONN_ID = "kafka_purchases"
 SPARK_CONN_ID = "spark_default"

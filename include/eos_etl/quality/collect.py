@@ -23,7 +23,7 @@ log) no check needs, see docs/data-quality.md.
 The output bound is the earliest input record time of the window minus
 :data:`CLOCK_SKEW_MARGIN_MS`. Why that is safe: the publisher produces an output
 only after Spark has read its input record, and it sets no timestamp
-(:mod:`eos_etl.engine.producer`, ``produce_waiting`` without ``timestamp``), so
+(:mod:`eos_etl.engine.publishing.producer`, ``produce_waiting`` without ``timestamp``), so
 each output carries the producer's CreateTime at send (or the broker's
 LogAppendTime), i.e. a time after the input record was appended. An output can
 only appear earlier than its input if the clock that stamped the input runs
@@ -62,8 +62,8 @@ from functools import reduce
 from pyspark.sql import Window as W
 from pyspark.sql import functions as F
 
-from ..engine.kafka_source import kafka_batch_reader, read_window
 from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
+from ..engine.tasks.kafka_source import kafka_batch_reader, read_window
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
 from ..shop.schema import INVOICE_DECIMALS, INVOICE_FIELDS, INVOICE_REQUIRED, SHIPMENT_FIELDS, SHIPMENT_REQUIRED

@@ -9,7 +9,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from ..engine.connect_route import is_connect
+from ..engine.tasks.connect_route import is_connect
 from ..engine.window import Window
 from ..errors import ConfigurationError
 from ..kafka.admin import ClusterAdmin

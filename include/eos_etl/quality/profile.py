@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import functions as F
 
-from ..engine.kafka_source import read_window
+from ..engine.tasks.kafka_source import read_window
 from ..engine.window import Window
 from ..shop.schema import INVOICE_FIELDS, SHIPMENT_FIELDS
 from ..shop.transform import output_ids

@@ -24,13 +24,13 @@ from .. import paths
 from .verdict import FAILED, PASSED
 
 # Next to the package, not in it: the eos_etl code zip shipped to Spark executors
-# (stack/package_zip.py takes .html/.css/.js too) has no use for megabytes of web assets.
+# (spark/package_zip.py takes .html/.css/.js too) has no use for megabytes of web assets.
 TEMPLATES = paths.project_root() / "include" / "web" / "templates"
 STATIC = paths.project_root() / "include" / "web" / "static"
 EXAMPLE_ROWS = 5  # failure examples shown per expectation
 # Lineage first: where a bad row came from is what an operator looks up next.
 LINEAGE_COLUMNS = ("source_partition", "source_offset", "run_id")
-#: Where a window's Spark work ran (the run summary's ``route``, see ``eos_etl.stack.session``), as
+#: Where a window's Spark work ran (the run summary's ``route``, see ``eos_etl.spark.session``), as
 #: the phase table names it. Reports from before the summary said so name no route.
 ROUTE_NAMES = {"spark-submit": "spark-submit", "standalone": "Spark standalone cluster",
                "connect": "Spark Connect server"}

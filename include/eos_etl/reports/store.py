@@ -121,7 +121,7 @@ def build_report(*, dag_id: str, run_id: str, plan: dict | None, summary: dict |
         "task_attempts": summary.get("task_attempts"),
         "publish_seconds": seconds,
         "wall_seconds": summary.get("wall_seconds"),
-        "route": summary.get("route"),  # where the window's Spark work ran (eos_etl.stack.session)
+        "route": summary.get("route"),  # where the window's Spark work ran (eos_etl.spark.session)
         "plan_seconds": (plan or {}).get("seconds"),
         "validate_seconds": (quality or {}).get("seconds"),
         "purchases_per_second": round(records / seconds, 1) if seconds else None,

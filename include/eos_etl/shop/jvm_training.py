@@ -1,4 +1,4 @@
-"""The shop's training workload for the Spark JVMs' class-data archive (:mod:`eos_etl.stack.class_data`).
+"""The shop's training workload for the Spark JVMs' class-data archive (:mod:`eos_etl.jvm.class_data`).
 
 A window's Spark side without a broker: generated purchases, some invalid, as rows shaped like
 the Kafka source's, through the shop's transform and on to Python as Arrow batches. The archive
@@ -18,10 +18,10 @@ _ROWS = 4_000
 
 def run(spark) -> None:
     # Deferred on purpose: importing this module for SHOP_JVM_WORKLOAD (the CLI, the bench) loads no Spark code.
-    from ..engine.kafka_source import KAFKA_SOURCE_DDL
+    from ..engine.tasks.kafka_source import KAFKA_SOURCE_DDL
+    from ..jvm.class_data import ClassDataError
     from ..kafka.connection import KafkaConnection
-    from ..stack.class_data import ClassDataError
-    from ..stack.class_data_training import arrow_count
+    from ..spark.class_data_training import arrow_count
     from .generator import purchases
     from .settings import ShopSettings
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..engine.pipeline import PipelineConfig
-from ..engine.preflight import Preflight
-from ..engine.runner import RunSummary, run_window
+from ..engine.planning.preflight import Preflight
+from ..engine.tasks.runner import RunSummary, run_window
 from ..engine.window import Window
 from .settings import ShopSettings
 
@@ -23,7 +23,7 @@ def run_shop_window(spark, settings: ShopSettings, window: Window, *, check: boo
                     pipeline: PipelineConfig | None = None, preflighted: Preflight | None = None,
                     **pipeline_overrides) -> RunSummary:
     """``pipeline``: the run's configuration when the caller built it already (and ``preflighted``:
-    the :func:`~eos_etl.engine.preflight.preflight` it ran with it); else built here with
+    the :func:`~eos_etl.engine.planning.preflight.preflight` it ran with it); else built here with
     ``pipeline_overrides``."""
     if pipeline is None:
         pipeline = settings.pipeline(**pipeline_overrides)

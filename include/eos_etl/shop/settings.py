@@ -120,8 +120,8 @@ class ShopSettings:
         pipeline's transactional ids over when an incomplete transaction holds the group's offsets
         (its own publishers fence them anyway); a plan only looks and reports them as ``held``."""
         # Kafka clients: see the module's docstring.
-        from ..engine.planner import plan_window
-        from ..engine.recovery import fence_transactional_ids
+        from ..engine.planning.planner import plan_window
+        from ..engine.planning.recovery import fence_transactional_ids
         from ..kafka.admin import ClusterAdmin
 
         pipeline = pipeline or self.pipeline()
