@@ -3,7 +3,9 @@
 ``validate_run(spark, settings, window, run_id=..., context_root=...)`` checks
 what a read_committed reader sees for a window and returns a
 :class:`QualityResult`; ``raise_for_failures(result)`` turns critical
-failures into a :class:`QualityError`. Importing this package does not import
+failures into a :class:`QualityError`. What the checks judge of the pipeline's
+outputs is the pipeline's own description, which ``settings`` gives
+(:mod:`.checked_outputs`). Importing this package does not import
 Great Expectations.
 """
 

@@ -1,5 +1,5 @@
 """The evidence a validation judges, gathered in Spark for one window: the profile
-(:mod:`.profile`), or where it cannot pass the window the records themselves (:mod:`.collect`);
+(:mod:`.profile`), or where it cannot pass the window the records themselves (:mod:`.record_frames`);
 the counts, the reconciliation, the committed offsets against the window, and the small tables
 the suites check (:mod:`.suites`)."""
 
@@ -8,20 +8,58 @@ from __future__ import annotations
 import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 
 from ..engine.tasks.connect_route import is_connect
 from ..engine.window import Window
 from ..errors import ConfigurationError
 from ..kafka.admin import ClusterAdmin
-from . import collect, profile
+from . import profile, record_frames, window_reads
+from .checked_outputs import PAIRING
+from .messages import Facts
+from .record_frames import InputSummary, OutputCounts, RecordFrames
 from .results import (
     PartitionCounts,
     PartitionOffsets,
     QualityCounts,
 )
-from .suites import RECONCILIATION_COLUMNS, Facts
+from .row_checks import failing_per_partition, row_checks
+from .suites import RECONCILIATION_COLUMNS
+from .window_reads import OutputRead
 
 log = logging.getLogger(__name__)
+
+
+@dataclass
+class WindowEvidence:
+    """Everything the suites check, per input partition, however it was found."""
+
+    window: Window
+    inputs_summary: InputSummary
+    invoices: OutputCounts
+    shipments: OutputCounts
+    dead_letters: OutputCounts
+    committed_offsets: dict[int, int | None]
+    output_read: OutputRead
+    #: suite -> check -> input partition -> records failing the check (see row_checks.row_checks)
+    failing: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)
+    aborted_visible: int = 0  # read_committed outputs whose source offset is no read_committed input
+    inputs_without_output: int = 0
+    dead_letters_by_reason: dict[str, int] = field(default_factory=dict)
+    records: RecordFrames | None = None  # only for a window the profile could not pass
+    seconds: float = 0.0
+
+    @property
+    def inputs_per_partition(self) -> dict[int, int]:
+        return self.inputs_summary.per_partition
+
+    @property
+    def committed_inputs(self) -> int:
+        return sum(self.inputs_per_partition.values())
+
+    @property
+    def by_topic(self) -> tuple[OutputCounts, OutputCounts, OutputCounts]:
+        return (self.invoices, self.shipments, self.dead_letters)
 
 
 def check_window(settings, window: Window) -> None:
@@ -34,7 +72,7 @@ def check_window(settings, window: Window) -> None:
                                  f"{settings.group!r}")
 
 
-def window_counts(evidence: collect.WindowEvidence) -> QualityCounts:
+def window_counts(evidence: WindowEvidence) -> QualityCounts:
     """The window's counts, as gathered."""
     summary = evidence.inputs_summary
     return QualityCounts(
@@ -67,13 +105,12 @@ def reconciliation_row(counts: QualityCounts, mismatches: list[PartitionOffsets]
     }
 
 
-def failure_facts(recon: dict, evidence: collect.WindowEvidence, mismatches: list[PartitionOffsets],
+def failure_facts(recon: dict, evidence: WindowEvidence, mismatches: list[PartitionOffsets],
            exact_offsets: bool) -> Facts:
     """What the suites' failure messages tell besides an expectation's own result."""
     return Facts(
         reconciliation=recon,
-        invoice_surplus=evidence.invoices.surplus,
-        shipment_surplus=evidence.shipments.surplus,
+        surplus={"invoices": evidence.invoices.surplus, "shipments": evidence.shipments.surplus},
         offset_mismatches=[(o.partition, o.committed, o.window_end) for o in mismatches],
         exact_offsets=exact_offsets,
     )
@@ -88,9 +125,10 @@ def where_spark_ran(spark) -> dict:
 
 
 def gather(spark, settings, window: Window, committed_input_offsets, timings: dict[str, float],
-            margin_ms: int) -> collect.WindowEvidence:
+           margin_ms: int, outputs) -> WindowEvidence:
     """The window's profile (:mod:`eos_etl.quality.profile`): two aggregates, one per source. Where it
-    cannot pass the window, the window is read again row by row for the exact counts and failing rows."""
+    cannot pass the window, the window is read again row by row for the exact counts and failing rows.
+    ``outputs``: what the checks judge of the record outputs (:mod:`.checked_outputs`)."""
     t0 = time.monotonic()
 
     def timed(key: str, fn, *args, **kwargs):
@@ -101,7 +139,7 @@ def gather(spark, settings, window: Window, committed_input_offsets, timings: di
             timings[key] = round(time.monotonic() - t1, 3)
 
     if committed_input_offsets is None:
-        committed_input_offsets = timed("committed_offsets", collect.committed_offsets, settings, window)
+        committed_input_offsets = timed("committed_offsets", window_reads.committed_offsets, settings, window)
     committed_input_offsets = {int(p): o for p, o in committed_input_offsets.items()}
     topics = settings.topics
     names = {"invoices": topics.invoices, "shipments": topics.shipments, "dead_letters": topics.dead_letters}
@@ -109,19 +147,21 @@ def gather(spark, settings, window: Window, committed_input_offsets, timings: di
     found = profile.WindowProfile(timed("profile_inputs", profile.profile_inputs, spark, settings, window))
     earliest = found.earliest_ms
     if earliest is None and not window.is_empty:
-        earliest = timed("earliest_uncommitted", collect.earliest_uncommitted_ms, spark, settings.connection, window)
-    since = collect.output_bound_ms(earliest, margin_ms)
-    starts, ends = timed("output_offsets", collect.output_start_offsets, ClusterAdmin(settings.connection),
+        earliest = timed("earliest_uncommitted", window_reads.earliest_uncommitted_ms, spark, settings.connection,
+                         window)
+    since = window_reads.output_bound_ms(earliest, margin_ms)
+    starts, ends = timed("output_offsets", window_reads.output_start_offsets, ClusterAdmin(settings.connection),
                          tuple(names.values()), since)
-    output_read = collect.OutputRead(earliest, since, margin_ms, starts, ends)
-    timed("profile_outputs", profile.profile_outputs, found, spark, settings.connection, starts, window, names)
+    output_read = OutputRead(earliest, since, margin_ms, starts, ends)
+    timed("profile_outputs", profile.profile_outputs, found, spark, settings.connection, starts, window, names,
+          outputs)
     if found.clean:
-        evidence = _evidence_from_profile(found, window, committed_input_offsets, output_read, names)
+        evidence = _evidence_from_profile(found, window, committed_input_offsets, output_read, names, outputs)
     else:
         log.info("quality of %s: the profile does not pass the window (%s); reading its records",
                  window, "; ".join(found.inconsistencies()[:3]) or "value checks failed")
         evidence = timed("records", _evidence_from_records, spark, settings, window, committed_input_offsets,
-                         output_read, names)
+                         output_read, names, outputs)
     timings["kafka_and_spark"] = evidence.seconds = round(time.monotonic() - t0, 3)
     log.info("quality of %s: outputs read from %s (earliest input %s ms, margin %d ms), %d offsets",
              window, output_read.from_offsets, earliest, margin_ms, output_read.span)
@@ -129,55 +169,53 @@ def gather(spark, settings, window: Window, committed_input_offsets, timings: di
 
 
 def _evidence_from_profile(found: profile.WindowProfile, window: Window, committed: dict, output_read,
-                           names: dict[str, str]) -> collect.WindowEvidence:
+                           names: dict[str, str], outputs) -> WindowEvidence:
     """A window whose profile passes: the lineage checks hold (their counts are zero) and the value
     checks' counts are the profile's own."""
     per_partition = {p: s.records for p, s in found.inputs.items()}
     valid = sum(s.valid for s in found.inputs.values())
-    summary = collect.InputSummary(per_partition, found.earliest_ms, valid, sum(per_partition.values()) - valid)
+    summary = InputSummary(per_partition, found.earliest_ms, valid, sum(per_partition.values()) - valid)
 
-    def counts(name: str) -> collect.OutputCounts:
+    def counts(name: str) -> OutputCounts:
         parts = found.outputs.get(name, {})
-        return collect.OutputCounts(topic=names[name], count=sum(s.records for s in parts.values()),
-                              unattributable=found.unattributable.get(name, 0),
-                              per_source_partition={p: s.records for p, s in parts.items()})
+        return OutputCounts(topic=names[name], count=sum(s.records for s in parts.values()),
+                            unattributable=found.unattributable.get(name, 0),
+                            per_source_partition={p: s.records for p, s in parts.items()})
 
-    failing = {suite: {check: {p: (found.output(suite, p).failing.get(check, 0) if suite != "pairing" else 0)
+    failing = {suite: {check: {p: (found.output(suite, p).failing.get(check, 0) if suite != PAIRING else 0)
                                for p in window.ranges}
                        for check in checks}
-               for suite, checks in profile.ROW_CHECKS.items()}
-    return collect.WindowEvidence(window, summary, counts("invoices"), counts("shipments"), counts("dead_letters"),
-                            committed_offsets=committed, output_read=output_read, failing=failing,
-                            dead_letters_by_reason=found.dead_letters_by_reason)
+               for suite, checks in row_checks(outputs).items()}
+    return WindowEvidence(window, summary, counts("invoices"), counts("shipments"), counts("dead_letters"),
+                          committed_offsets=committed, output_read=output_read, failing=failing,
+                          dead_letters_by_reason=found.dead_letters_by_reason)
 
 
-def _evidence_from_records(spark, settings, window: Window, committed: dict, output_read: collect.OutputRead,
-                           names: dict[str, str]) -> collect.WindowEvidence:
+def _evidence_from_records(spark, settings, window: Window, committed: dict, output_read: OutputRead,
+                           names: dict[str, str], outputs) -> WindowEvidence:
     """A window the profile did not pass, read row by row and materialised: every count exact, and
     the frames the failing rows are sampled from."""
-    topics = settings.topics
-    inputs = collect.read_inputs(spark, settings, window)
-    summary = collect.input_summary(inputs)
-    outputs = collect.window_outputs(spark, settings.connection, output_read.from_offsets, window,
-                               invoices_topic=topics.invoices, shipments_topic=topics.shipments)
-    invoices_df = collect.invoices_frame(outputs, topics.invoices)
-    shipments_df = collect.shipments_frame(outputs, topics.shipments)
+    inputs = window_reads.read_inputs(spark, settings, window)
+    summary = record_frames.input_summary(inputs)
+    outputs_df = record_frames.window_outputs(spark, settings.connection, output_read.from_offsets, window,
+                                              outputs, names)
     # Independent Spark jobs run side by side (Spark schedules concurrent jobs from threads). A Connect
     # client's operation tags are per thread: the pool's threads take this one's, so that a terminated
     # client still interrupts them.
     tags = spark.getTags() if is_connect(spark) else set()
     with ThreadPoolExecutor(max_workers=4, thread_name_prefix="eos-etl-quality", initializer=_tag,
                             initargs=(spark, tags)) as pool:
-        f_gaps = pool.submit(collect.lineage_gaps, inputs, outputs)
-        f_reasons = pool.submit(collect.dead_letters_by_reason, collect.topic_rows(outputs, topics.dead_letters))
-        f_counts = pool.submit(collect.output_counts, outputs, names)
-        pairing_df = collect.pairing_frame(invoices_df, shipments_df)
-        frames = collect.RecordFrames(inputs, outputs, invoices_df, shipments_df, pairing_df)
-        f_failing = {suite: pool.submit(collect.failing_per_partition, frames.suite(suite), checks)
-                     for suite, checks in profile.ROW_CHECKS.items()}
+        f_gaps = pool.submit(record_frames.lineage_gaps, inputs, outputs_df)
+        f_reasons = pool.submit(record_frames.dead_letters_by_reason,
+                                record_frames.topic_rows(outputs_df, names["dead_letters"]))
+        f_counts = pool.submit(record_frames.output_counts, outputs_df, names)
+        # Meanwhile the pairing frame is materialised here.
+        frames = record_frames.record_frames(inputs, outputs_df, outputs, names)
+        f_failing = {suite: pool.submit(failing_per_partition, frames.suite(suite), checks)
+                     for suite, checks in row_checks(outputs).items()}
         per_topic = f_counts.result()
         aborted_visible, inputs_without_output = f_gaps.result()
-        return collect.WindowEvidence(
+        return WindowEvidence(
             window, summary, per_topic["invoices"], per_topic["shipments"], per_topic["dead_letters"],
             committed_offsets=committed, output_read=output_read,
             failing={suite: f.result()[0] for suite, f in f_failing.items()},
@@ -190,7 +228,7 @@ def _tag(spark, tags) -> None:
         spark.addTag(tag)
 
 
-def partition_counts(evidence: collect.WindowEvidence, offsets: list[PartitionOffsets]) -> list[PartitionCounts]:
+def partition_counts(evidence: WindowEvidence, offsets: list[PartitionOffsets]) -> list[PartitionCounts]:
     """Inputs and outputs per input partition (outputs counted by their source partition)."""
     return [PartitionCounts(
         partition=o.partition, window_start=o.window_start, window_end=o.window_end,
@@ -201,7 +239,7 @@ def partition_counts(evidence: collect.WindowEvidence, offsets: list[PartitionOf
     ) for o in offsets]
 
 
-def profile_frame(evidence: collect.WindowEvidence, suite: str):
+def profile_frame(evidence: WindowEvidence, suite: str):
     """The suite's table for Great Expectations: one row per input partition of the window, its
     records and, per check, how many of them fail it."""
     import pandas as pd  # deferred: only these small tables need pandas (Great Expectations loads it anyway)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from . import collect, profile
+from .evidence import WindowEvidence
+from .messages import Facts
 from .results import (
     ExpectationOutcome,
     FailedExpectation,
@@ -14,32 +15,33 @@ from .results import (
     QualityResult,
     SuiteResult,
 )
-from .suites import Facts, SuiteSpec
+from .row_checks import EXAMPLE_LIMIT, RowCheck, example_rows, failing_rows
+from .suites import SuiteSpec
 
 log = logging.getLogger(__name__)
 
 
-def suite_results(specs: list[SuiteSpec], run_results: dict, rows: dict, facts: Facts,
-                   evidence: collect.WindowEvidence, mismatches: list[PartitionOffsets]
-                   ) -> tuple[dict[str, SuiteResult], list[FailedExpectation], list[ExpectationOutcome]]:
+def suite_results(specs: list[SuiteSpec], run_results: dict, rows: dict, facts: Facts, evidence: WindowEvidence,
+                  mismatches: list[PartitionOffsets], checks: dict[str, dict[str, RowCheck]]
+                  ) -> tuple[dict[str, SuiteResult], list[FailedExpectation], list[ExpectationOutcome]]:
     """Each suite's result, every failure told to a human and every expectation's outcome (failed ones
-    with failing rows queried in Spark); a wrong invoice total first gets its example rows."""
+    with failing rows queried in Spark); ``checks``: the record suites' row checks
+    (:func:`~eos_etl.quality.row_checks.record_checks`). A failed check whose message tells example rows
+    (the shop: a wrong invoice total) first gets them."""
     suites: dict[str, SuiteResult] = {}
     failures: list[FailedExpectation] = []
     outcomes: list[ExpectationOutcome] = []
     for spec in specs:
         result, vr_id, docs_page = run_results[spec.name]
         failed = [r for r in result.results if not r.success]
-        if (spec.name == "invoices" and evidence.records is not None
-                and any(_check_name(r) == "total_matches" for r in failed)):
-            facts.wrong_totals = collect.examples_of_wrong_totals(evidence.records.invoices)
+        _told_examples(spec, failed, facts, evidence, checks)
         for r in result.results:
             examples = [] if r.success or _exception_message(r.exception_info) else _failing_examples(
-                spec, _check_name(r), evidence, mismatches)
-            outcome = _outcome(spec, r, rows.get(spec.name), examples)
+                spec, _check_name(r), evidence, mismatches, checks)
+            outcome = _outcome(spec, r, rows.get(spec.name), examples, checks)
             outcomes.append(outcome)
             if not r.success:
-                failures.append(_failure(spec, r, facts, outcome))
+                failures.append(_failure(spec, r, facts, outcome, checks))
         stats = result.statistics or {}
         suites[spec.name] = SuiteResult(
             name=spec.name,
@@ -52,6 +54,18 @@ def suite_results(specs: list[SuiteSpec], run_results: dict, rows: dict, facts: 
             docs_page=docs_page,
         )
     return suites, failures, outcomes
+
+
+def _told_examples(spec: SuiteSpec, failed: list, facts: Facts, evidence: WindowEvidence,
+                   checks: dict[str, dict[str, RowCheck]]) -> None:
+    """The example rows the messages of ``spec``'s failed checks tell, into ``facts`` (only where the
+    window's records were read)."""
+    if evidence.records is None:
+        return
+    for r in failed:
+        check = checks.get(spec.name, {}).get(_check_name(r))
+        if check is not None and check.example_columns:
+            facts.examples[(spec.name, check.name)] = example_rows(evidence.records.suite(spec.name), check)
 
 
 def log_result(result: QualityResult) -> None:
@@ -79,9 +93,9 @@ def _exception_message(info) -> str | None:
     return None
 
 
-def _failing_records(spec: SuiteSpec, result) -> int | None:
+def _failing_records(spec: SuiteSpec, result, checks: dict) -> int | None:
     """How many records fail a record suite's check: the sum its expectation observed."""
-    if spec.name not in profile.ROW_CHECKS:
+    if spec.name not in checks:
         return None
     observed = (result.result or {}).get("observed_value")
     try:
@@ -90,13 +104,13 @@ def _failing_records(spec: SuiteSpec, result) -> int | None:
         return None
 
 
-def _failure(spec: SuiteSpec, result, facts: Facts, outcome: ExpectationOutcome) -> FailedExpectation:
+def _failure(spec: SuiteSpec, result, facts: Facts, outcome: ExpectationOutcome, checks: dict) -> FailedExpectation:
     cfg = result.expectation_config
     name = _check_name(result)
     details = dict(result.result or {})
-    if spec.name in profile.ROW_CHECKS:
+    if spec.name in checks:
         # What the describers read: the failing records' count and their values of the checked column.
-        column = profile.ROW_CHECKS[spec.name][name][0]
+        column = checks[spec.name][name].column
         details["unexpected_count"] = outcome.unexpected_count
         details["partial_unexpected_list"] = [e.get(column) for e in outcome.examples]
     error = _exception_message(result.exception_info)
@@ -121,12 +135,12 @@ def _failure(spec: SuiteSpec, result, facts: Facts, outcome: ExpectationOutcome)
     )
 
 
-def _outcome(spec: SuiteSpec, result, records: int | None, examples: list[dict]) -> ExpectationOutcome:
+def _outcome(spec: SuiteSpec, result, records: int | None, examples: list[dict], checks: dict) -> ExpectationOutcome:
     """One expectation's result for the report; failed ones with up to five failing rows and their lineage.
     A record suite's check counts records: its failing records and the suite's records."""
     cfg = result.expectation_config
     details = dict(result.result or {})
-    failing = _failing_records(spec, result)
+    failing = _failing_records(spec, result, checks)
     if failing is not None:
         unexpected, elements = failing, records
         percent = round(100.0 * failing / records, 4) if records else None
@@ -147,17 +161,17 @@ def _outcome(spec: SuiteSpec, result, records: int | None, examples: list[dict])
     )
 
 
-def _failing_examples(spec: SuiteSpec, name: str, evidence: collect.WindowEvidence,
-                      mismatches: list[PartitionOffsets]) -> list[dict]:
+def _failing_examples(spec: SuiteSpec, name: str, evidence: WindowEvidence, mismatches: list[PartitionOffsets],
+                      checks: dict) -> list[dict]:
     """Up to five rows behind a failed check, with their lineage."""
     if name == "committed_offsets_match_window":
-        return [m.to_dict() for m in mismatches[:collect.EXAMPLE_LIMIT]]
+        return [m.to_dict() for m in mismatches[:EXAMPLE_LIMIT]]
     records = evidence.records
     if records is None:  # the profile passed the window's records: only offsets can fail
         return []
-    if spec.name in profile.ROW_CHECKS:
-        column, condition = profile.ROW_CHECKS[spec.name][name]
-        return collect.failing_rows(records.suite(spec.name), column, condition)
+    if spec.name in checks:
+        check = checks[spec.name][name]
+        return failing_rows(records.suite(spec.name), check.column, check.fails)
     if name == "no_aborted_visible":
         return records.examples_of_aborted_visible()
     if name == "no_inputs_without_output":

@@ -6,10 +6,15 @@ Two Spark jobs, both read_committed, both ending in a few rows per input partiti
   verdict), the earliest record time, and a fingerprint of the valid and of the
   invalid records' positions.
 * **Outputs**, per output topic and source partition (and dead-letter reason):
-  records, a fingerprint of their source positions, a fingerprint of what pairs an
-  invoice with its shipment, the records failing each value check (schema,
-  required fields, quantity, total, currency), and the ids that are not the ones
-  their lineage gives.
+  records, a fingerprint of their source positions, a fingerprint of what pairs a
+  primary record with its companion (the shop: an invoice with its shipment), the
+  records failing each value check (schema, required fields, and the pipeline's own:
+  the shop's quantity, total, currency), and the ids that are not the ones their
+  lineage gives.
+
+What the record outputs hold, and which checks their values must pass, is the
+pipeline's description (:mod:`eos_etl.quality.checked_outputs`); the checks
+themselves have one definition (:mod:`eos_etl.quality.row_checks`).
 
 A fingerprint of a set of records is the sum of a 64-bit hash of each one's
 ``(partition, offset)`` (:func:`fingerprint`). Two multisets of positions with
@@ -21,32 +26,34 @@ collision, so the profile decides the lineage checks without a join:
   (no output of an aborted input, none missing, none twice);
 * the invoices' and shipments' pair fingerprints are equal: every invoice has a
   shipment with the same lineage, invoice id, purchase and quantity, and the reverse;
-* every id is the one its source position gives (the shop's deterministic ids,
-  :func:`eos_etl.shop.transform.output_ids`) and the sources are unique: no id twice.
+* every id is the one its source position gives (the pipeline's deterministic ids,
+  a record output's ``id_from_lineage``: the shop's :func:`eos_etl.shop.transform.output_ids`)
+  and the sources are unique: no id twice.
 
 When all of that holds and no value check failed (:meth:`WindowProfile.clean`), every
 check's count is known to be zero. Otherwise the caller reads the window again row by
-row (:mod:`eos_etl.quality.collect`) for the exact counts and the failing rows; only
+row (:mod:`eos_etl.quality.record_frames`) for the exact counts and the failing rows; only
 a failing window pays for that.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import reduce
 
 from pyspark.sql import functions as F
 
 from ..engine.tasks.kafka_source import read_window
 from ..engine.window import Window
-from ..shop.schema import INVOICE_FIELDS, SHIPMENT_FIELDS
-from ..shop.transform import output_ids
-from . import collect
+from . import window_reads
+from .checked_outputs import record_outputs
+from .row_checks import failing, value_checks
+from .value_schema import checked_columns, parse_value
 
 #: Mixed into every position hash, so that the fingerprints are their own hash family.
 FINGERPRINT_SALT = "eos-etl-quality"
 _SUM = "decimal(38,0)"  # 10^6 hashes below 2^63 each: far inside 38 digits
 _NULL = "\u0000"  # stands for a missing field in the pair hash (no field holds it)
-CURRENCY_REGEX = r"^[A-Z]{3}$"
 
 
 def fingerprint(*columns):
@@ -58,49 +65,17 @@ def _position(partition, offset):
     return fingerprint(partition.cast("int"), offset.cast("bigint"))
 
 
-def _pair(j):
-    """What an invoice and its shipment share, hashed: lineage, invoice id, purchase id, quantity."""
+def _pair(j, outputs):
+    """What a primary record and its companion share, hashed: lineage, the pair key, the shared fields
+    (the shop: invoice id, purchase id, quantity)."""
     return fingerprint(F.col("source_partition"), F.col("source_offset"),
                        *(F.coalesce(j[name].cast("string"), F.lit(_NULL))
-                         for name in ("invoice_id", "purchase_id", "quantity")))
+                         for name in (outputs.pair_key, *outputs.pair_shared)))
 
 
-def _set(column):
-    return column.isNotNull()
-
-
-#: Every per-record check of the three record suites: suite -> check -> (the column of the suite's
-#: record frame it looks at, the condition on that column that makes a record fail it). The one
-#: definition: the profile counts failing records with it, and a failing window's materialised
-#: frames are counted and sampled with it (:mod:`eos_etl.quality.collect`).
-ROW_CHECKS = {
-    "invoices": {
-        "value_matches_schema": ("schema_mismatch", _set),
-        "required_fields_present": ("missing_required", _set),
-        "quantity_positive": ("quantity", lambda q: q <= 0),
-        "total_matches": ("total_matches", lambda ok: ~ok),
-        "invoice_id_unique": ("repeated_id", _set),
-        "source_offset_unique": ("repeated_source", _set),
-        "currency_iso": ("currency", lambda cur: ~cur.rlike(CURRENCY_REGEX)),
-    },
-    "shipments": {
-        "value_matches_schema": ("schema_mismatch", _set),
-        "required_fields_present": ("missing_required", _set),
-        "shipment_id_unique": ("repeated_id", _set),
-        "source_offset_unique": ("repeated_source", _set),
-        "quantity_positive": ("quantity", lambda q: q <= 0),
-    },
-    "pairing": {
-        "invoice_has_shipment": ("invoice_without_shipment", _set),
-        "shipment_has_invoice": ("shipment_without_invoice", _set),
-        "pair_consistent": ("pair_mismatch", _set),
-    },
-}
-#: The checks a record's own value decides (the rest compare records with each other: uniqueness
-#: and pairing, decided by the fingerprints).
-VALUE_CHECKS = {suite: {name: check for name, check in checks.items() if check[0] not in
-                        ("repeated_id", "repeated_source")}
-                for suite, checks in ROW_CHECKS.items() if suite != "pairing"}
+def _parsed(record) -> str:
+    """The column holding a record output's parsed value."""
+    return f"_{record.name}_value"
 
 
 @dataclass
@@ -196,31 +171,37 @@ def profile_inputs(spark, settings, window: Window) -> dict[int, InputStats]:
     return out
 
 
+def _either(columns):
+    """The first of ``(condition, value)`` pairs whose condition holds, as one ``CASE WHEN``."""
+    (cond, value), *rest = columns
+    return reduce(lambda column, pair: column.when(*pair), rest, F.when(cond, value))
+
+
 def profile_outputs(profile: WindowProfile, spark, connection, starts: dict[str, dict[int, int]], window: Window,
-                    topics: dict[str, str]) -> None:
+                    topics: dict[str, str], outputs) -> None:
     """Fill ``profile`` with the window's outputs, read once from ``starts`` (see the module docstring).
-    ``topics`` maps invoices, shipments and dead_letters to their topics."""
-    rows = collect.attributed_outputs(collect.read_outputs(spark, connection, starts), window).where(
+    ``topics`` maps invoices, shipments and dead_letters to their topics; ``outputs``: what the checks
+    judge of the record outputs (:mod:`eos_etl.quality.checked_outputs`)."""
+    rows = window_reads.attributed_outputs(window_reads.read_outputs(spark, connection, starts), window).where(
         "in_window OR NOT attributable")
-    is_invoice = F.col("topic") == F.lit(topics["invoices"])
-    is_shipment = F.col("topic") == F.lit(topics["shipments"])
+    records = record_outputs(outputs)
+    is_record = {r.name: F.col("topic") == F.lit(topics[r.name]) for r in records}
     # Parsed in a projection of its own: the aggregate below refers to the parsed values many times.
     parsed = rows.select("topic", "attributable", "dlq_reason", "source_partition", "source_offset",
-                         F.when(is_invoice, collect.parse_value(F.col("value"), INVOICE_FIELDS)).alias("inv"),
-                         F.when(is_shipment, collect.parse_value(F.col("value"), SHIPMENT_FIELDS)).alias("shp"))
-    invoice, shipment = collect.invoice_columns(F.col("inv")), collect.shipment_columns(F.col("shp"))
-    invoice_id, shipment_id = output_ids(F.lit(window.topic), F.col("source_partition"), F.col("source_offset"))
-    flags = [F.count_if(is_invoice & collect.failing(cond(invoice[column]))).alias(f"invoices__{name}")
-             for name, (column, cond) in VALUE_CHECKS["invoices"].items()]
-    flags += [F.count_if(is_shipment & collect.failing(cond(shipment[column]))).alias(f"shipments__{name}")
-              for name, (column, cond) in VALUE_CHECKS["shipments"].items()]
-    off_lineage = ((is_invoice & ~F.col("inv")["invoice_id"].eqNullSafe(invoice_id))
-                   | (is_shipment & ~F.col("shp")["shipment_id"].eqNullSafe(shipment_id)))
+                         *(F.when(is_record[r.name], parse_value(F.col("value"), r.fields)).alias(_parsed(r))
+                           for r in records))
+    columns = {r.name: checked_columns(r, F.col(_parsed(r))) for r in records}
+    checks = value_checks(outputs)
+    flags = [F.count_if(is_record[r.name] & failing(cond(columns[r.name][column]))).alias(f"{r.name}__{name}")
+             for r in records for name, (column, cond) in checks[r.name].items()]
+    lineage = (F.lit(window.topic), F.col("source_partition"), F.col("source_offset"))
+    off_lineage = reduce(lambda a, b: a | b, [
+        is_record[r.name] & ~F.col(_parsed(r))[r.id_column].eqNullSafe(r.id_from_lineage(*lineage)) for r in records])
+    pair = _either([(is_record[r.name], _pair(F.col(_parsed(r)), outputs)) for r in records])
     result = parsed.groupBy("topic", "attributable", "source_partition", "dlq_reason").agg(
         F.count(F.lit(1)).alias("n"),
         F.sum(_position(F.col("source_partition"), F.col("source_offset"))).alias("fp_source"),
-        F.sum(F.when(is_invoice, _pair(F.col("inv"))).when(is_shipment, _pair(F.col("shp")))).alias("fp_pair"),
-        F.count_if(off_lineage).alias("ids_off_lineage"), *flags,
+        F.sum(pair).alias("fp_pair"), F.count_if(off_lineage).alias("ids_off_lineage"), *flags,
     ).collect()
     by_topic = {topic: name for name, topic in topics.items()}
     for r in result:
@@ -230,7 +211,7 @@ def profile_outputs(profile: WindowProfile, spark, connection, starts: dict[str,
             continue
         stats = profile.outputs.setdefault(name, {}).setdefault(int(r["source_partition"]), OutputStats())
         stats.add(r)
-        for check in VALUE_CHECKS.get(name, {}):
+        for check in checks.get(name, {}):
             stats.failing[check] = stats.failing.get(check, 0) + int(r[f"{name}__{check}"])
         if name == "dead_letters":
             reason = r["dlq_reason"] if r["dlq_reason"] is not None else "(none)"

@@ -101,7 +101,7 @@ class ShopTopics:
 
 
 # -- the output records' schemas as code: the transform writes these fields in this order, the
-# checks parse and judge them (eos_etl.quality), Spark DDL types. Money is carried as decimal text
+# data-quality checks parse and judge them (.output_checks), Spark DDL types. Money is carried as decimal text
 # and cast to decimals in Spark, never through a float.
 INVOICE_FIELDS = (
     ("invoice_id", "STRING"), ("purchase_id", "STRING"), ("user_id", "STRING"), ("user_full_name", "STRING"),

@@ -2,8 +2,8 @@
 configuration they make.
 
 Built wherever a run is described, a DAG parse among them, so this module loads neither Spark
-nor a Kafka client: the three methods that need one (the transform, the reject reasons, the
-plan) import it when called.
+nor a Kafka client: the methods that need one (the transform, the reject reasons, the checked
+outputs, the plan) import it when called.
 """
 
 from __future__ import annotations
@@ -113,6 +113,13 @@ class ShopSettings:
         from .transform import with_reject_reason  # pyspark: see the module's docstring
 
         return functools.partial(with_reject_reason, max_payload_bytes=self.max_payload_bytes)
+
+    def checked_outputs(self):
+        """What the data-quality checks judge of the outputs (:data:`.output_checks.SHOP_OUTPUTS`): a
+        validation of the pipeline (:func:`eos_etl.quality.validate_run`) takes it from here."""
+        from .output_checks import SHOP_OUTPUTS  # pyspark: see the module's docstring
+
+        return SHOP_OUTPUTS
 
     def plan(self, *, for_run: bool = False, pipeline: PipelineConfig | None = None, admin=None,
              **kwargs) -> Window:

@@ -35,7 +35,7 @@ validation are clients of one long-lived Spark application, as under ``make up``
   input window and the output topics from the window's earliest input time minus
   the clock-skew margin on, so earlier windows cost nothing once they are older
   than the margin. The bench makes its history in minutes, so ``margin_ms``
-  (default :data:`eos_etl.quality.collect.CLOCK_SKEW_MARGIN_MS`) is usually set
+  (default :data:`eos_etl.quality.window_reads.CLOCK_SKEW_MARGIN_MS`) is usually set
   lower to stand for a history older than the margin; the output offsets read
   (``span``) are reported with each figure. Before the second measurement the Great
   Expectations project is also given ``ge_history`` earlier validation results per
@@ -66,7 +66,7 @@ from eos_etl.host.ports import free_port
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.topics import ensure_topics
 from eos_etl.quality import validate_run
-from eos_etl.quality.collect import CLOCK_SKEW_MARGIN_MS, read_outputs
+from eos_etl.quality.window_reads import CLOCK_SKEW_MARGIN_MS, read_outputs
 from eos_etl.shop.generator import generate
 from eos_etl.shop.pipeline import run_shop_window
 from eos_etl.shop.schema import ShopTopics
