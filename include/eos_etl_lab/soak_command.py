@@ -12,8 +12,9 @@ from pathlib import Path
 
 from eos_etl.errors import ConfigurationError
 
-from .faults import model_soak, partition_soak
-from .faults.model_soak import ModelSoakOptions
+from .faults import partition_soak
+from .faults.model import ModelSoakOptions, run_model_soak
+from .faults.model import report as model_report
 from .faults.partition_soak import PartitionSoakOptions, PartitionSoakRun, run_partition_soak
 from .faults.soak import (
     CLUSTER_SECTION,
@@ -116,9 +117,9 @@ def _cmd_soak_model(args) -> int:
                             shrink_repeats=args.shrink_repeats)
     out = Path(args.out) if args.out else None
     t0 = time.monotonic()
-    done, wall = model_soak.run_model_soak(
-        opts, on_done=lambda d: model_soak.write_markdown(d, time.monotonic() - t0, opts, command, out))
-    path = model_soak.write_markdown(done, wall, opts, command, out)
+    done, wall = run_model_soak(
+        opts, on_done=lambda d: model_report.write_markdown(d, time.monotonic() - t0, opts, command, out))
+    path = model_report.write_markdown(done, wall, opts, command, out)
     bad = [o for o, _ in done if not o.ok]
     print(f"{len(done)} histories in {wall / 60:.1f} min, {len(bad)} failed "
           f"(seeds {[o.seed for o in bad]}); section written to {path}")

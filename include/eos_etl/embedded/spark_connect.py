@@ -414,7 +414,7 @@ class SparkConnectServer:
             if not self.is_running():
                 raise StackError(f"the Spark Connect server exited while starting; last lines of "
                                  f"{self.log_file}:\n{self.tail_log()}")
-            started = log_offset is None or _STARTED_MARKER in self._log_since(log_offset)
+            started = log_offset is None or _STARTED_MARKER in self.log_since(log_offset)
             if started and port_accepts(self.bound_port, self.host):
                 return
             if time.monotonic() > deadline:
@@ -552,7 +552,9 @@ class SparkConnectServer:
         tmp.write_text(json.dumps(state))
         tmp.replace(self.state_file)
 
-    def _log_since(self, offset: int) -> str:
+    def log_since(self, offset: int) -> str:
+        """What the server logged from byte ``offset`` of :attr:`log_file` on (a size read earlier, before
+        a run started: what it logged since); "" while there is no log file."""
         try:
             with open(self.log_file, "rb") as f:
                 f.seek(offset)
@@ -561,7 +563,7 @@ class SparkConnectServer:
             return ""
 
     def tail_log(self, lines: int = 25) -> str:
-        text = self._log_since(0)
+        text = self.log_since(0)
         return "\n".join(text.splitlines()[-lines:]) or "(empty)"
 
 

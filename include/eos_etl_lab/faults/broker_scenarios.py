@@ -13,6 +13,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from confluent_kafka import Producer
 
@@ -24,7 +25,7 @@ from eos_etl.shop.generator import generate, hostile_purchases
 from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly, run_violations
 from .job_process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
 from .lab import Lab, TrialResult
-from .trial import once, shop_with_purchases, trial, written
+from .trial import FaultTrial, once, shop_with_purchases, trial, written
 
 log = logging.getLogger(__name__)
 
@@ -32,28 +33,50 @@ STEP_POINTS = ("after_init", "mid_produce", "after_send_offsets", "before_commit
 
 
 # -- 1. SIGKILL at every step boundary of a transaction ---------------------------------------------
+@dataclass(kw_only=True)
+class StepKill(FaultTrial):
+    """The job stopped exactly at ``point`` (the worker SIGSTOPs itself), its whole process group
+    SIGKILLed there; the next run recovers; the checker."""
+
+    point: str
+    fire_once: bool = False
+    records: int = 600
+    purchases: dict = field(default_factory=lambda: {"invalid_share": 0.1, "transaction_size": 100,
+                                                     "abort_share": 0.2})
+    extra: list[str] = field(default_factory=lambda: ["--chunk-records", "100"])
+    reach_s: float = 240
+
+    def __post_init__(self) -> None:
+        self.name = f"{self.point} seed={self.seed}"
+        self.shop_name = f"step-{self.point.replace('_', '-')}"
+        spec = f"{self.point}=stop"
+        if self.point == "mid_produce":
+            spec += f",after={25 + self.seed * 37}"  # a different record for every seed
+        elif self.point in ("after_send_offsets", "before_commit"):
+            spec += f",partition={self.seed % 2}"
+        elif self.point == "after_commit":
+            spec += f",partition={self.seed % 2},after={1 + self.seed % 2}"
+        self.failpoint = spec
+
+    def reach(self) -> None:
+        if not self.job.wait_for(FAILPOINT_FIRED, self.reach_s):
+            raise RuntimeError(f"the job never reached {self.point}:\n{self.job.tail()}")
+
+    def inject(self) -> None:
+        if not self.job.kill():
+            raise RuntimeError(f"the job never reached {self.point}:\n{self.job.tail()}")
+        self.result.kills += 1
+
+    def finish(self) -> int | None:
+        return None  # the kill ended the run
+
+    def retry(self) -> None:
+        self.lab.recover(self.shop, self.extra)
+
+
 def kill_at_step(lab: Lab, point: str, seed: int, *, records: int = 600) -> TrialResult:
     """Stop the job exactly at ``point`` (the worker SIGSTOPs itself), SIGKILL the group, restart."""
-    with trial("kill_at_step", f"{point} seed={seed}") as result:
-        shop, ends = shop_with_purchases(lab, result, 2, f"step-{point.replace('_', '-')}", records,
-                                          invalid_share=0.1, seed=seed, transaction_size=100, abort_share=0.2)
-        spec = f"{point}=stop"
-        if point == "mid_produce":
-            spec += f",after={25 + seed * 37}"  # a different record for every seed
-        elif point in ("after_send_offsets", "before_commit"):
-            spec += f",partition={seed % 2}"
-        elif point == "after_commit":
-            spec += f",partition={seed % 2},after={1 + seed % 2}"
-        extra = ["--chunk-records", "100"]
-        job = lab.job(shop, extra, failpoints=spec).start()
-        fired = job.wait_for(FAILPOINT_FIRED, 240)
-        landed = job.kill()
-        if not (fired and landed):
-            raise RuntimeError(f"the job never reached {point}:\n{job.tail()}")
-        result.kills = 1
-        lab.recover(shop, extra)
-        lab.judge(result, shop, ends)
-    return result
+    return StepKill(lab=lab, scenario="kill_at_step", seed=seed, point=point, records=records).run()
 
 
 # -- 2. random hard kills while a backlog drains ----------------------------------------------------

@@ -21,6 +21,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from eos_etl.checker import read_topic
 from eos_etl.embedded.kafka_cluster import KafkaCluster, KafkaNode
@@ -28,89 +29,73 @@ from eos_etl.errors import EXIT_RUNTIME
 
 from . import broker_scenarios as sc
 from . import leaders
-from .clear_failure import CLEAR_EXITS, error_lines, failed_clearly
+from .clear_failure import error_lines, failed_clearly
 from .job_process import PUBLISHING, JobProcess
 from .lab import Lab, TrialResult, transactional_id
-from .trial import once, shop_with_purchases, trial
+from .trial import (
+    FAILPOINT_WAIT_S,
+    RUN_BOUND_S,
+    FaultTrial,
+    once,
+    shop_with_purchases,
+    trial,
+    wait_faulted_run,
+)
 
 log = logging.getLogger(__name__)
 
-#: A faulted run finishes or fails with one clear error within this many seconds of
-#: the fault: a dead node's clients fail over within seconds; the publisher's
-#: retry deadline is 60 s, the stall watchdog 150 s (transaction timeout + 30 s).
-RUN_BOUND_S = 240.0
 #: With two of three brokers down the run fails within this (engine.tasks.replica_guard:
 #: 15 s grace + probes + Spark cancelling the job).
 MIN_ISR_BOUND_S = 60.0
 #: broker.session.timeout.ms (9 s default) plus margin: a paused node is fenced by then.
 PAUSE_S = 12.0
-#: How long the job may take to reach its failpoint (Spark start-up, reading): not a fault bound,
-#: only generous for a loaded 2-core machine.
-FAILPOINT_WAIT_S = 600.0
 
 # (lab, shop, seed) -> node id to fault
 NodePick = Callable[[KafkaCluster, object, int], int | None]
 
 
-def _restore(cluster: KafkaCluster) -> None:
+def restore_cluster(cluster: KafkaCluster) -> None:
     """Every node running and every partition fully in sync again, so the next trial starts healthy."""
     cluster.start()
     cluster.wait_in_sync()
 
 
-def _finish(lab: Lab, result: TrialResult, job: JobProcess, t_fault: float, bound_s: float, name: str) -> int | None:
-    """Wait for the faulted run within ``bound_s`` of the fault; a run still going then is a hang."""
-    code = job.wait(max(1.0, bound_s - (time.monotonic() - t_fault)))
-    if code is None:
-        result.hung = True
-        job.kill()
-        log.error("%s: run hung for %.0fs after the fault (log %s)", name, bound_s, lab.keep_log(job, f"{name}-hung"))
-    elif code == 0:
-        result.recovery_s = round(time.monotonic() - t_fault, 1)
-    elif code in CLEAR_EXITS:
-        if not failed_clearly(code, job.stderr):  # not exactly one error line, or a traceback
-            result.violations["no_clear_error"] = 1
-        lab.keep_log(job, f"{name}-failed")
-    else:  # killed by a signal, or an exit code no diagnosed error has
-        result.violations["unclear_failure"] = 1
-        lab.keep_log(job, f"{name}-exit{code}")
-    return code
+@dataclass(kw_only=True)
+class NodeFault(FaultTrial):
+    """The job stopped at its ``failpoint``; the node ``pick`` names faulted (``fault``: kill /
+    freeze_kill / pause) as the job resumes; the faulted run within :data:`RUN_BOUND_S`; the cluster
+    whole again, then a clean run if the faulted one did not finish."""
 
+    pick: NodePick
+    fault: str = "kill"
+    extra: list[str] = field(default_factory=lambda: ["--chunk-records", "500"])
+    cluster: KafkaCluster = field(init=False)
+    rng: random.Random = field(init=False)
+    node_id: int | None = field(init=False, default=None)
+    how: str = field(init=False, default="")
 
-def _node_fault_at_failpoint(lab: Lab, scenario: str, seed: int, *, failpoint: str, pick: NodePick,
-                             fault: str = "kill", records: int = 3000, partitions: int = 2,
-                             chunk_records: int = 500) -> TrialResult:
-    """Stop the job at ``failpoint``, fault the node ``pick`` names (kill / freeze_kill / pause), resume."""
-    cluster = lab.cluster
-    rng = random.Random(seed)
-    with trial(scenario, f"seed={seed}") as result:
-        _restore(cluster)
-        shop, ends = shop_with_purchases(lab, result, partitions, scenario.replace("_", "-"), records,
-                                          invalid_share=0.05, seed=seed, transaction_size=250, abort_share=0.1)
-        extra = ["--chunk-records", str(chunk_records)]
-        job = lab.job(shop, extra, failpoints=f"{failpoint},{once(scenario)}").start()
-        try:
-            if not job.wait_for_failpoint_stop(FAILPOINT_WAIT_S):
-                raise RuntimeError(f"the job never reached {failpoint}:\n{job.tail()}")
-            node_id = pick(cluster, shop, seed)
-            if node_id is None:
-                raise RuntimeError(f"{scenario}: the cluster named no node to fault")
-            node: KafkaNode = cluster.node(node_id)
-            t_fault = time.monotonic()
-            how = _inject(node, job, fault, rng)
-            result.kills += 1
-            code = _finish(lab, result, job, t_fault, RUN_BOUND_S, scenario)
-        finally:
-            if job.alive:
-                job.kill()
-        _restore(cluster)
-        if code != 0:
-            lab.recover(shop, extra)
-            result.recovery_s = round(time.monotonic() - t_fault, 1)
-        result.detail = (f"node {node_id} {how} at {failpoint.split(',')[0]}; faulted run "
-                         f"{'hung' if code is None else f'exit {code}'}; recovered in {result.recovery_s}s")
-        lab.judge(result, shop, ends)
-    return result
+    def __post_init__(self) -> None:
+        self.cluster = self.lab.cluster
+        self.rng = random.Random(self.seed)
+
+    def prepare(self) -> None:
+        restore_cluster(self.cluster)
+
+    def inject(self) -> None:
+        self.node_id = self.pick(self.cluster, self.shop, self.seed)
+        if self.node_id is None:
+            raise RuntimeError(f"{self.scenario}: the cluster named no node to fault")
+        node: KafkaNode = self.cluster.node(self.node_id)
+        self.t_fault = time.monotonic()
+        self.how = _inject(node, self.job, self.fault, self.rng)
+        self.result.kills += 1
+
+    def heal(self) -> None:
+        restore_cluster(self.cluster)
+
+    def describe(self) -> str:
+        return (f"node {self.node_id} {self.how} at {self.failpoint.split(',')[0]}; faulted run "
+                f"{'hung' if self.code is None else f'exit {self.code}'}; recovered in {self.result.recovery_s}s")
 
 
 def _inject(node: KafkaNode, job: JobProcess, fault: str, rng: random.Random) -> str:
@@ -157,38 +142,38 @@ def _active_controller(cluster: KafkaCluster, _shop, _seed: int) -> int | None:
 # -- the scenarios -------------------------------------------------------------------------------
 def partition_leader_kill(lab: Lab, seed: int) -> TrialResult:
     """SIGKILL the leader of an output partition while a transaction is open (mid-produce)."""
-    return _node_fault_at_failpoint(lab, "partition_leader_kill", seed, pick=_output_leader,
-                                    failpoint=f"mid_produce=stop,partition={seed % 2},after={100 + seed * 37 % 300}")
+    return NodeFault(lab=lab, scenario="partition_leader_kill", seed=seed, pick=_output_leader,
+                     failpoint=f"mid_produce=stop,partition={seed % 2},after={100 + seed * 37 % 300}").run()
 
 
 def txn_coordinator_kill_before_commit(lab: Lab, seed: int) -> TrialResult:
     """SIGKILL the transaction coordinator after send_offsets_to_transaction, before commit."""
-    return _node_fault_at_failpoint(lab, "txn_coordinator_kill_before_commit", seed, pick=_transaction_coordinator,
-                                    failpoint=f"after_send_offsets=stop,partition={seed % 2}")
+    return NodeFault(lab=lab, scenario="txn_coordinator_kill_before_commit", seed=seed, pick=_transaction_coordinator,
+                     failpoint=f"after_send_offsets=stop,partition={seed % 2}").run()
 
 
 def txn_coordinator_kill_during_commit(lab: Lab, seed: int) -> TrialResult:
     """The transaction coordinator frozen as the job commits, then SIGKILLed with the EndTxn in flight."""
-    return _node_fault_at_failpoint(lab, "txn_coordinator_kill_during_commit", seed, pick=_transaction_coordinator,
-                                    failpoint=f"before_commit=stop,partition={seed % 2}", fault="freeze_kill")
+    return NodeFault(lab=lab, scenario="txn_coordinator_kill_during_commit", seed=seed, pick=_transaction_coordinator,
+                     failpoint=f"before_commit=stop,partition={seed % 2}", fault="freeze_kill").run()
 
 
 def group_coordinator_kill(lab: Lab, seed: int) -> TrialResult:
     """SIGKILL the group coordinator just before send_offsets_to_transaction (TxnOffsetCommit goes to it)."""
-    return _node_fault_at_failpoint(lab, "group_coordinator_kill", seed, pick=_group_coordinator,
-                                    failpoint=f"before_send_offsets=stop,partition={seed % 2}")
+    return NodeFault(lab=lab, scenario="group_coordinator_kill", seed=seed, pick=_group_coordinator,
+                     failpoint=f"before_send_offsets=stop,partition={seed % 2}").run()
 
 
 def controller_kill(lab: Lab, seed: int) -> TrialResult:
     """SIGKILL the active KRaft controller mid-transaction."""
-    return _node_fault_at_failpoint(lab, "controller_kill", seed, pick=_active_controller,
-                                    failpoint=f"mid_produce=stop,partition={seed % 2},after={100 + seed * 53 % 300}")
+    return NodeFault(lab=lab, scenario="controller_kill", seed=seed, pick=_active_controller,
+                     failpoint=f"mid_produce=stop,partition={seed % 2},after={100 + seed * 53 % 300}").run()
 
 
 def broker_pause(lab: Lab, seed: int) -> TrialResult:
     """SIGSTOP an output partition's leader past its session timeout mid-transaction, then SIGCONT."""
-    return _node_fault_at_failpoint(lab, "broker_pause", seed, pick=_output_leader, fault="pause",
-                                    failpoint=f"mid_produce=stop,partition={seed % 2},after={100 + seed * 41 % 300}")
+    return NodeFault(lab=lab, scenario="broker_pause", seed=seed, pick=_output_leader, fault="pause",
+                     failpoint=f"mid_produce=stop,partition={seed % 2},after={100 + seed * 41 % 300}").run()
 
 
 def rolling_restart(lab: Lab, seed: int, *, records: int = 200_000, partitions: int = 4,
@@ -197,7 +182,7 @@ def rolling_restart(lab: Lab, seed: int, *, records: int = 200_000, partitions: 
     cluster = lab.cluster
     rng = random.Random(seed)
     with trial("rolling_restart", f"{records} records seed={seed}") as result:
-        _restore(cluster)
+        restore_cluster(cluster)
         shop, ends = shop_with_purchases(lab, result, partitions, "rolling-restart", records,
                                           invalid_share=0.05, seed=seed, transaction_size=1000, abort_share=0.05)
         extra = ["--chunk-records", str(chunk_records)]
@@ -213,7 +198,7 @@ def rolling_restart(lab: Lab, seed: int, *, records: int = 200_000, partitions: 
                 cluster.wait_in_sync()
                 result.kills += 1
                 restarted.append((node.node_id, job.alive))
-            code = _finish(lab, result, job, t_fault, RUN_BOUND_S + 120, "rolling_restart")
+            code = wait_faulted_run(lab, result, job, t_fault, RUN_BOUND_S + 120, "rolling_restart")
         finally:
             if job.alive:
                 job.kill()
@@ -239,7 +224,7 @@ def two_brokers_down(lab: Lab, seed: int) -> TrialResult:
     cluster = lab.cluster
     rng = random.Random(seed)
     with trial("two_brokers_down", f"seed={seed}") as result:
-        _restore(cluster)
+        restore_cluster(cluster)
         shop, ends = shop_with_purchases(lab, result, 2, "two-down", 2000, invalid_share=0.05, seed=seed,
                                           transaction_size=250, abort_share=0.1)
         extra = ["--chunk-records", "100000"]  # one transaction per partition: nothing commits before the fault
@@ -254,7 +239,7 @@ def two_brokers_down(lab: Lab, seed: int) -> TrialResult:
                 cluster.node(node_id).kill()
                 result.kills += 1
             job.resume()
-            code = _finish(lab, result, job, t_fault, MIN_ISR_BOUND_S, "two_brokers_down")
+            code = wait_faulted_run(lab, result, job, t_fault, MIN_ISR_BOUND_S, "two_brokers_down")
             failed_after = time.monotonic() - t_fault
         finally:
             if job.alive:
@@ -263,7 +248,7 @@ def two_brokers_down(lab: Lab, seed: int) -> TrialResult:
         if code != EXIT_RUNTIME or not failed_clearly(code, job.stderr) or "min.insync.replicas" not in errors[0]:
             result.violations["no_min_isr_error"] = 1
         result.recovery_s = None
-        _restore(cluster)
+        restore_cluster(cluster)
         visible = sum(len(read_topic(lab.connection, t)) for t in shop.topics.outputs)
         if visible:
             result.violations["visible_after_failed_run"] = visible

@@ -29,7 +29,7 @@ import logging
 import random
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -45,7 +45,7 @@ from eos_etl.spark.connect_probe import STALL_BOUND_S
 from .job_process import JobProcess
 from .lab import Lab, TrialResult
 from .landing import Landing, python_task_workers
-from .trial import once, shop_with_purchases, trial
+from .trial import FaultTrial, once, shop_with_purchases, trial
 
 log = logging.getLogger(__name__)
 
@@ -81,15 +81,24 @@ def _in_flight(lab: Lab, shop, scenario: str, seed: int, extra: list[str] = EXTR
     server = _server(lab)
     server.ensure_running()
     since = server.log_file.stat().st_size if server.log_file.is_file() else 0
-    job = _client(lab, shop, f"mid_produce=sleep:{SLEEP_S},partition={seed % 2},after={10 + seed * 13 % 90},"
-                             f"{once(scenario)}", extra=extra).start()
+    job = _client(lab, shop, f"{_asleep(seed)},{once(scenario)}", extra=extra).start()
+    _wait_asleep(server, since, job)
+    return job
+
+
+def _asleep(seed: int) -> str:
+    """The failpoint that keeps one partition's task asleep mid-transaction (the fault lands meanwhile)."""
+    return f"mid_produce=sleep:{SLEEP_S},partition={seed % 2},after={10 + seed * 13 % 90}"
+
+
+def _wait_asleep(server: SparkConnectServer, since: int, job: JobProcess) -> None:
+    """Until the server logged (after byte ``since``) that the task fell asleep; the client killed if it never did."""
     deadline = time.monotonic() + 240
-    while "failpoint mid_produce fired" not in server._log_since(since):
+    while "failpoint mid_produce fired" not in server.log_since(since):
         if not job.alive or time.monotonic() > deadline:
             job.kill()
             raise RuntimeError(f"the window never reached its failpoint:\n{job.tail()}")
         time.sleep(0.3)
-    return job
 
 
 def _window_in_flight(lab: Lab, result: TrialResult, scenario: str, seed: int, extra: list[str] = EXTRA):
@@ -130,29 +139,58 @@ def _recover(lab: Lab, result: TrialResult, shop, t_fault: float, extra: list[st
     result.recovery_s = round(time.monotonic() - t_fault, 1)
 
 
-def _server_fault(lab: Lab, seed: int, scenario: str, sig: int) -> TrialResult:
-    with trial(scenario, f"seed={seed}") as result:
-        shop, ends, job = _window_in_flight(lab, result, scenario, seed)
-        server = _server(lab)
-        pid = server.pid()
-        psutil.Process(pid).send_signal(sig)
-        t_fault = time.monotonic()
-        result.kills = 1
-        code = _ended_within(result, job, t_fault, FAIL_BOUND_S, (1,))
-        _recover(lab, result, shop, t_fault)
-        result.detail = (f"server {signal.Signals(sig).name} mid-publish; the window ended (exit {code}) after "
-                         f"{result.fail_s}s; restarted (pid {pid} -> {server.pid()}), retry exact after "
-                         f"{result.recovery_s}s")
-        lab.judge(result, shop, ends)
-    return result
+@dataclass(kw_only=True)
+class ServerFault(FaultTrial):
+    """A window in flight on the server (one task asleep mid-transaction), the server sent ``sig``; the
+    faulted run must end within :data:`FAIL_BOUND_S` with one clear error; the supervisor's restart and
+    the retry; the checker."""
+
+    sig: int
+    records: int = 600
+    purchases: dict = field(default_factory=lambda: {"invalid_share": 0.05, "transaction_size": 100,
+                                                     "abort_share": 0.1})
+    extra: list[str] = field(default_factory=lambda: list(EXTRA))
+    server: SparkConnectServer | None = field(init=False, default=None)
+    since: int = field(init=False, default=0)
+    pid: int | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.failpoint = _asleep(self.seed)
+
+    def job_env(self) -> dict | None:
+        self.server = _server(self.lab)
+        self.server.ensure_running()
+        self.since = self.server.log_file.stat().st_size if self.server.log_file.is_file() else 0
+        return self.server.client_env()
+
+    def reach(self) -> None:
+        _wait_asleep(self.server, self.since, self.job)
+
+    def inject(self) -> None:
+        self.pid = self.server.pid()
+        psutil.Process(self.pid).send_signal(self.sig)
+        self.t_fault = time.monotonic()
+        self.result.kills += 1
+
+    def finish(self) -> int | None:
+        return _ended_within(self.result, self.job, self.t_fault, FAIL_BOUND_S, (1,))
+
+    def retry(self) -> None:
+        """Whatever the faulted run did: production's next steps, the supervisor and a retry."""
+        _recover(self.lab, self.result, self.shop, self.t_fault)
+
+    def describe(self) -> str:
+        return (f"server {signal.Signals(self.sig).name} mid-publish; the window ended (exit {self.code}) after "
+                f"{self.result.fail_s}s; restarted (pid {self.pid} -> {self.server.pid()}), retry exact after "
+                f"{self.result.recovery_s}s")
 
 
 def connect_server_kill(lab: Lab, seed: int) -> TrialResult:
-    return _server_fault(lab, seed, "connect_server_kill", signal.SIGKILL)
+    return ServerFault(lab=lab, scenario="connect_server_kill", seed=seed, sig=signal.SIGKILL).run()
 
 
 def connect_server_stop(lab: Lab, seed: int) -> TrialResult:
-    return _server_fault(lab, seed, "connect_server_stop", signal.SIGSTOP)
+    return ServerFault(lab=lab, scenario="connect_server_stop", seed=seed, sig=signal.SIGSTOP).run()
 
 
 @dataclass(frozen=True)
@@ -239,7 +277,7 @@ def _client_gone(lab: Lab, seed: int, scenario: str, end_client, window: MidStre
         result.kills = 1
         ended_s = result.fail_s = _tasks_ended(lab, result, t_fault,
                                                ORPHAN_BOUND_S if how == "SIGKILL" else TERM_GRACE_S + 5)
-        killed = server._log_since(since).count("TaskKilled")
+        killed = server.log_since(since).count("TaskKilled")
         landing.record(result, streaming=window is not None)
         result.counters["tasks_killed"] = killed
         if not killed:

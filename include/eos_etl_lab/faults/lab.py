@@ -100,7 +100,7 @@ def transactional_id(shop: ShopSettings, partition: int) -> str:
 @dataclass
 class Lab:
     connection: KafkaConnection
-    broker: object | None = None  # stack.broker.KafkaCluster when the scenario may kill it
+    broker: object | None = None  # eos_etl.embedded.kafka_cluster.KafkaCluster when the scenario may kill it
     sasl_bootstrap_servers: str | None = None
     sasl_user: str | None = None
     sasl_password: str | None = None

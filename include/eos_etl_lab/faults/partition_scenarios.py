@@ -36,6 +36,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from eos_etl.checker import read_topic
 from eos_etl.engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION
@@ -43,11 +44,10 @@ from eos_etl.kafka.java_tools import TransactionsTool
 
 from . import leaders
 from .clear_failure import CLEAR_EXITS, failed_clearly
-from .cluster_scenarios import FAILPOINT_WAIT_S, _finish
 from .job_process import PUBLISHING, JobProcess
 from .lab import Lab, TrialResult, transactional_id
 from .network_lab import NetworkLab
-from .trial import once, shop_with_purchases, trial
+from .trial import FAILPOINT_WAIT_S, FaultTrial, once, shop_with_purchases, trial, wait_faulted_run
 
 log = logging.getLogger(__name__)
 
@@ -146,40 +146,63 @@ def _after_run(lab: Lab, result: TrialResult, job: JobProcess, code: int | None,
     return kept
 
 
-def _cut_at_failpoint(lab: Lab, scenario: str, seed: int, *, failpoint: str, cut: Cut, cut_s: float,
-                      records: int = RECORDS) -> TrialResult:
-    """Stop the job at ``failpoint``, apply ``cut``, resume; heal after ``cut_s``; judge."""
-    net = _network(lab)
-    with trial(scenario, f"seed={seed}") as result:
-        restore(net)
-        shop, ends = shop_with_purchases(lab, result, PARTITIONS, scenario.replace("_", "-"), records,
-                                          invalid_share=0.05, seed=seed, transaction_size=250, abort_share=0.1)
-        extra = ["--chunk-records", str(CHUNK_RECORDS)]
-        job = lab.job(shop, extra, failpoints=f"{failpoint},{once(scenario)}").start()
-        try:
-            if not job.wait_for_failpoint_stop(FAILPOINT_WAIT_S):
-                raise RuntimeError(f"the job never reached {failpoint}:\n{job.tail()}")
-            what = cut(net, shop, seed)
-            t_fault = time.monotonic()
-            result.kills += 1
-            job.resume()
-            ended_during_cut = job.wait(cut_s) is not None
-            net.heal()
-            healed_after = time.monotonic() - t_fault
-            code = _finish(lab, result, job, t_fault, healed_after + AFTER_HEAL_BOUND_S, scenario)
-            ran_s = time.monotonic() - t_fault
-        finally:
-            if job.alive:
-                job.kill()
-            net.heal()
-        kept = _after_run(lab, result, job, code, shop, extra, t_fault, f"{scenario}-seed{seed}")
-        result.detail = (f"{what} at {failpoint.split(',')[0]}, healed after {healed_after:.0f}s; faulted run "
-                         f"{_outcome(code)} {ran_s:.0f}s after the cut"
-                         f"{' (during the cut)' if ended_during_cut else ''}; "
-                         f"{'recovered' if code != 0 else 'done'} in {result.recovery_s}s; {_counted(result)}"
-                         + (f"; log {kept}" if kept else ""))
-        judge(lab, result, shop, ends)
-    return result
+@dataclass(kw_only=True)
+class CutTrial(FaultTrial):
+    """The job stopped at its ``failpoint``; ``cut`` applied and the job resumed into it; the cut healed
+    after ``cut_s``; the faulted run within :data:`AFTER_HEAL_BOUND_S` of the heal; then its log kept,
+    the lab whole, a clean run if it did not finish, what the engine did counted; the verdict of
+    :func:`judge` (the checker and Kafka's find-hanging)."""
+
+    cut: Cut
+    cut_s: float
+    records: int = RECORDS
+    partitions: int = PARTITIONS
+    extra: list[str] = field(default_factory=lambda: ["--chunk-records", str(CHUNK_RECORDS)])
+    net: NetworkLab = field(init=False)
+    what: str = field(init=False, default="")
+    ended_during_cut: bool = field(init=False, default=False)
+    healed_after: float = field(init=False, default=0.0)
+    ran_s: float = field(init=False, default=0.0)
+    kept: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        self.net = _network(self.lab)
+
+    def prepare(self) -> None:
+        restore(self.net)
+
+    def inject(self) -> None:
+        self.what = self.cut(self.net, self.shop, self.seed)
+        self.t_fault = time.monotonic()
+        self.result.kills += 1
+        self.job.resume()
+        self.ended_during_cut = self.job.wait(self.cut_s) is not None
+        self.net.heal()
+        self.healed_after = time.monotonic() - self.t_fault
+        self.bound_s = self.healed_after + AFTER_HEAL_BOUND_S
+
+    def finish(self) -> int | None:
+        code = super().finish()
+        self.ran_s = time.monotonic() - self.t_fault
+        return code
+
+    def release(self) -> None:
+        self.net.heal()
+
+    def retry(self) -> None:
+        """As after every faulted run of a partition trial (:func:`_after_run`): log kept, lab whole, retry."""
+        self.kept = _after_run(self.lab, self.result, self.job, self.code, self.shop, self.extra, self.t_fault,
+                               f"{self.scenario}-seed{self.seed}")
+
+    def describe(self) -> str:
+        return (f"{self.what} at {self.failpoint.split(',')[0]}, healed after {self.healed_after:.0f}s; faulted run "
+                f"{_outcome(self.code)} {self.ran_s:.0f}s after the cut"
+                f"{' (during the cut)' if self.ended_during_cut else ''}; "
+                f"{'recovered' if self.code != 0 else 'done'} in {self.result.recovery_s}s; {_counted(self.result)}"
+                + (f"; log {self.kept}" if self.kept else ""))
+
+    def judge(self) -> None:
+        judge(self.lab, self.result, self.shop, self.ends)
 
 
 # -- who to cut ---------------------------------------------------------------------------------------
@@ -216,8 +239,8 @@ def coordinator_cut_before_commit(lab: Lab, seed: int) -> TrialResult:
         net.partition("job", node)
         return f"job <-> coordinator n{node} cut"
 
-    return _cut_at_failpoint(lab, "coordinator_cut_before_commit", seed, cut=cut, cut_s=_pick(seed, (12, 40, 80)),
-                             failpoint=f"after_send_offsets=stop,partition={p}")
+    return CutTrial(lab=lab, scenario="coordinator_cut_before_commit", seed=seed, cut=cut,
+                    cut_s=_pick(seed, (12, 40, 80)), failpoint=f"after_send_offsets=stop,partition={p}").run()
 
 
 def coordinator_cut_during_commit(lab: Lab, seed: int) -> TrialResult:
@@ -239,8 +262,8 @@ def coordinator_cut_during_commit(lab: Lab, seed: int) -> TrialResult:
         net.partition("job", node)
         return f"job <-> coordinator n{node} cut"
 
-    return _cut_at_failpoint(lab, "coordinator_cut_during_commit", seed, cut=cut, cut_s=cut_s,
-                             failpoint=f"before_commit=stop,partition={p}")
+    return CutTrial(lab=lab, scenario="coordinator_cut_during_commit", seed=seed, cut=cut, cut_s=cut_s,
+                    failpoint=f"before_commit=stop,partition={p}").run()
 
 
 def leader_cut_mid_transaction(lab: Lab, seed: int) -> TrialResult:
@@ -255,8 +278,8 @@ def leader_cut_mid_transaction(lab: Lab, seed: int) -> TrialResult:
         net.partition("job", leader)
         return f"job <-> n{leader} (leader of {topic.split('-')[0]}[{partition}]) cut"
 
-    return _cut_at_failpoint(lab, "leader_cut_mid_transaction", seed, cut=cut, cut_s=_pick(seed, (12, 40, 80)),
-                             failpoint=f"mid_produce=stop,partition={seed % PARTITIONS},after={100 + seed * 37 % 300}")
+    return CutTrial(lab=lab, scenario="leader_cut_mid_transaction", seed=seed, cut=cut, cut_s=_pick(seed, (12, 40, 80)),
+                    failpoint=f"mid_produce=stop,partition={seed % PARTITIONS},after={100 + seed * 37 % 300}").run()
 
 
 def leader_cut_from_followers(lab: Lab, seed: int) -> TrialResult:
@@ -273,8 +296,8 @@ def leader_cut_from_followers(lab: Lab, seed: int) -> TrialResult:
         net.partition(leader, _others(net, leader))
         return f"n{leader} (leader of {topic.split('-')[0]}[{partition}]) cut from n{_others(net, leader)}"
 
-    return _cut_at_failpoint(lab, "leader_cut_from_followers", seed, cut=cut, cut_s=_pick(seed, (20, 45, 90)),
-                             failpoint=f"mid_produce=stop,partition={seed % PARTITIONS},after={100 + seed * 41 % 300}")
+    return CutTrial(lab=lab, scenario="leader_cut_from_followers", seed=seed, cut=cut, cut_s=_pick(seed, (20, 45, 90)),
+                    failpoint=f"mid_produce=stop,partition={seed % PARTITIONS},after={100 + seed * 41 % 300}").run()
 
 
 def controller_isolated(lab: Lab, seed: int) -> TrialResult:
@@ -290,8 +313,8 @@ def controller_isolated(lab: Lab, seed: int) -> TrialResult:
         net.isolate(controller)
         return f"active controller n{controller} isolated"
 
-    return _cut_at_failpoint(lab, "controller_isolated", seed, cut=cut, cut_s=_pick(seed, (15, 45, 90)),
-                             failpoint=f"mid_produce=stop,partition={seed % PARTITIONS},after={100 + seed * 53 % 300}")
+    return CutTrial(lab=lab, scenario="controller_isolated", seed=seed, cut=cut, cut_s=_pick(seed, (15, 45, 90)),
+                    failpoint=f"mid_produce=stop,partition={seed % PARTITIONS},after={100 + seed * 53 % 300}").run()
 
 
 def split_job_on_minority(lab: Lab, seed: int) -> TrialResult:
@@ -309,8 +332,8 @@ def split_job_on_minority(lab: Lab, seed: int) -> TrialResult:
         net.split(["job", leader], _others(net, leader))
         return f"split {{job, n{leader}}} | n{_others(net, leader)}"
 
-    return _cut_at_failpoint(lab, "split_job_on_minority", seed, cut=cut, cut_s=_pick(seed, (10, 40, 90)),
-                             failpoint=f"mid_produce=stop,partition={seed % PARTITIONS},after={100 + seed * 29 % 300}")
+    return CutTrial(lab=lab, scenario="split_job_on_minority", seed=seed, cut=cut, cut_s=_pick(seed, (10, 40, 90)),
+                    failpoint=f"mid_produce=stop,partition={seed % PARTITIONS},after={100 + seed * 29 % 300}").run()
 
 
 def split_job_on_majority(lab: Lab, seed: int) -> TrialResult:
@@ -331,8 +354,8 @@ def split_job_on_majority(lab: Lab, seed: int) -> TrialResult:
         net.split([node], ["job", *_others(net, node)])
         return f"split n{node} ({role}) | {{job, n{_others(net, node)}}}"
 
-    return _cut_at_failpoint(lab, "split_job_on_majority", seed, cut=cut, cut_s=_pick(seed, (20, 45, 90)),
-                             failpoint=f"mid_produce=stop,partition={p},after={100 + seed * 31 % 300}")
+    return CutTrial(lab=lab, scenario="split_job_on_majority", seed=seed, cut=cut, cut_s=_pick(seed, (20, 45, 90)),
+                    failpoint=f"mid_produce=stop,partition={p},after={100 + seed * 31 % 300}").run()
 
 
 def lossy_link(lab: Lab, seed: int, *, records: int = RECORDS, partitions: int = PARTITIONS,
@@ -355,7 +378,7 @@ def lossy_link(lab: Lab, seed: int, *, records: int = RECORDS, partitions: int =
         result.kills += 1
         job = lab.job(shop, extra).start()
         try:
-            code = _finish(lab, result, job, t_fault, LOSSY_BOUND_S, "lossy_link")
+            code = wait_faulted_run(lab, result, job, t_fault, LOSSY_BOUND_S, "lossy_link")
             ran_s = time.monotonic() - t_fault
         finally:
             if job.alive:
@@ -422,7 +445,8 @@ def late_produce_after_takeover(lab: Lab, seed: int) -> TrialResult:
             visible_before = _late_outputs(lab, shop, first_id, p, committed_at_takeover)
             net.heal()  # the retry is publishing: the first run's requests land now
             healed_after = time.monotonic() - t_fault
-            retry_code = _finish(lab, result, retry, t_fault, healed_after + AFTER_HEAL_BOUND_S, f"{scenario}-retry")
+            retry_code = wait_faulted_run(lab, result, retry, t_fault, healed_after + AFTER_HEAL_BOUND_S,
+                                          f"{scenario}-retry")
             first_code = first.wait(max(1.0, healed_after + AFTER_HEAL_BOUND_S - (time.monotonic() - t_fault)))
             _judge_first_run(lab, result, first, first_code)
         finally:

@@ -61,20 +61,21 @@ import random
 import re
 import signal
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
-from eos_etl.embedded.spark_cluster import ExecutorProcess, SparkStandalone
+from eos_etl.embedded.kafka_cluster import KafkaCluster
+from eos_etl.embedded.spark_cluster import ExecutorProcess, SparkStandalone, SparkWorker
 from eos_etl.errors import EXIT_RUNTIME
 
 from .clear_failure import error_lines
-from .cluster_scenarios import FAILPOINT_WAIT_S, MIN_ISR_BOUND_S, RUN_BOUND_S, _finish, _restore, register
+from .cluster_scenarios import MIN_ISR_BOUND_S, register, restore_cluster
 from .job_process import JobProcess
 from .lab import Lab, TrialResult
 from .landing import Landing, python_task_workers
-from .trial import once, shop_with_purchases, trial
+from .trial import FAILPOINT_WAIT_S, RUN_BOUND_S, FaultTrial, once, shop_with_purchases, trial, wait_faulted_run
 
 log = logging.getLogger(__name__)
 
@@ -152,66 +153,85 @@ def partition_attempts(spark: SparkStandalone, topic: str, partition: int) -> Pa
     return PartitionAttempts(started, redundant)
 
 
-def _executor_or_worker_kill(lab: Lab, scenario: str, seed: int, *, whole_worker: bool, connect: bool = False,
-                             records: int = 3000, partitions: int = 2, chunk_records: int = 500) -> TrialResult:
-    """``connect``: the window runs on the lab's Spark Connect server, whose executors are the cluster's."""
-    cluster, spark = lab.cluster, _spark(lab)
-    with trial(scenario, f"seed={seed}") as result:
-        _restore(cluster)
-        spark.start()
-        shop, ends = shop_with_purchases(lab, result, partitions, scenario.replace("_", "-"), records,
-                                          invalid_share=0.05, seed=seed, transaction_size=250, abort_share=0.1)
-        env = None
-        if connect:
-            lab.connect.ensure_running()
-            extra, env = ["--chunk-records", str(chunk_records)], lab.connect.client_env()
+@dataclass(kw_only=True)
+class ExecutorKill(FaultTrial):
+    """A publishing task stopped itself mid-transaction (``mid_produce=stop``); its executor (JVM and
+    Python workers) or, ``whole_worker``, its whole worker SIGKILLed; the faulted run within
+    :data:`RUN_BOUND_S`; the worker back, a clean run if the faulted one did not finish. The partition
+    must have been retried (a trial where it was not is not carried out), after a worker kill on the
+    other worker. ``connect``: the window runs on the lab's Spark Connect server, whose executors are
+    the cluster's."""
+
+    whole_worker: bool
+    connect: bool = False
+    cluster: KafkaCluster = field(init=False)
+    spark: SparkStandalone = field(init=False)
+    partition: int = field(init=False)
+    executor: ExecutorProcess | None = field(init=False, default=None)
+    worker: SparkWorker | None = field(init=False, default=None)
+    what: str = field(init=False, default="")
+    attempts: PartitionAttempts | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.cluster, self.spark = self.lab.cluster, _spark(self.lab)
+        self.partition = self.seed % self.partitions
+        self.failpoint = f"mid_produce=stop,partition={self.partition},after={100 + self.seed * 37 % 300}"
+        self.extra = ["--chunk-records", "500"] if self.connect else _cluster_args(self.lab, 500)
+
+    def prepare(self) -> None:
+        restore_cluster(self.cluster)
+        self.spark.start()
+
+    def job_env(self) -> dict | None:
+        if not self.connect:
+            return None
+        self.lab.connect.ensure_running()
+        return self.lab.connect.client_env()
+
+    def reach(self) -> None:
+        self.executor = _stopped_task(self.spark, self.reach_s, self.job)
+
+    def inject(self) -> None:
+        self.t_fault = time.monotonic()
+        if self.whole_worker:
+            self.worker = self.spark.worker(self.executor.worker_id)
+            doomed = self.worker.executors()
+            self.worker.kill()
+            for e in doomed:  # a machine losing power takes its executors and Python workers too
+                _sigkill([e.pid, *e.python_workers()])
+            self.what = f"worker {self.worker.worker_id} ({self.worker.host}) with {len(doomed)} executor(s)"
         else:
-            extra = _cluster_args(lab, chunk_records)
-        p = seed % partitions
-        failpoint = f"mid_produce=stop,partition={p},after={100 + seed * 37 % 300},{once(scenario)}"
-        job = lab.job(shop, extra, failpoints=failpoint, env=env).start()
-        try:
-            executor = _stopped_task(spark, FAILPOINT_WAIT_S, job)
-            t_fault = time.monotonic()
-            if whole_worker:
-                worker = spark.worker(executor.worker_id)
-                doomed = worker.executors()
-                worker.kill()
-                for e in doomed:  # a machine losing power takes its executors and Python workers too
-                    _sigkill([e.pid, *e.python_workers()])
-                what = f"worker {worker.worker_id} ({worker.host}) with {len(doomed)} executor(s)"
-            else:
-                _sigkill([executor.pid, *executor.python_workers()])
-                what = f"executor {executor.executor_id} on {executor.host} (pid {executor.pid})"
-            result.kills += 1
-            code = _finish(lab, result, job, t_fault, RUN_BOUND_S, scenario)
-        finally:
-            if job.alive:
-                job.kill()
-        attempts = partition_attempts(spark, shop.topics.purchases, p)
-        spark.start()  # the killed worker back (a no-op after an executor kill)
-        if code != 0:
-            lab.recover(shop, extra, env=env)
-            result.recovery_s = round(time.monotonic() - t_fault, 1)
-        result.detail = (f"SIGKILL of {what} mid-transaction on partition {p}; attempts of that partition: "
-                         f"{attempts.started}; faulted run {'hung' if code is None else f'exit {code}'}; "
-                         f"recovered in {result.recovery_s}s")
-        if len(attempts.started) < 2:
-            raise RuntimeError(f"partition {p} was not retried after the kill (attempts {attempts.started})")
-        if whole_worker and not attempts.hosts - {worker.host}:
-            result.violations["not_retried_on_another_worker"] = 1
-        lab.judge(result, shop, ends)
-    return result
+            executor = self.executor
+            _sigkill([executor.pid, *executor.python_workers()])
+            self.what = f"executor {executor.executor_id} on {executor.host} (pid {executor.pid})"
+        self.result.kills += 1
+
+    def heal(self) -> None:
+        self.attempts = partition_attempts(self.spark, self.shop.topics.purchases, self.partition)
+        self.spark.start()  # the killed worker back (a no-op after an executor kill)
+
+    def describe(self) -> str:
+        return (f"SIGKILL of {self.what} mid-transaction on partition {self.partition}; attempts of that partition: "
+                f"{self.attempts.started}; faulted run {'hung' if self.code is None else f'exit {self.code}'}; "
+                f"recovered in {self.result.recovery_s}s")
+
+    def judge(self) -> None:
+        if len(self.attempts.started) < 2:
+            raise RuntimeError(f"partition {self.partition} was not retried after the kill "
+                               f"(attempts {self.attempts.started})")
+        if self.whole_worker and not self.attempts.hosts - {self.worker.host}:
+            self.result.violations["not_retried_on_another_worker"] = 1
+        super().judge()
 
 
 def executor_kill(lab: Lab, seed: int) -> TrialResult:
     """SIGKILL the executor (JVM and Python workers) running a publishing task with an open transaction."""
-    return _executor_or_worker_kill(lab, "executor_kill", seed, whole_worker=False)
+    return ExecutorKill(lab=lab, scenario="executor_kill", seed=seed, whole_worker=False).run()
 
 
 def worker_kill(lab: Lab, seed: int) -> TrialResult:
     """SIGKILL the whole worker (daemon, executors, Python workers) running a publishing task."""
-    return _executor_or_worker_kill(lab, "worker_kill", seed, whole_worker=True)
+    return ExecutorKill(lab=lab, scenario="worker_kill", seed=seed, whole_worker=True).run()
 
 
 def spark_speculation(lab: Lab, seed: int, *, records: int = 3000, partitions: int = 2,
@@ -220,7 +240,7 @@ def spark_speculation(lab: Lab, seed: int, *, records: int = 3000, partitions: i
     cluster, spark = lab.cluster, _spark(lab)
     rng = random.Random(seed)
     with trial("spark_speculation", f"seed={seed}") as result:
-        _restore(cluster)
+        restore_cluster(cluster)
         spark.start()
         shop, ends = shop_with_purchases(lab, result, partitions, "speculation", records,
                                           invalid_share=0.05, seed=seed, transaction_size=250, abort_share=0.1)
@@ -232,7 +252,7 @@ def spark_speculation(lab: Lab, seed: int, *, records: int = 3000, partitions: i
         job = lab.job(shop, speculative, failpoints=failpoint).start()
         t_start = time.monotonic()
         try:
-            code = _finish(lab, result, job, t_start, RUN_BOUND_S, "spark_speculation")
+            code = wait_faulted_run(lab, result, job, t_start, RUN_BOUND_S, "spark_speculation")
         finally:
             if job.alive:
                 job.kill()
@@ -255,7 +275,8 @@ def spark_speculation(lab: Lab, seed: int, *, records: int = 3000, partitions: i
 
 def connect_executor_kill(lab: Lab, seed: int) -> TrialResult:
     """The same executor kill under a window run on the Spark Connect server (its executors on the cluster)."""
-    return _executor_or_worker_kill(lab, "connect_executor_kill", seed, whole_worker=False, connect=True)
+    return ExecutorKill(lab=lab, scenario="connect_executor_kill", seed=seed, whole_worker=False,
+                        connect=True).run()
 
 
 # -- faults that land on tasks streaming their records -------------------------------------------
@@ -338,7 +359,7 @@ def _midstream_kill(lab: Lab, scenario: str, seed: int, fault) -> TrialResult:
     cluster, spark = lab.cluster, _spark(lab)
     rng = random.Random(seed)
     with trial(scenario, f"{MIDSTREAM_PURCHASES:,} purchases seed={seed}") as result:
-        _restore(cluster)
+        restore_cluster(cluster)
         spark.start()
         shop, ends = shop_with_purchases(lab, result, MIDSTREAM_PARTITIONS, scenario.replace("_", "-"),
                                           MIDSTREAM_PURCHASES, invalid_share=0.05, seed=seed,
@@ -356,7 +377,7 @@ def _midstream_kill(lab: Lab, scenario: str, seed: int, fault) -> TrialResult:
             log.info("%s: %s; %s", scenario, how, landing.describe())
             result.kills = 1
             if job.alive:
-                code = _finish(lab, result, job, t_fault, RUN_BOUND_S, scenario)
+                code = wait_faulted_run(lab, result, job, t_fault, RUN_BOUND_S, scenario)
         finally:
             if job.alive:
                 job.kill()
@@ -416,7 +437,7 @@ def spark_speculation_streaming(lab: Lab, seed: int, *, records: int = 40_000, p
     mid-stream (where that landed is the fault's landing), the copy finishes the partition."""
     cluster, spark = lab.cluster, _spark(lab)
     with trial("spark_speculation_streaming", f"{records:,} purchases seed={seed}") as result:
-        _restore(cluster)
+        restore_cluster(cluster)
         spark.start()
         shop, ends = shop_with_purchases(lab, result, partitions, "speculation-streaming", records,
                                           invalid_share=0.05, seed=seed, transaction_size=1000, abort_share=0.02)
@@ -433,7 +454,7 @@ def spark_speculation_streaming(lab: Lab, seed: int, *, records: int = 40_000, p
             doomed = [pid for e in spark.executors() for pid in e.python_workers()]
             t_fault = time.monotonic()
             result.kills = 1
-            code = _finish(lab, result, job, t_start, RUN_BOUND_S, "spark_speculation_streaming")
+            code = wait_faulted_run(lab, result, job, t_start, RUN_BOUND_S, "spark_speculation_streaming")
             took = time.monotonic() - t_start
         finally:
             if job.alive:
@@ -465,7 +486,7 @@ def two_brokers_down_midstream(lab: Lab, seed: int, *, records: int = 60_000, pa
     cluster, spark = lab.cluster, _spark(lab)
     rng = random.Random(seed)
     with trial("two_brokers_down_midstream", f"{records:,} purchases seed={seed}") as result:
-        _restore(cluster)
+        restore_cluster(cluster)
         spark.start()
         shop, ends = shop_with_purchases(lab, result, partitions, "two-down-midstream", records,
                                           invalid_share=0.05, seed=seed, transaction_size=1000, abort_share=0.02)
@@ -483,7 +504,7 @@ def two_brokers_down_midstream(lab: Lab, seed: int, *, records: int = 60_000, pa
                 cluster.node(node_id).kill()
             log.info("two_brokers_down_midstream: nodes %s SIGKILLed; %s", down, landing.describe())
             result.kills = 2
-            code = _finish(lab, result, job, t_fault, MIN_ISR_BOUND_S, "two_brokers_down_midstream")
+            code = wait_faulted_run(lab, result, job, t_fault, MIN_ISR_BOUND_S, "two_brokers_down_midstream")
             failed_s = round(time.monotonic() - t_fault, 1)
         finally:
             if job.alive:
@@ -491,7 +512,7 @@ def two_brokers_down_midstream(lab: Lab, seed: int, *, records: int = 60_000, pa
         errors = error_lines(job.stderr)
         if code != EXIT_RUNTIME or not errors or "min.insync.replicas" not in errors[0]:
             result.violations["no_min_isr_error"] = 1
-        _checked_then_retried(lab, result, shop, extra, landing, doomed, t_fault, heal=lambda: _restore(cluster))
+        _checked_then_retried(lab, result, shop, extra, landing, doomed, t_fault, heal=lambda: restore_cluster(cluster))
         result.detail = (f"nodes {down} SIGKILLed mid-stream: {landing.describe()}; run exit {code} after "
                          f"{failed_s}s: {errors[0][:160] if errors else job.tail(2)!r}; "
                          f"{_before_retry_detail(result)}; the retry ended {result.recovery_s}s after the fault")
