@@ -24,9 +24,9 @@ test: setup lint
 test-fast: setup
 	$(PY) -m pytest -q -p no:cacheprovider -m "not slow"
 
-## The tests that need no broker, cluster or Spark (seconds): marked `unit` by tests/conftest.py.
+## The tests that need no broker, cluster or Spark (about 2 minutes): tests/unit (docs/testing.md, "Where the tests live").
 test-unit: setup
-	$(PY) -m pytest -q -p no:cacheprovider -m unit --durations=10 -n $(TEST_WORKERS)
+	$(PY) -m pytest -q -p no:cacheprovider --durations=10 -n $(TEST_WORKERS) tests/unit
 
 ## Fault-injection soak at full counts (~30-40 min); writes docs/reliability.md.
 soak: setup

@@ -3,7 +3,7 @@ imports inside function bodies, and import cycles (the import graph is read by
 ``draw_import_graph.py``, which also draws it).
 
 ``python scripts/code_structure.py`` prints them; ``--json`` gives the same as JSON.
-tests/test_code_structure.py keeps the rules (no cycles, layers importing downwards only)
+tests/unit/test_code_structure.py keeps the rules (no cycles, layers importing downwards only)
 from slipping back.
 """
 

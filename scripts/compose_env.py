@@ -18,7 +18,7 @@ import stat
 import sys
 from pathlib import Path
 
-#: The secrets docker-compose.yaml requires; tests/test_compose.py checks this list against it.
+#: The secrets docker-compose.yaml requires; tests/unit/test_compose.py checks this list against it.
 SECRETS = {
     "POSTGRES_PASSWORD": lambda: secrets.token_urlsafe(24),
     "AIRFLOW_ADMIN_PASSWORD": lambda: secrets.token_urlsafe(18),

@@ -23,6 +23,8 @@ SPARK = "#d9ecd0"
 QUALITY = "#eadcf3"
 AIRFLOW = "#fbe7ee"
 SUPPORT = "#eeeeee"
+LAB = "#f6f0dc"  # the lab beside the product
+LAB_INNER = "#fffaf0"
 
 
 def box(ax, x, y, w, h, title, body="", color=SUPPORT, title_size=10.5, body_size=8.5):
@@ -47,7 +49,8 @@ def draw(out: Path) -> None:
     ax.set_xlim(0, 170)
     ax.set_ylim(5, 105)
     ax.axis("off")
-    ax.text(1, 103.5, "eos-etl: the data path (solid) and who drives it (dashed); boxes name include/eos_etl packages",
+    ax.text(1, 103.5, "eos-etl: the data path (solid) and who drives it (dashed); "
+            "boxes name packages of include/eos_etl (and its lab)",
             fontsize=12.5, fontweight="bold", va="top")
 
     # Orchestration band.
@@ -65,13 +68,13 @@ def draw(out: Path) -> None:
         "isolation.level=\nread_committed,\n"
         "exact offset ranges\n+ shop/transform.py\n(Spark expressions)", SPARK)
     box(ax, 71, 40, 35, 36, "publishing task", "one Spark task per writer slot\n(engine/slots.py)\n"
-        "engine/tasks/publish_task.py, publisher.py\nengine/transaction_loop.py\n\n"
+        "engine/tasks/publish_task.py\nengine/publishing/: publisher.py,\ntransaction_loop.py\n"
         "init_transactions (fences older attempts)\n"
         "loop, one transaction per chunk:\n"
         "  produce invoices, shipments,\n  dead letters\n"
         "  + checkpoint record\n    (engine/checkpoint_log.py)\n"
         "  + send_offsets_to_transaction, commit\n"
-        "engine/publishing/producer.py, watchdog.py", ENGINE, body_size=8.2)
+        "engine/publishing/producer.py,\nengine/tasks/watchdog.py", ENGINE, body_size=8.2)
     outputs = [("invoices", KAFKA), ("shipments", KAFKA), ("purchases.dlq (dead letters)", KAFKA),
                ("<group>.checkpoints", KAFKA), ("consumer group offsets", KAFKA)]
     for i, (name, color) in enumerate(outputs):
@@ -97,29 +100,29 @@ def draw(out: Path) -> None:
     for x in (32, 57, 144.5, 162):
         arrow(ax, (x, 83.6), (x, 70.6 if x < 140 else 74.6), dashed=True, color="#a0456a")
 
-    # Supporting packages.
-    box(ax, 1, 8, 40, 25, "stack/  (starts, checks, stops)",
-        "Kafka: one KRaft node or a 3-node cluster\n(kafka_cluster.py, Maven Central jars)\n"
-        "Spark: local[*], standalone cluster,\nConnect server (spark_connect.py)\n"
-        "Airflow standalone (airflow.py)\n"
-        "Connect client: connect_client.py\n"
-        "JVM options, class-data archive, TLS, netns;\ndocker-compose.yaml runs it in containers",
+    # Supporting packages: the runtime a task needs, the launchers of the embedded stack, the lab beside.
+    box(ax, 1, 8, 30, 25, "embedded/  (starts, stops)",
+        "Kafka: one KRaft node or a\n3-node cluster (kafka_cluster.py)\n"
+        "Spark standalone, the Connect\nserver (spark_connect.py)\n"
+        "Airflow standalone (airflow.py)\nTLS; compose runs the same\nin containers",
         SUPPORT, body_size=8.2)
-    box(ax, 44, 8, 28, 25, "kafka/  (thin wrappers)",
-        "confluent-kafka admin:\ntopics, committed offsets,\nACLs, SCRAM users,\nfeature levels, retry,\n"
-        "bounded reader,\ntransactions view", SUPPORT, body_size=8.2)
-    box(ax, 75, 8, 22, 25, "shop/", "the shop on top of\nthe generic engine:\nschema, transform,\n"
+    box(ax, 33, 8, 28, 25, "spark/ + kafka/  (runtime)",
+        "spark/: the session a run opens,\nits conf and jars, the Connect\nclient, the worker daemon\n"
+        "kafka/: confluent-kafka admin,\noffsets, ACLs, SCRAM users,\nbounded reader, retry\n"
+        "(jvm/, jars/, host/ below)", SUPPORT, body_size=8.2)
+    box(ax, 63, 8, 20, 25, "shop/", "the shop on top of\nthe generic engine:\nschema, transform,\n"
         "settings (pipeline.py),\ndemo generator", SUPPORT, body_size=8.2)
-    box(ax, 100, 8, 34, 25, "faults/  (soaks)",
-        "make soak / soak-cluster /\nsoak-partitions (soak.py):\nkills, pauses, broker faults,\n"
-        "network partitions (netns);\njudged by checker.py,\nthe independent exactly-once\n"
-        "checker -> docs/reliability.md", SUPPORT, body_size=8.2)
-    box(ax, 137, 8, 32, 25, "bench/  (make bench)",
+    box(ax, 86, 8, 83, 25, "the lab beside: include/eos_etl_lab  (never imported by the product)", "", LAB)
+    box(ax, 88, 9.5, 38, 19.5, "faults/  (make soak*)",
+        "kills, pauses, broker faults,\nnetwork partitions (netns),\nrandom operation histories;\n"
+        "judged by checker.py, the\nindependent exactly-once checker\n-> docs/reliability.md", LAB_INNER, body_size=8.0)
+    box(ax, 129, 9.5, 38, 19.5, "bench/  (make bench*)",
         "this job vs Spark's at-least-once\nwriter, the raw producer and\n"
-        "one transaction per record;\nscale curve, Connect route,\n3-node cluster\n-> docs/benchmarks.md",
-        SUPPORT, body_size=8.2)
+        "one transaction per record;\nscale curve, partitions, Connect\nroute -> docs/benchmarks.md",
+        LAB_INNER, body_size=8.0)
     ax.text(85, 37.2, "cli/: python -m eos_etl <command> runs every piece by hand;  "
-            "jobs/run_window.py is the spark-submit entry point", ha="center", fontsize=9, style="italic")
+            "python -m eos_etl_lab soak|bench the lab;  jobs/run_window.py is the spark-submit entry point",
+            ha="center", fontsize=9, style="italic")
 
     fig.savefig(out, dpi=110, bbox_inches="tight", facecolor="white")
     plt.close(fig)

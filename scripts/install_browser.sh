@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The browser for tests/test_ui_browser.py: Debian's chromium, driven by
+# The browser for tests/integration/orchestration/test_ui_browser.py: Debian's chromium, driven by
 # Playwright (pinned in requirements.txt; its wheel bundles the driver, so
 # `playwright install`, which downloads browser builds, is never needed).
 #

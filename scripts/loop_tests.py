@@ -4,7 +4,7 @@ A flaky test is a defect whose trigger nobody found yet: this finds the tests th
 so each failure can be traced to its root. Every round keeps its JUnit file and output under ``--out``::
 
     .venv/bin/python scripts/loop_tests.py --runs 5 -m "slow or spark"      # every slow and Spark test
-    .venv/bin/python scripts/loop_tests.py --runs 5 tests/test_dag.py tests/test_ui_browser.py
+    .venv/bin/python scripts/loop_tests.py --runs 5 tests/integration/orchestration    # the DAG and UI tests
 
 ``--tabulate`` tables JUnit files of earlier runs instead (say whole ``make test`` runs of fresh clones,
 ``PYTEST_ADDOPTS=--junitxml=...``), with ``-m`` choosing which of their tests to list::

@@ -46,7 +46,7 @@ if ! command -v iptables >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables >/dev/null 2>&1 \
     || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iptables >/dev/null; }
 fi
-# Compose renders docker-compose.yaml for tests/test_compose.py (`config`: no Docker engine needed).
+# Compose renders docker-compose.yaml for tests/unit/test_compose.py (`config`: no Docker engine needed).
 if ! command -v docker-compose > /dev/null && ! docker compose version > /dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then
     echo "setup: installing Debian's docker-compose (Compose v1) with apt-get"
@@ -54,6 +54,6 @@ if ! command -v docker-compose > /dev/null && ! docker compose version > /dev/nu
       || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose > /dev/null; } \
       || fail "could not install docker-compose: apt-get install --no-install-recommends docker-compose"
   else
-    echo "setup: warning: Compose is missing; tests/test_compose.py needs it: apt-get install --no-install-recommends docker-compose"
+    echo "setup: warning: Compose is missing; tests/unit/test_compose.py needs it: apt-get install --no-install-recommends docker-compose"
   fi
 fi

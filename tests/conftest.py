@@ -1,4 +1,9 @@
-"""Shared fixtures: one real Kafka broker and one SparkSession per test session.
+"""Shared fixtures: one real Kafka broker and one SparkSession per test session, and the suite's layout.
+
+The tests live in three folders, each mirroring the package path of the module a file tests:
+tests/unit (broker-free), tests/integration (real components), tests/lab (tests of eos_etl_lab);
+every test is marked with its folder's name (see "the three folders" below). Helpers that several
+test files share are in tests/support.
 
 The broker is the product's own launcher on free loopback ports in a temp
 directory (never the demo broker in var/kafka). Every test gets its own
@@ -15,6 +20,7 @@ import uuid
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
@@ -52,7 +58,7 @@ OTHER_USER = "intruder"
 OTHER_PASSWORD = secrets.token_urlsafe(18)
 
 
-# -- shared helpers (import them from here: `from .conftest import unique, read_all`) ------------
+# -- shared helpers (import them from here: `from tests.conftest import unique, read_all`) -------
 def unique(prefix: str) -> str:
     """A name no other test (or earlier run) uses: topics, groups, transactional ids."""
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
@@ -145,6 +151,60 @@ def read_all(
         consumer.close()
 
 
+# -- the three folders: the markers follow them --------------------------------------------------------
+# tests/unit: broker-free (no Kafka broker, no cluster, no Spark, no Airflow process); tests/integration:
+# against real components; tests/lab: tests of eos_etl_lab, of either kind. Every test under one of them
+# is marked with its name (--strict-markers: declared in pyproject.toml), so `-m unit` is tests/unit
+# exactly. A test under tests/unit that needs a broker, a cluster or Spark is a collection error.
+TESTS_DIR = Path(__file__).resolve().parent
+FOLDERS = ("unit", "integration", "lab")
+
+#: Fixtures that start a broker, a cluster or Spark (directly or through the fixtures they use): these
+#: names, and every fixture whose name says broker or cluster (a module's own broker); and the marks
+#: that say a test needs them. None of them belongs under tests/unit.
+RUNTIME_FIXTURES = {"spark"}
+RUNTIME_WORDS = ("broker", "cluster")
+RUNTIME_MARKS = ("spark", "slow", "integration")
+
+
+def folder_of(path) -> str | None:
+    """unit, integration or lab: the folder of tests/ the file at ``path`` is in (None outside them)."""
+    path = Path(path).resolve()
+    if not path.is_relative_to(TESTS_DIR):
+        return None
+    parts = path.relative_to(TESTS_DIR).parts
+    return parts[0] if len(parts) > 1 and parts[0] in FOLDERS else None
+
+
+def runtime_needs(item) -> list[str]:
+    """What of ``item`` starts a broker, a cluster or Spark: the fixtures and marks that say so."""
+    fixtures = sorted(getattr(item, "fixturenames", ()))
+    return ([f"fixture {f}" for f in fixtures if f in RUNTIME_FIXTURES or any(w in f for w in RUNTIME_WORDS)]
+            + [f"mark {m}" for m in RUNTIME_MARKS if item.get_closest_marker(m)])
+
+
+def pytest_itemcollected(item) -> None:
+    folder = folder_of(item.path)
+    if folder is not None:
+        item.add_marker(getattr(pytest.mark, folder))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector):
+    """The guard of tests/unit: a test there that needs a broker, a cluster or Spark fails its file's
+    collection, naming the test, what it needs and where it belongs."""
+    report = yield
+    if report.passed and folder_of(collector.path) == "unit":
+        wrong = [(item, needs) for item in report.result
+                 if isinstance(item, pytest.Item) and (needs := runtime_needs(item))]
+        if wrong:
+            report.outcome = "failed"
+            report.longrepr = "\n".join(
+                f"{item.nodeid} needs a broker, a cluster or Spark ({', '.join(needs)}), but tests/unit is "
+                f"broker-free: it belongs under tests/integration/ (tests/lab/ for a test of eos_etl_lab), at the "
+                f"same package path" for item, needs in wrong)
+            report.result = []
+    return report
 
 
 # -- scheduling over pytest-xdist workers (`make test` runs three) ---------------------------------
@@ -153,18 +213,6 @@ def read_all(
 # whose tests share a module-scoped fixture (its own broker, a network lab) is one group too, so that
 # fixture starts once, not once per worker that happens to get one of its tests.
 SHARED_CLUSTER_FIXTURES = {"kafka_cluster", "healthy_cluster", "spark_cluster"}
-
-
-#: Fixtures that start a broker, a cluster or Spark (directly or through the fixtures they use): these
-#: names, and every fixture whose name says broker or cluster (a module's own broker).
-RUNTIME_FIXTURES = {"spark"}
-RUNTIME_WORDS = ("broker", "cluster")
-
-
-def _needs_runtime(item) -> bool:
-    fixtures = set(getattr(item, "fixturenames", ()))
-    return bool(RUNTIME_FIXTURES & fixtures or any(w in f for f in fixtures for w in RUNTIME_WORDS)
-                or any(item.get_closest_marker(m) for m in ("spark", "slow", "integration")))
 
 
 def _uses_module_fixture(item) -> bool:
@@ -192,8 +240,6 @@ def pytest_collection_modifyitems(config, items) -> None:
         group = xdist_group_of(item)
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
-        if not _needs_runtime(item):  # `make test-unit` runs these alone
-            item.add_marker(pytest.mark.unit)
     # Long tests first, so the last minutes are not one worker finishing a long test alone.
     # A stable sort: every worker collects the same order, as xdist requires.
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

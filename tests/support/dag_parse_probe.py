@@ -1,6 +1,6 @@
 """Parse one DAG or plugin file as Airflow's DAG processor would, in this fresh interpreter, and
 print (JSON) what the parse cost: its seconds (after Airflow's own import), the top-level modules
-loaded, the Variables and Connections it read. Run by tests/test_dag_parse.py."""
+loaded, the Variables and Connections it read. Run by tests/unit/orchestration/test_dag_parse.py."""
 
 from __future__ import annotations
 

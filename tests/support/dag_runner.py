@@ -1,6 +1,6 @@
-"""Run one DAG with ``dag.test()`` in a fresh process (used by tests/test_dag.py).
+"""Run one DAG with ``dag.test()`` in a fresh process (used by tests/integration/orchestration/test_dag.py).
 
-    python tests/dag_runner.py <dag_id> '<run_conf json>'
+    python tests/support/dag_runner.py <dag_id> '<run_conf json>'
 
 Prints ``DAGRUN_STATE=<state>`` and ``DAGRUN_ID=<run id>`` on the last lines.
 """
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 dag_id, conf = sys.argv[1], json.loads(sys.argv[2] if len(sys.argv) > 2 else "{}")
-dags = Path(__file__).resolve().parents[1] / "dags"
+dags = Path(__file__).resolve().parents[2] / "dags"
 spec = importlib.util.spec_from_file_location(dag_id, dags / f"{dag_id}.py")
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)

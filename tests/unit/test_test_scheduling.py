@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import ROOT
+
 FIXTURES = '''
 
 @pytest.fixture(scope="session")
@@ -39,7 +41,7 @@ TESTS = {
 
 
 def test_groups_run_on_one_worker_each(tmp_path: Path):
-    source = Path(__file__).with_name("conftest.py").read_text()
+    source = (ROOT / "tests" / "conftest.py").read_text()
     # The suite's grouping rules and its collection hook as its conftest defines them, nothing else of it.
     start = source.index("SHARED_CLUSTER_FIXTURES = ")
     end = source.index('@pytest.fixture(scope="session", autouse=True)\ndef _logging()')
@@ -63,7 +65,7 @@ def test_groups_run_on_one_worker_each(tmp_path: Path):
 
 @pytest.mark.parametrize("name, group", [("t.py::test_x[1]@shared", "shared"), ("t.py::test_x[a@b]", None)])
 def test_the_loop_script_reads_junit_names_with_or_without_a_group(tmp_path: Path, name: str, group: str | None):
-    sys.path.insert(0, str(Path(__file__).parents[1] / "scripts"))
+    sys.path.insert(0, str(ROOT / "scripts"))
     try:
         from loop_tests import outcomes
     finally:

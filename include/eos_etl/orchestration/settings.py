@@ -68,7 +68,8 @@ def kafka_connection_from_airflow(conn) -> KafkaConnection:
 
 def get_kafka_connection(conn_id: str = KAFKA_CONN_ID) -> KafkaConnection:
     # Deferred: Airflow loads only where a connection is read; the names and
-    # kafka_connection_from_airflow serve code that runs without it (tests/test_acls.py, the compose checks).
+    # kafka_connection_from_airflow serve code that runs without it (tests/{unit,integration}/kafka/test_acls.py,
+    # the compose checks).
     from airflow.sdk import BaseHook
 
     # Fetching through Airflow registers the password with its secrets masker,

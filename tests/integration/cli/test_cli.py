@@ -4,35 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.host.ports import free_port
 from eos_etl.shop.generator import generate
-
-from .conftest import SASL_PASSWORD
-
-
-def cli(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "eos_etl", *args],
-        capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})},
-    )
-
-
-def shop_args(shop) -> list[str]:
-    return shop.to_args()
-
-
-def assert_untouched(shop, admin):
-    parts = admin.partitions(shop.topics.purchases)
-    assert set(admin.committed_offsets(shop.group, shop.topics.purchases, parts).values()) == {None}
-    for topic in shop.topics.outputs:
-        assert read_topic(shop.connection, topic, isolation="read_uncommitted") == []
+from tests.conftest import SASL_PASSWORD
+from tests.support.cli import assert_untouched, cli, sasl_args, shop_args
 
 
 def test_unreachable_broker_fails_fast_with_one_clear_message(shop_factory, admin):
@@ -75,13 +54,6 @@ def test_a_malformed_spark_conf_is_one_clear_error_and_moves_nothing(shop_factor
     assert len(errors) == 1 and says in errors[0], res.stderr
     assert "Traceback" not in res.stderr
     assert_untouched(shop, admin)
-
-
-def sasl_args(conn) -> list[str]:
-    """The connection flags of a SASL_SSL connection (the password goes through the environment)."""
-    return ["--bootstrap-servers", conn.bootstrap_servers, "--security-protocol", conn.security_protocol,
-            "--sasl-mechanism", conn.sasl_mechanism, "--sasl-username", conn.sasl_username,
-            "--ssl-ca-location", conn.ssl_ca_location]
 
 
 def test_wrong_credentials_fail_fast(shop_factory, admin, sasl_connection):

@@ -18,8 +18,7 @@ from eos_etl.checker import check_shop, read_topic
 from eos_etl.embedded.airflow import DUE_RUN_BOUND_S
 from eos_etl.host.process import ProcStat, all_pids
 from eos_etl.shop.generator import generate
-
-from .test_dag import _api, _unpause, airflow_for
+from tests.integration.orchestration.test_dag import _api, _unpause, airflow_for
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

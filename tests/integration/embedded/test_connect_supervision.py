@@ -27,9 +27,8 @@ from eos_etl.host.process import PidFile
 from eos_etl.shop.generator import generate
 from eos_etl.spark.connect_probe import STALL_BOUND_S
 from eos_etl_lab.faults.landing import python_task_workers
-
-from .conftest import SASL_PASSWORD
-from .test_cli import cli, shop_args
+from tests.conftest import SASL_PASSWORD
+from tests.support.cli import cli, shop_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("spark-connect-faults")]
 
@@ -57,7 +56,7 @@ def client(shop, server, failpoints: str = "", extra: tuple[str, ...] = ()) -> s
 
 def wait_in_server_log(server, text: str, since: int, timeout_s: float = 120) -> None:
     deadline = time.monotonic() + timeout_s
-    while text not in server._log_since(since):
+    while text not in server.log_since(since):
         assert time.monotonic() < deadline, f"{text!r} never appeared in {server.log_file}"
         time.sleep(0.3)
 

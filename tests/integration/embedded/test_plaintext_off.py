@@ -23,8 +23,7 @@ from eos_etl.kafka.errors import BrokerUnreachableError
 from eos_etl.shop.generator import generate
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
-
-from .test_cli import cli, shop_args
+from tests.support.cli import cli, shop_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

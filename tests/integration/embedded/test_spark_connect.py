@@ -26,10 +26,9 @@ from eos_etl.embedded.spark_connect import SparkConnectServer
 from eos_etl.host.ports import free_port
 from eos_etl.jvm import class_data
 from eos_etl.shop.generator import generate
-
-from .conftest import SASL_PASSWORD
-from .test_cli import assert_untouched, cli, shop_args
-from .test_dag import airflow_for, dag_test, task_logs
+from tests.conftest import SASL_PASSWORD
+from tests.integration.orchestration.test_dag import airflow_for, dag_test, task_logs
+from tests.support.cli import assert_untouched, cli, shop_args
 
 #: The session daemons' idle exit on this module's server (the mechanism; the default is an hour).
 DAEMON_EXIT_S = 10

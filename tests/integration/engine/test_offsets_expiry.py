@@ -31,9 +31,8 @@ from eos_etl.shop.pipeline import run_shop_window
 from eos_etl.shop.settings import ShopSettings
 from eos_etl_lab.faults import Lab
 from eos_etl_lab.faults.soak import SHORT_RETENTION
-
-from .conftest import SASL_PASSWORD, SASL_USER
-from .test_cli import cli, shop_args
+from tests.conftest import SASL_PASSWORD, SASL_USER
+from tests.support.cli import cli, shop_args
 
 # One worker runs the module: its scenarios share one broker and one wait past the retention.
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.xdist_group("offsets-expiry")]
@@ -213,7 +212,7 @@ def test_a_scheduled_run_after_a_pause_past_the_retention_publishes_only_what_is
     is paused until Kafka deleted the group's offsets; purchases arrive; the first scheduled run after
     the unpause publishes exactly those. The plan task warns that the retention (1 minute) is shorter
     than twice the schedule's interval."""
-    from .test_dag import _api, _unpause, airflow_for, task_logs
+    from tests.integration.orchestration.test_dag import _api, _unpause, airflow_for, task_logs
 
     shop = lab.make_shop(2, name="dag-pause")
     first = generate(shop.connection, shop.topics.purchases, 600, invalid_share=0.05, seed=51,

@@ -15,8 +15,7 @@ from eos_etl.engine.planning.planner import plan_window
 from eos_etl.engine.slots import DEFAULT_WRITER_SLOTS
 from eos_etl.engine.tasks.runner import run_window
 from eos_etl.kafka.topics import ensure_topics
-
-from .conftest import unique
+from tests.conftest import unique
 
 
 def views_by_page(df, views: str, rejects: str):

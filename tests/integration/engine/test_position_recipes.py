@@ -6,7 +6,7 @@ second pipeline on shared outputs, a window-end proof whose records were deleted
 decision (exit code, the one error line and its command, nothing published or moved on a stop),
 runs the command the line names, and judges the outputs with the independent checker.
 
-The decisions for every combination of the states: tests/test_position_table.py.
+The decisions for every combination of the states: tests/unit/engine/test_position_table.py.
 """
 
 from __future__ import annotations
@@ -31,9 +31,14 @@ from eos_etl.shop.generator import generate
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
 from eos_etl_lab.faults import Lab
-
-from .test_cli import cli, shop_args
-from .test_state_edges import checkpoint_records, error_lines, group_offsets, run_window, summary_of
+from tests.integration.engine.planning.test_state_edges import (
+    checkpoint_records,
+    error_lines,
+    group_offsets,
+    run_window,
+    summary_of,
+)
+from tests.support.cli import cli, shop_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

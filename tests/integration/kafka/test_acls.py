@@ -1,27 +1,24 @@
 """Authentication and authorization on the real broker: SASL_SSL with SCRAM-SHA-512, the
-broker's certificate verified, StandardAuthorizer with least-privilege ACLs per role."""
+broker's certificate verified, StandardAuthorizer with least-privilege ACLs per role.
+
+Incomplete security settings, refused before anything connects: tests/unit/kafka/test_acls.py."""
 
 from __future__ import annotations
-
-from types import SimpleNamespace
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
 from eos_etl.embedded.tls import ensure_broker_tls
-from eos_etl.errors import ConfigurationError
 from eos_etl.kafka.acls import grant
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import AuthorizationError, BrokerUnreachableError
 from eos_etl.kafka.grants import Grant
-from eos_etl.orchestration.settings import kafka_connection_from_airflow
 from eos_etl.shop.generator import generate
 from eos_etl_lab.faults.lab import transactional_id
-
-from .conftest import OTHER_PASSWORD, OTHER_USER, SASL_PASSWORD, scram_connection, unique
-from .test_cli import assert_untouched, cli, shop_args
+from tests.conftest import OTHER_PASSWORD, OTHER_USER, SASL_PASSWORD, scram_connection, unique
+from tests.support.cli import assert_untouched, cli, shop_args
 
 
 def acls_of(connection: KafkaConnection, principal: str) -> set[tuple]:
@@ -165,32 +162,6 @@ def test_scram_user_command_creates_a_login_from_an_environment_variable(kafka_b
     ClusterAdmin(scram_connection(kafka_broker, user, second)).check_reachable()
     with pytest.raises(AuthenticationError):
         ClusterAdmin(scram_connection(kafka_broker, user, first), timeout=5, retry_deadline_s=5).check_reachable()
-
-
-# -- broker-free: incomplete security settings fail, never downgrade ---------------------------------
-@pytest.mark.parametrize("kwargs, says", [
-    ({"security_protocol": "SASL_SSL", "sasl_username": "etl", "sasl_password": "pw-9f2k"}, "needs a SASL mechanism"),
-    ({"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_username": "etl"}, "no password"),
-    ({"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512", "sasl_password": "pw-9f2k"}, "no user name"),
-    ({"sasl_mechanism": "PLAIN", "sasl_username": "etl", "sasl_password": "pw-9f2k"}, "sends no credentials"),
-    ({"sasl_username": "etl", "sasl_password": "pw-9f2k"}, "sends no credentials"),
-    ({"security_protocol": "TLS"}, "unknown Kafka security protocol"),
-])
-def test_incomplete_security_settings_are_refused(kwargs, says):
-    with pytest.raises(ConfigurationError, match=says) as exc:
-        KafkaConnection("127.0.0.1:9093", **kwargs)
-    assert "pw-9f2k" not in str(exc.value)
-
-
-def test_an_airflow_login_without_security_settings_fails_instead_of_downgrading():
-    conn = SimpleNamespace(conn_id="kafka_purchases", host="broker:9093", port=None, login="etl",
-                           password="s3cret-value", extra_dejson={})
-    with pytest.raises(ConfigurationError, match="kafka_purchases.*sends no credentials") as exc:
-        kafka_connection_from_airflow(conn)
-    assert "s3cret-value" not in str(exc.value)
-    conn.extra_dejson = {"security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512"}
-    kc = kafka_connection_from_airflow(conn)
-    assert (kc.security_protocol, kc.sasl_mechanism, kc.sasl_username) == ("SASL_SSL", "SCRAM-SHA-512", "etl")
 
 
 # -- a run fails fast, naming the permission, for each ACL of the pipeline role it lacks ---------------

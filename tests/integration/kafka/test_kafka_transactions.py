@@ -29,8 +29,7 @@ from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.errors import KafkaSetupError
 from eos_etl.kafka.group_offsets import GroupOffsetsReader
-
-from .conftest import TXN_TIMEOUT_S, Rec, read_all, unique
+from tests.conftest import TXN_TIMEOUT_S, Rec, read_all, unique
 
 
 def values(records: list[Rec]) -> list[str]:

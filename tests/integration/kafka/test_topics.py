@@ -1,7 +1,8 @@
 """Topics the project creates are as durable as the cluster allows, and existing ones are checked.
 
 Real brokers: the session's three-node cluster (RF 3 / min ISR 2 by default)
-and the single node (1 / 1). ``create-topics`` runs as the real CLI.
+and the single node (1 / 1). ``create-topics`` runs as the real CLI. The defaults per broker count,
+broker-free: tests/unit/kafka/test_topics.py.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from eos_etl.kafka.topics import Durability, durability_warnings
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
 from eos_etl_lab.faults.leaders import replicas
-
-from .conftest import unique
+from tests.conftest import unique
 
 
 def create_topics(bootstrap: str, tag: str, *extra: str) -> subprocess.CompletedProcess:
@@ -36,14 +36,6 @@ def create_topics(bootstrap: str, tag: str, *extra: str) -> subprocess.Completed
 
 def error_lines(proc: subprocess.CompletedProcess) -> list[str]:
     return [line for line in proc.stderr.splitlines() if line.startswith("error:")]
-
-
-def test_durability_defaults_follow_the_broker_count():
-    assert Durability.for_cluster(1) == Durability(1, 1)
-    assert Durability.for_cluster(2) == Durability(2, 1)
-    assert Durability.for_cluster(3) == Durability(3, 2)
-    assert Durability.for_cluster(5) == Durability(3, 2)
-    assert Durability.for_cluster(5, replication_factor=5) == Durability(5, 4)
 
 
 def test_create_topics_on_three_brokers_gives_rf3_min_isr2_and_says_so(kafka_cluster):

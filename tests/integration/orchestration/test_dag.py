@@ -25,10 +25,9 @@ from eos_etl.embedded.airflow import EmbeddedAirflow
 from eos_etl.host.ports import free_port
 from eos_etl.kafka.acls import grant
 from eos_etl.shop.generator import generate
+from tests.conftest import SASL_PASSWORD, SASL_USER
+from tests.support import ROOT
 
-from .conftest import SASL_PASSWORD, SASL_USER
-
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
@@ -77,8 +76,8 @@ def airflow_for(shop, home: Path, kafka_broker, connections: dict | None = None,
 
 def dag_test(af: EmbeddedAirflow, dag_id: str, conf: dict | None = None) -> tuple[str, str, str]:
     af.prepare_home()
-    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "dag_runner.py"), dag_id, json.dumps(conf or {})],
-                          env=af.env(), capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "dag_runner.py"), dag_id,
+                           json.dumps(conf or {})], env=af.env(), capture_output=True, text=True, timeout=900)
     out = proc.stdout + proc.stderr
     state = next((ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("DAGRUN_STATE=")), None)
     run_id = next((ln.split("=", 1)[1] for ln in proc.stdout.splitlines() if ln.startswith("DAGRUN_ID=")), "")
@@ -256,7 +255,7 @@ def _wait_for_run(af: EmbeddedAirflow, token: str, dag_id: str, *, run_type: str
 
 def _screenshot_asset_graph(af: EmbeddedAirflow, token: str, topic: str, target: Path) -> None:
     """The Airflow UI's page of the ``topic`` Kafka asset, with its graph (producer -> alias -> consumer)."""
-    from .test_ui_browser import CHROMIUM, CHROMIUM_ARGS, _log_in, _playwright
+    from tests.integration.orchestration.test_ui_browser import CHROMIUM, CHROMIUM_ARGS, _log_in, _playwright
 
     sync_playwright, _ = _playwright()
     asset = next(a for a in _api(af, "GET", "/api/v2/assets?limit=100", None, token)["assets"]

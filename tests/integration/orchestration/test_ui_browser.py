@@ -41,11 +41,10 @@ from eos_etl.embedded.airflow import EmbeddedAirflow
 from eos_etl.embedded.airflow_rest import database_busy
 from eos_etl.host.ports import free_port
 from eos_etl.shop.generator import generate
+from tests.conftest import SASL_PASSWORD
+from tests.integration.orchestration.test_dag import _api, _unpause, airflow_for
+from tests.support import ROOT
 
-from .conftest import SASL_PASSWORD
-from .test_dag import _api, _unpause, airflow_for
-
-ROOT = Path(__file__).resolve().parents[1]
 DOCS_SCREENSHOT = ROOT / "docs" / "screenshots" / "airflow-backfill.png"
 CHROMIUM = os.environ.get("EOS_ETL_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",

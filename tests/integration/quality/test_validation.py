@@ -17,7 +17,7 @@ from eos_etl.checker import read_topic
 from eos_etl.engine.window import OffsetRange
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.quality import QualityError, raise_for_failures, validate_run
-from eos_etl.quality.collect import CLOCK_SKEW_MARGIN_MS
+from eos_etl.quality.window_reads import CLOCK_SKEW_MARGIN_MS
 from eos_etl.shop.generator import generate
 from eos_etl.shop.pipeline import run_shop_window
 
@@ -294,14 +294,8 @@ def test_outputs_are_read_from_the_window_time_bound_on(spark, shop_factory, tmp
 
 
 def test_schema_mismatch_and_missing_required_name_each_field_apart(spark):
-    from eos_etl.quality.collect import (
-        INVOICE_DECIMALS,
-        INVOICE_FIELDS,
-        INVOICE_REQUIRED,
-        missing_required,
-        parse_value,
-        schema_mismatch,
-    )
+    from eos_etl.quality.value_schema import missing_required, parse_value, schema_mismatch
+    from eos_etl.shop.schema import INVOICE_DECIMALS, INVOICE_FIELDS, INVOICE_REQUIRED
 
     good = {"invoice_id": "inv_1", "purchase_id": "p-1", "quantity": 3, "unit_price": "19.99", "total": "59.97",
             "currency": "EUR"}
@@ -329,8 +323,8 @@ def test_schema_mismatch_and_missing_required_name_each_field_apart(spark):
 
 
 def test_failing_rows_are_the_rows_each_check_counts_with_their_lineage(spark):
-    from eos_etl.quality.collect import failing_per_partition, failing_rows
-    from eos_etl.quality.profile import ROW_CHECKS
+    from eos_etl.orchestration.shop_quality import ROW_CHECKS
+    from eos_etl.quality.row_checks import failing_per_partition, failing_rows
 
     df = spark.createDataFrame(
         [("a", 5, "EUR", None, 0, 10), ("b", -1, "eur", "a", 0, 11), ("c", 0, "USD", None, 1, 12),

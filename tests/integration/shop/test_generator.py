@@ -9,8 +9,7 @@ from confluent_kafka import Producer
 
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.shop.generator import await_markers, generate
-
-from .conftest import TXN_TIMEOUT_S, unique
+from tests.conftest import TXN_TIMEOUT_S, unique
 
 
 def test_generated_transactions_are_visible_when_it_returns(connection, topic_factory):

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from eos_etl_lab.bench.page import HISTORY_PAGE, compute, write_page
 from eos_etl_lab.bench.regimes import AFTER_PAUSE, BACK_TO_BACK
+from tests.support import ROOT
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = ROOT / "docs"
 
 
 def row(label, case, size, pc, rep, job_s, purchases, **extra):

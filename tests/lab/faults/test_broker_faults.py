@@ -32,7 +32,8 @@ def assert_passed(result):
 # The steps where a kill leaves the most undecided: offsets sent, all acked before commit
 # (a kill mid-produce is the zombie test's and the cluster smoke's). Every step with several
 # seeds, and broker SIGKILL + restart mid-run, run in `make soak`; a broker killed while a run
-# starts is tests/test_start_phase.py, a node killed mid-transaction tests/test_cluster_faults.py.
+# starts is tests/integration/kafka/test_start_phase.py, a node killed mid-transaction
+# tests/lab/faults/test_cluster_faults.py.
 @pytest.mark.parametrize("point", ["after_send_offsets", "before_commit"])
 def test_kill_at_step_boundary_then_recover_exactly_once(lab, point):
     assert_passed(sc.kill_at_step(lab, point, seed=1))

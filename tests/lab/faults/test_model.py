@@ -14,8 +14,8 @@ import random
 import pytest
 
 from eos_etl_lab.faults import Lab
-from eos_etl_lab.faults import model_soak as ms
-from eos_etl_lab.faults.model_soak import Op
+from eos_etl_lab.faults import model as ms
+from eos_etl_lab.faults.model import Op
 
 
 def test_histories_are_reproducible_from_their_seed():

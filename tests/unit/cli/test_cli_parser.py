@@ -1,7 +1,8 @@
 """The command line's parser, broker-free: every command is there with its handler and its help, and a
 bad argument or a refused combination ends in one ``error:`` line with exit code 2 before anything runs.
 
-The commands against real components are in test_cli.py and the tests that import its ``cli``.
+The commands against real components are in tests/integration/cli/test_cli.py and the tests that import
+``cli`` from tests/support/cli.py.
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""The project's DAGs import cleanly, and the local Airflow starts, logs in and stops.
+"""The project's DAGs import cleanly, and the local Airflow's settings and start-up failures
+(eos_etl.embedded.airflow), without a running Airflow. One that starts, logs in and stops:
+tests/integration/embedded/test_airflow.py.
 
 Airflow is never imported into the pytest process: its configuration is read
 once at import time (and written to ``$AIRFLOW_HOME/airflow.cfg``), which would
@@ -14,23 +16,17 @@ import socket
 import subprocess
 import sys
 import textwrap
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from eos_etl import paths
 from eos_etl.embedded.airflow import AirflowStartError, EmbeddedAirflow
-from eos_etl.embedded.airflow_rest import HEALTH_PATH, TOKEN_PATH
 from eos_etl.host.errors import PortInUseError
-from eos_etl.host.ports import free_port, port_is_free
-from eos_etl.host.process import session_members
+from eos_etl.host.ports import free_port
+from tests.support.embedded_airflow import _free_ports_airflow
 
 DAGS = paths.project_root() / "dags"
-# Straight to our loopback API server, whatever http(s)_proxy says.
-_http = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 # Parses each folder given on the command line with the DagBag the DAG
 # processor uses (Airflow 3: airflow.dag_processing.dagbag.DagBag, also
@@ -151,18 +147,6 @@ def test_no_default_password(tmp_path, monkeypatch):
     assert EmbeddedAirflow(home=tmp_path).password == "chosen-by-operator"
 
 
-def _free_ports_airflow(home: Path, **kwargs) -> EmbeddedAirflow:
-    """An embedded Airflow that collides with nothing else on this machine (dev Airflow, other tests)."""
-    return EmbeddedAirflow(
-        home=home,
-        port=free_port(),
-        worker_log_server_port=free_port(),
-        trigger_log_server_port=free_port(),
-        parallelism=2,
-        **kwargs,
-    )
-
-
 def test_start_fails_fast_when_the_port_is_taken(tmp_path):
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -183,67 +167,6 @@ def test_start_reports_the_log_when_a_component_cannot_start(tmp_path):
     finally:
         af.stop()
     assert af.pid() is None
-
-
-def _post_token(url: str, username: str, password: str) -> tuple[int, dict]:
-    req = urllib.request.Request(
-        url + TOKEN_PATH,
-        data=json.dumps({"username": username, "password": password}).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
-    )
-    try:
-        with _http.open(req, timeout=30) as resp:
-            return resp.status, json.load(resp)
-    except urllib.error.HTTPError as e:
-        return e.code, {}
-
-
-@pytest.mark.slow
-def test_airflow_starts_logs_in_and_stops(tmp_path_factory):
-    home = tmp_path_factory.mktemp("airflow_home")
-    af = _free_ports_airflow(home, password="test-pw-123")
-    started = time.monotonic()
-    try:
-        af.start()
-        print(f"airflow ready in {time.monotonic() - started:.1f}s")
-        pid = af.pid()
-        assert pid is not None
-
-        with _http.open(af.url + HEALTH_PATH, timeout=30) as resp:
-            assert resp.status == 200
-            health = json.load(resp)
-        assert health["metadatabase"]["status"] == "healthy"
-        assert health["scheduler"]["status"] == "healthy"
-        assert af.status().healthy
-
-        user, password = af.login
-        status, body = _post_token(af.url, user, password)
-        assert status == 201 and body.get("access_token"), (status, body)
-        # The token is accepted by the REST API.
-        req = urllib.request.Request(
-            af.url + "/api/v2/dags", headers={"Authorization": f"Bearer {body['access_token']}"}
-        )
-        with _http.open(req, timeout=30) as resp:
-            assert resp.status == 200
-        assert af.rest.token()
-        # A wrong password is refused.
-        assert _post_token(af.url, user, "wrong")[0] == 401
-
-        # Airflow used the password file we wrote; it did not generate one.
-        assert json.loads(af.passwords_file.read_text()) == {user: password}
-        assert af.passwords_file.stat().st_mode & 0o077 == 0
-        assert (home / "airflow.db").is_file()
-        for log_file in af.log_dir.glob("*.log"):  # supervisord's and every component's
-            assert password not in log_file.read_text(errors="replace"), log_file
-    finally:
-        af.stop()
-
-    assert af.pid() is None
-    assert not af.pid_file.exists()
-    assert session_members(pid) == []
-    assert port_is_free(af.port)
-    assert not af.status().running
 
 
 def test_the_projects_airflow_runs_windows_on_its_spark_connect_server(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """Broker-free: where a partition starts when the group's offsets are gone, and the retention warnings.
 
 The same rules against a real broker whose offsets retention is one minute:
-tests/test_offsets_expiry.py.
+tests/integration/engine/test_offsets_expiry.py.
 """
 
 from __future__ import annotations

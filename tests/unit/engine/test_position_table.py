@@ -13,14 +13,14 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import pytest
 
 from eos_etl.engine.checkpoint_log import CheckpointEntry
 from eos_etl.engine.position import ROWS, Lineage, PartitionState, StartPolicy, Verdict, decide, lineage_position
+from tests.support import ROOT
 
-PAGE = Path(__file__).resolve().parents[1] / "docs" / "positions.md"
+PAGE = ROOT / "docs" / "positions.md"
 TOPIC_ID, OLD_ID = "new-topic-id", "old-topic-id"
 PARTITION = 2
 

@@ -1,10 +1,12 @@
-"""The Spark JVMs' class-data archive (eos_etl.jvm.class_data): built once, used whole or not at all."""
+"""The Spark JVMs' class-data archive (eos_etl.jvm.class_data): built once, used whole or not at all.
+
+Without a JVM; the suite's Spark driver and a JVM that cannot map the archive:
+tests/integration/jvm/test_class_data.py."""
 
 from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,19 +14,6 @@ import pytest
 from eos_etl.jvm import class_data
 from eos_etl.jvm.options import SPARK_JIT_OPTIONS
 from eos_etl.spark.config import spark_conf, spark_submit_conf
-
-
-def test_the_suites_spark_driver_maps_this_machines_archive(spark) -> None:
-    # The spark fixture builds the archive before it starts the session (make setup already did).
-    archive = class_data.usable_archive()
-    assert archive is not None and archive.stat().st_size > 10 * 2**20
-    jvm_pid = spark.sparkContext._gateway.proc.pid
-    driver_args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
-                       .getInputArguments())
-    assert f"-XX:SharedArchiveFile={archive}" in driver_args
-    # HotSpot maps the archive it accepted; one it refused (wrong JDK, flags) would not be in the maps.
-    assert str(archive) in Path(f"/proc/{jvm_pid}/maps").read_text()
-    assert json.loads(archive.with_suffix(".json").read_text())["fingerprint"] == class_data.fingerprint()
 
 
 def _fake_archive(cache: Path, size: int, recorded: int | None) -> Path:
@@ -77,16 +66,3 @@ def test_the_archive_name_follows_java_and_pyspark(monkeypatch: pytest.MonkeyPat
     assert class_data.fingerprint() is None and class_data.usable_archive() is None
     with pytest.raises(class_data.ClassDataError, match="no java found"):
         class_data.build("eos_etl.shop.jvm_training:run")
-
-
-def test_a_jvm_that_cannot_map_the_archive_says_nothing_on_stdout(spark, tmp_path) -> None:
-    # Another class path (another checkout sharing the cache) makes HotSpot refuse the archive, and
-    # it says so on stdout by default, where run-window prints its JSON summary.
-    archive = class_data.usable_archive()
-    assert archive is not None
-    java = ["java", f"-XX:SharedArchiveFile={archive}", "-cp", str(tmp_path), "-version"]
-    loud = subprocess.run(java, capture_output=True, text=True, timeout=60)
-    assert "Unable to use shared archive" in loud.stdout
-    quiet = subprocess.run([java[0], *class_data.jvm_options(), *java[2:]], capture_output=True, text=True,
-                           timeout=60)
-    assert quiet.returncode == 0 and quiet.stdout == ""

@@ -1,5 +1,6 @@
 """The event-driven DAG's batching rule, without a broker (the end-to-end run through the
-scheduler and the triggerer is tests/test_dag.py::test_a_burst_of_purchases_makes_one_event_driven_run)."""
+scheduler and the triggerer is
+tests/integration/orchestration/test_dag.py::test_a_burst_of_purchases_makes_one_event_driven_run)."""
 
 from __future__ import annotations
 

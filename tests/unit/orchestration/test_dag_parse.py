@@ -14,12 +14,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PROBE = Path(__file__).with_name("dag_parse_probe.py")
+from tests.support import ROOT
+
+PROBE = ROOT / "tests" / "support" / "dag_parse_probe.py"
 HEAVY = ("pyspark", "py4j", "confluent_kafka", "great_expectations", "pandas", "pyarrow", "numpy")
 #: The bound of one file's parse after Airflow's import (measured 0.6-0.9 s on the 2-core CI machine).
 PARSE_BOUND_S = 5.0

@@ -1,11 +1,13 @@
-"""How the DAG's spark-submit hands the Kafka password to the driver (broker-free).
+"""How the DAG's spark-submit hands the Kafka password to the driver (eos_etl.orchestration.operators,
+broker-free).
 
 The provider turns ``env_vars`` into ``--conf spark.yarn.appMasterEnv.*`` /
 ``spark.kubernetes.driverEnv.*`` on spark-submit's command line for YARN and
 Kubernetes masters, so the operator never uses it: the driver (deploy mode
 client) reads a private file, and deploy mode cluster is refused before
 anything is read or submitted. The file route itself runs for real in
-``test_dag.py``'s DAG runs over SASL_SSL. Airflow runs in a subprocess: it is
+tests/integration/orchestration/test_dag.py's DAG runs over SASL_SSL, a real spark-submit in
+tests/integration/orchestration/test_operators.py. Airflow runs in a subprocess: it is
 never imported into the test process.
 """
 
@@ -15,12 +17,8 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
-
-import pytest
 
 SECRET = "s3cret-never-shown"
-ROOT = Path(__file__).resolve().parent.parent
 
 ROUTE_CHECK = """
 import json, stat
@@ -73,19 +71,3 @@ def test_cluster_deploy_mode_is_refused_and_the_connection_file_is_private():
     assert out["file"] == {"mode": "0o600", "dir": "0o700", "text": json.dumps({"sasl_password": SECRET})}
     assert out["removed"] and out["removed after a failure"]
     assert SECRET not in proc.stderr
-
-
-@pytest.mark.spark
-def test_spark_submit_exits_with_the_jobs_own_exit_code():
-    """The operator tells bad configuration (2, not retried) from a runtime failure (1, retried) by
-    spark-submit's exit code: in client mode it is the Python driver's own."""
-    from eos_etl.spark.config import spark_home
-
-    proc = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]",
-                           str(ROOT / "jobs" / "run_window.py"), "run-window", "--no-such-option"],
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    # spark-submit hands the driver's own output on through its stdout.
-    output = proc.stdout + proc.stderr
-    assert [line for line in output.splitlines() if line.startswith("error:")], output[-3000:]

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from eos_etl.orchestration.shop_quality import all_suites
 from eos_etl.quality import ge_project
-from eos_etl.quality.suites import RECONCILIATION_COLUMNS, SuiteSpec, all_suites
+from eos_etl.quality.suites import RECONCILIATION_COLUMNS, SuiteSpec
 
 NAME = "shop.reconciliation"
 META = {"pipeline_group": "shop", "input_topic": "purchases"}

@@ -1,10 +1,10 @@
-"""The window profile's decisions (eos_etl.quality.profile): when its fingerprints pass a window."""
+"""The window profile's decisions (eos_etl.quality.profile): when its fingerprints pass a window.
+
+The fingerprints computed by Spark: tests/integration/quality/test_profile.py."""
 
 from __future__ import annotations
 
-from pyspark.sql import functions as F
-
-from eos_etl.quality.profile import InputStats, OutputStats, WindowProfile, fingerprint
+from eos_etl.quality.profile import InputStats, OutputStats, WindowProfile
 
 
 def _profile(valid=(3, 30), invalid=(1, 7), invoices=(3, 30, 99), shipments=(3, 30, 99), dead=(1, 7),
@@ -48,23 +48,10 @@ def test_a_failing_value_check_does_not_pass():
     assert found.inconsistencies() == [] and not found.clean
 
 
-def test_fingerprints_tell_a_repeated_record_from_the_one_it_replaced(spark):
-    def fp(rows):
-        df = spark.createDataFrame(rows, "p int, o bigint")
-        return df.agg(F.count(F.lit(1)), F.sum(fingerprint(F.col("p"), F.col("o")))).first()
-
-    window = [(0, 1), (0, 2), (1, 1)]
-    assert fp(window) == fp(list(reversed(window)))  # order does not matter
-    assert fp([(0, 1), (0, 1), (1, 1)])[0] == fp(window)[0]
-    assert fp([(0, 1), (0, 1), (1, 1)])[1] != fp(window)[1]  # same count, not the same records
-    assert fp([(1, 2), (0, 1), (1, 1)])[1] != fp(window)[1]  # a partition and an offset swapped
-
-
 def test_the_suites_row_checks_are_the_profiles_columns_one_definition():
     """Every record-table check of the suites is a column the profile counts (profile.ROW_CHECKS), and
     every column the profile counts is checked: the names are defined once, in the profile."""
-    from eos_etl.quality.profile import ROW_CHECKS
-    from eos_etl.quality.suites import all_suites
+    from eos_etl.orchestration.shop_quality import ROW_CHECKS, all_suites
 
     suites = {spec.name: [check.name for check in spec.checks] for spec in all_suites()}
     for suite, checks in ROW_CHECKS.items():

@@ -5,7 +5,7 @@ from a test header, a per-user deny list), so these tests are fast and never
 import Airflow. The real dependencies (401 from Airflow's ``get_user``, 403
 from ``requires_access_dag`` for a logged-in user without a role, the happy
 path with a real login) are tested against a running Airflow in
-tests/test_ui_browser.py::test_reports_plugin_behind_the_airflow_login.
+tests/integration/orchestration/test_ui_browser.py::test_reports_plugin_behind_the_airflow_login.
 """
 
 from __future__ import annotations

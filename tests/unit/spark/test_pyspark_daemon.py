@@ -1,5 +1,7 @@
 """The executors' Python worker daemon (eos_etl.spark.pyspark_daemon): workers import pyspark
-from the installed package, not from the archives Spark puts first on their path."""
+from the installed package, not from the archives Spark puts first on their path.
+
+Without Spark; Spark's own workers: tests/integration/spark/test_pyspark_daemon.py."""
 
 from __future__ import annotations
 
@@ -51,22 +53,6 @@ def test_machine_local_sessions_use_the_daemon_and_a_users_choice_wins() -> None
     assert "spark.python.daemon.module" not in spark_conf(master="spark://spark-master:7077")
     assert spark_conf({"spark.python.daemon.module": "pyspark.daemon"}, master="local[2]")[
         "spark.python.daemon.module"] == "pyspark.daemon"
-
-
-def test_spark_workers_import_pyspark_from_the_installed_package(spark) -> None:
-    def where(_rows):
-        import sys
-
-        import pyspark
-
-        yield pyspark.__file__, [p for p in sys.path if p.endswith((".zip", ".jar"))]
-
-    (module_file, archives), = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
-    assert os.path.isfile(module_file) and module_file.endswith(os.path.join("pyspark", "__init__.py")), module_file
-    import pyspark
-
-    assert module_file == pyspark.__file__
-    assert not [a for a in archives if os.path.abspath(a).startswith(os.path.dirname(pyspark.__file__))], archives
 
 
 _WORKER_OF_A_CLOSED_CONNECTION = """

@@ -8,7 +8,7 @@
   that recovers, that command, then exact again;
 * ``plan-window`` while a transaction holds the group's offsets: it writes and fences nothing.
 
-Broker-free rules of the same: tests/test_state_edges_unit.py.
+Broker-free rules of the same: tests/unit/engine/planning/test_state_edges.py.
 """
 
 from __future__ import annotations
@@ -32,8 +32,7 @@ from eos_etl.kafka.group_offsets import GroupOffsetsReader
 from eos_etl.shop.generator import generate
 from eos_etl.shop.settings import ShopSettings
 from eos_etl_lab.faults import Lab
-
-from .test_cli import cli, shop_args
+from tests.support.cli import cli, shop_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -15,8 +15,7 @@ import logging
 
 from eos_etl.engine.pipeline import DEFAULT_PRODUCER_CONFIG
 from eos_etl.engine.publishing.producer import TransactionalProducer
-
-from .conftest import unique
+from tests.conftest import unique
 
 #: librdkafka's debug line when it has no broker up to ask for the coordinator (then a timer retries).
 NO_BROKER_FOR_COORDINATOR = "Unable to query for transaction coordinator"

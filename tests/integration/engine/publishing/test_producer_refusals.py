@@ -26,8 +26,7 @@ from eos_etl.engine.publishing.publisher import PartitionResult
 from eos_etl.engine.publishing.transaction_loop import LineageWriter, TransactionLoop
 from eos_etl.kafka.reader import read_ranges
 from eos_etl.kafka.topics import ensure_topics
-
-from .conftest import unique
+from tests.conftest import unique
 
 #: The broker refuses records larger than this on the small topic (the client's own limit is far higher;
 #: the records are random bytes, which compression cannot bring under it).

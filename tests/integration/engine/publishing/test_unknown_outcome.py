@@ -7,7 +7,7 @@ new one with the same transactional.id (a new epoch) once the broker is back, le
 committed offset whether the commit landed, and finishes the window: every input record published
 exactly once, the committed offset at the window end, nothing left open. The same path under real
 network cuts runs in the partition soak (``faults.partition_scenarios``); the transitions without a
-broker in ``tests/test_transaction_loop.py``.
+broker in ``tests/unit/engine/publishing/test_transaction_loop.py``.
 """
 
 from __future__ import annotations
@@ -33,8 +33,7 @@ from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.kafka.java_tools import TransactionsTool
 from eos_etl.kafka.reader import read_ranges
 from eos_etl.kafka.topics import ensure_topics
-
-from .conftest import unique
+from tests.conftest import unique
 
 #: Each commit call waits this long; retriable failures are retried for RETRY_S.
 OP_TIMEOUT_S = 2.0

@@ -7,7 +7,7 @@ read_committed reader sees, whole or cut short, against the real broker: a strea
 the end commits it (also over a tail of aborted records and markers, proved by one read of the
 tail); a stream cut short commits nothing more, aborts its open transaction and fails with
 exit code 1; a retry resumes from the last proven position and the result is exact. The same
-through Spark and a Connect server whose tasks are killed: tests/test_connect_kills.py.
+through Spark and a Connect server whose tasks are killed: tests/lab/faults/test_connect_kills.py.
 """
 
 from __future__ import annotations

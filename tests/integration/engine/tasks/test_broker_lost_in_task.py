@@ -32,8 +32,7 @@ from eos_etl.kafka.topics import ensure_topics
 from eos_etl.shop.generator import generate
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
-
-from .test_cli import shop_args
+from tests.support.cli import shop_args
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -6,7 +6,7 @@ the input ended. Here partition 0's task fails in every attempt, 2 s after it st
 partition 1's streams a large range and commits part of it; the independent checker, before any retry, must find every
 committed input published, and partition 1's committed position short of its window end (the
 end of a stream that was cut is not the end of its input). The retry then completes the window
-exactly. The same on a Spark Connect server whose client is killed: tests/test_connect_kills.py.
+exactly. The same on a Spark Connect server whose client is killed: tests/lab/faults/test_connect_kills.py.
 """
 
 from __future__ import annotations

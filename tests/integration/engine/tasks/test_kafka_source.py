@@ -20,8 +20,7 @@ from confluent_kafka import (
 from eos_etl.engine.pipeline import PipelineConfig
 from eos_etl.engine.tasks.kafka_source import read_window
 from eos_etl.engine.window import OffsetRange, Window
-
-from .conftest import TXN_TIMEOUT_S, Rec, read_all, unique
+from tests.conftest import TXN_TIMEOUT_S, Rec, read_all, unique
 
 pytestmark = pytest.mark.spark
 

@@ -9,7 +9,7 @@ operation tag (:attr:`~eos_etl.engine.tasks.task_attempts.AttemptTracker.group`)
 Two operations run side by side on one session, each in its own thread and tracker; the guard
 of one trips: that one is cancelled, the other one completes. The shortfall itself comes from a
 stand-in probe (what the guard detects against real brokers is tested in
-tests/test_cluster_faults.py); what is real here is Spark and what the guard cancels.
+tests/lab/faults/test_cluster_faults.py); what is real here is Spark and what the guard cancels.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -29,6 +28,7 @@ from eos_etl.engine.tasks.replica_guard import ReplicaGuard
 from eos_etl.engine.tasks.task_attempts import AttemptTracker
 from eos_etl.kafka.connection import KafkaConnection
 from eos_etl.spark.config import TOKEN_ENV
+from tests.support import ROOT
 
 #: The guarded operation would run this long; the other one runs OTHER_S, both from the same moment.
 GUARDED_S = 40.0
@@ -112,7 +112,7 @@ def test_on_spark_connect_a_tripped_guard_interrupts_its_own_operations_only(con
     # (and the suite's classic `spark`) into a Connect one.
     env = {**os.environ, TOKEN_ENV: connect_server.token(), "EOS_ETL_GUARD_SCOPE_REMOTE": connect_server.url}
     res = subprocess.run([sys.executable, "-c", f"import {__name__} as t; t.on_connect()"], env=env,
-                         capture_output=True, text=True, timeout=300, cwd=Path(__file__).resolve().parents[1])
+                         capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-4000:]
 
 

@@ -1,13 +1,13 @@
-"""How a run's Spark task attempts ended, read from the real Spark driver's status store."""
+"""How a run's Spark task attempts ended, read from the real Spark driver's status store.
+
+The names of the endings, without Spark: tests/unit/engine/tasks/test_task_attempts.py."""
 
 from __future__ import annotations
 
 import threading
 
-import pytest
-
 from eos_etl.engine.errors import ProducerFencedError
-from eos_etl.engine.tasks.task_attempts import AttemptTracker, ending
+from eos_etl.engine.tasks.task_attempts import AttemptTracker
 
 
 def _job_losing_one_attempt(error: Exception):
@@ -51,17 +51,3 @@ def test_fenced_and_crashed_attempts_are_told_apart_per_run(spark):
                                                  "task 2": ["finished"]}
     # Each thread's job group is restored: a later job of that thread is nobody's run.
     assert groups_after == {"fenced-run": None, "crashed-run": None}
-
-
-@pytest.mark.parametrize(("status", "error", "expected"), [
-    ("SUCCESS", None, "finished"),
-    ("KILLED", "TaskKilled (Stage cancelled: Job 3 cancelled as part of cancellation of all jobs)", "interrupted"),
-    ("FAILED", "eos_etl.engine.errors.WindowEndNotReachedError: purchases[1]: the task's records stopped",
-     "interrupted"),
-    ("FAILED", "eos_etl.engine.errors.ProducerFencedError: fenced by epoch 7", "fenced"),
-    ("FAILED", "ExecutorLostFailure (executor 1 exited caused by one of the running tasks)", "killed"),
-    ("FAILED", "org.apache.spark.SparkException: Python worker exited unexpectedly (crashed)", "killed"),
-    ("FAILED", "RuntimeError: stalled: crashed by the watchdog", "failed"),
-])
-def test_each_attempt_is_named_by_how_it_ended(status, error, expected):
-    assert ending(status, error) == expected

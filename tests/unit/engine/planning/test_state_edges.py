@@ -1,5 +1,6 @@
-"""Broker-free: the planner's errors and lineage rules for the edge states of tests/test_state_edges.py
-(every state's decision: tests/test_position_table.py)."""
+"""Broker-free: the planner's errors and lineage rules for the edge states of
+tests/integration/engine/planning/test_state_edges.py (every state's decision:
+tests/unit/engine/test_position_table.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Broker-free: the metadata request before ``init_transactions`` (tests/test_producer_connect.py).
+"""Broker-free: the metadata request before ``init_transactions``
+(tests/integration/engine/publishing/test_producer_connect.py).
 
 It is only an optimisation: it asks again while the bootstrap connection answers, stops at the
 first learned broker, and leaves a cluster that does not answer to ``init_transactions`` itself.

@@ -10,7 +10,7 @@ the producer is ended and a new one initialised, with a new epoch, before
 anything else; the commit may or may not have landed). Every scenario ends with the invariants checked:
 one output per published input record, outputs visible only with their
 offsets. The same loop against a real broker and injected faults:
-tests/test_kafka_transactions.py, tests/test_faults.py.
+tests/integration/kafka/test_kafka_transactions.py, tests/lab/faults/test_broker_faults.py.
 """
 
 from __future__ import annotations

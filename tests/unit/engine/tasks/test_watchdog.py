@@ -1,7 +1,7 @@
 """The task watchdog's bound on one blocking client call (librdkafka#5456: a call that ignores its timeout).
 
 Broker-free: the watchdog ends the process, so it runs in a child; the real-broker
-case (a stalled task crashed and retried, exact output) is in test_window_job.py.
+case (a stalled task crashed and retried, exact output) is in tests/integration/engine/test_window_job.py.
 """
 
 from __future__ import annotations
