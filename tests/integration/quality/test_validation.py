@@ -323,7 +323,10 @@ def test_schema_mismatch_and_missing_required_name_each_field_apart(spark):
 
 
 def test_failing_rows_are_the_rows_each_check_counts_with_their_lineage(spark):
-    from eos_etl.orchestration.shop_quality import ROW_CHECKS
+    from eos_etl.quality.row_checks import row_checks
+    from eos_etl.shop.output_checks import SHOP_OUTPUTS
+
+    ROW_CHECKS = row_checks(SHOP_OUTPUTS)
     from eos_etl.quality.row_checks import failing_per_partition, failing_rows
 
     df = spark.createDataFrame(

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from eos_etl.orchestration.shop_quality import all_suites
 from eos_etl.quality import ge_project
-from eos_etl.quality.suites import RECONCILIATION_COLUMNS, SuiteSpec
+from eos_etl.quality.suites import RECONCILIATION_COLUMNS, SuiteSpec, all_suites
+from eos_etl.shop.output_checks import SHOP_OUTPUTS
 
 NAME = "shop.reconciliation"
 META = {"pipeline_group": "shop", "input_topic": "purchases"}
@@ -25,7 +25,7 @@ def no_open_projects():
 
 
 def _reconciliation() -> SuiteSpec:
-    return next(s for s in all_suites() if s.name == "reconciliation")
+    return next(s for s in all_suites(SHOP_OUTPUTS) if s.name == "reconciliation")
 
 
 def _row(**changes) -> pd.DataFrame:

@@ -51,7 +51,14 @@ def test_a_failing_value_check_does_not_pass():
 def test_the_suites_row_checks_are_the_profiles_columns_one_definition():
     """Every record-table check of the suites is a column the profile counts (profile.ROW_CHECKS), and
     every column the profile counts is checked: the names are defined once, in the profile."""
-    from eos_etl.orchestration.shop_quality import ROW_CHECKS, all_suites
+    from eos_etl.quality.row_checks import row_checks
+    from eos_etl.quality.suites import all_suites as suites_of
+    from eos_etl.shop.output_checks import SHOP_OUTPUTS
+
+    ROW_CHECKS = row_checks(SHOP_OUTPUTS)
+
+    def all_suites():
+        return suites_of(SHOP_OUTPUTS)
 
     suites = {spec.name: [check.name for check in spec.checks] for spec in all_suites()}
     for suite, checks in ROW_CHECKS.items():
