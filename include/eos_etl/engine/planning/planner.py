@@ -90,8 +90,7 @@ class Positions:
     def groupings(self) -> dict[int, int | None]:
         """Per partition whose checkpoint record names this topic, the writer slots it was committed with
         (:mod:`.slots`); records of a topic of the same name deleted since say nothing of this one."""
-        return {p: s.record.writer_slots for p, s in self.states.items()
-                if s.record is not None and s.record.topic_id == self.topic_id}
+        return committed_groupings({p: s.record for p, s in self.states.items()}, self.topic_id)
 
     def grouping(self, config: PipelineConfig) -> int | None:
         """The writer slots a run of these positions publishes with (:func:`.slots.resolve`): exit code 2
@@ -141,8 +140,13 @@ def with_committed_grouping(admin: ClusterAdmin, config: PipelineConfig) -> Pipe
     fences the old one, so the records read past that transaction name its grouping), and a lab's zombie."""
     topic_id = admin.topic_id(config.input_topic)
     entries = checkpoint_log.read_entries(admin.connection, config.checkpoint_topic, config.group, config.input_topic)
-    named = {p: e.writer_slots for p, e in entries.items() if e.topic_id == topic_id}
-    return replace(config, writer_slots=slots.resolve(config, named))
+    return replace(config, writer_slots=slots.resolve(config, committed_groupings(entries, topic_id)))
+
+
+def committed_groupings(records: Mapping[int, CheckpointEntry | None], topic_id: str) -> dict[int, int | None]:
+    """Per partition whose checkpoint record names the topic ``topic_id``, the writer slots it was committed
+    with: records of a topic of the same name deleted since say nothing of this one."""
+    return {p: r.writer_slots for p, r in records.items() if r is not None and r.topic_id == topic_id}
 
 
 def _state(p: int, topic_id: str, offsets: PartitionOffsets, group_offset: int | None,

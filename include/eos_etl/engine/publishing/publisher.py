@@ -389,8 +389,12 @@ def _reset_one(config: PipelineConfig, producer, checkpoint: PartitionCheckpoint
         chunk_records=config.chunk_records, chunk_seconds=config.chunk_seconds,
         max_abort_retries=config.max_abort_retries)
     loop.refresh()
-    log.warning("%s[%d]: group %s position reset from %s to %d (as %s, run %s)", config.input_topic, p,
-                config.group, result.committed_before, position, result.transactional_id, config.run_id)
+    if result.committed_before == position:  # a reslot's retag: the same position under another id
+        log.info("%s[%d]: group %s position %d committed again as %s (run %s)", config.input_topic, p,
+                 config.group, position, result.transactional_id, config.run_id)
+    else:
+        log.warning("%s[%d]: group %s position reset from %s to %d (as %s, run %s)", config.input_topic, p,
+                    config.group, result.committed_before, position, result.transactional_id, config.run_id)
     return result
 
 
