@@ -5,8 +5,16 @@ Every run processes the next **window** of the `purchases` topic: per
 partition, from the consumer group's committed offset to the last stable
 offset (scheduled runs and backfills: only purchases before the end of their
 data interval). Each purchase becomes an invoice and a shipment, or a dead
-letter with a reason, published together with the group's offsets in one
-Kafka transaction per input partition.
+letter with a reason, published together with the group's offsets in Kafka
+transactions of the pipeline's writer slots (a few fixed transactional ids,
+each owning some input partitions; every transaction commits its partitions'
+outputs, offsets and checkpoint records together).
+
+**Who may commit**: the pipeline's identity (transactional-id prefix, writer
+slots, output topics, the input's topic id), recorded once in its checkpoint
+topic by `create-topics` or its first plan, and read by every task: a run
+whose settings disagree stops before it reads or fences anything, naming
+`offsets reslot`, the one command that changes it (docs/pipeline-identity.md).
 
 **Tasks**: `plan_window` (per-partition offsets, shown in its XCom and log) ->
 `has_new_records` (a run with nothing new stops here, successfully) ->
@@ -28,7 +36,8 @@ reprocess published purchases (say after a transform bug) use the separate
 Connections: `kafka_purchases` (bootstrap servers, SASL login), `spark_default`
 (or the Spark Connect one: conn type `spark_connect`, the server's token as password).
 Variable `eos_etl_shop` (optional JSON) overrides topic names, group and
-transactional-id prefix.
+transactional-id prefix (for a new pipeline; an existing one must match its
+recorded identity).
 """
 
 import os

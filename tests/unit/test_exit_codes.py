@@ -25,7 +25,7 @@ from eos_etl.kafka import errors as kafka
 from eos_etl.kafka import reachability
 from eos_etl.kafka.admin import ClusterAdmin
 from eos_etl.kafka.connection import KafkaConnection
-from tests.integration.engine import test_writer_slots
+from tests.integration.engine import test_pipeline_identity
 from tests.integration.engine.planning import test_state_edges
 from tests.integration.engine.tasks import test_broker_lost_in_task
 from tests.support.exit_codes import DOC, PROVOKE, ROWS, SECTION
@@ -50,9 +50,8 @@ CLASSES = project_error_classes()
 
 #: Rows provoked through the CLI against a real broker by a test of another module (here: the others).
 PROVOKED_ELSEWHERE = {
-    # Positions committed per partition, a run and an offsets reset with writer slots.
-    "WriterSlotsChangedError": (test_writer_slots,
-                                "test_another_grouping_is_refused_until_reslot_which_fences_the_old_ids"),
+    # A run under another transactional-id prefix than the pipeline's recorded identity.
+    "IdentityMismatchError": (test_pipeline_identity, "test_a_run_with_another_transactional_id_prefix_is_refused"),
     # A broker of its own, stopped under a running task.
     "BrokerLostError": (test_broker_lost_in_task,
                         "test_a_broker_lost_under_a_running_task_fails_the_run_with_exit_1_and_the_next_run_is_exact"),

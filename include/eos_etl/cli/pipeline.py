@@ -1,6 +1,6 @@
 """The pipeline's commands: topics, demo purchases, windows, offsets, checks, transactions.
 
-create-topics | generate | plan-window | run-window | offsets {show,restore,reset} | check | transactions | demo
+create-topics | generate | plan-window | run-window | offsets (offsets.py) | check | transactions | demo
 """
 
 from __future__ import annotations
@@ -10,22 +10,15 @@ import json
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from .. import arguments
 from ..checker import check_shop
 from ..demo import run_demo
-from ..engine import checkpoint_log
-from ..engine.errors import PublishError
-from ..engine.planning.planner import positions, recovery_command
+from ..engine import checkpoint_log, identity
+from ..engine.planning import identity_keeper
+from ..engine.planning.planner import positions
 from ..engine.planning.preflight import preflight
-from ..engine.planning.recovery import reslot_positions
-from ..engine.position import Verdict, lineage_position
-from ..engine.publishing.publisher import publish_without_spark, reset_positions
-from ..engine.slots import AS_COMMITTED
-from ..engine.slots import describe as describe_slots
-from ..engine.window import OffsetRange
 from ..errors import ConfigurationError
 from ..kafka.admin import ClusterAdmin
 from ..kafka.java_tools import TransactionsTool
@@ -36,6 +29,7 @@ from ..shop.pipeline import run_shop_window, summary_dict
 from ..spark.config import REMOTE_ENV, parse_conf_pairs
 from ..spark.connect_client import server_lost
 from ..spark.session import spark_route, spark_session, stop_session
+from . import offsets
 from .options import (
     ID,
     POSITIVE,
@@ -51,8 +45,8 @@ from .options import (
 
 def register(sub) -> None:
     """Add the pipeline's commands to the top parser's subparsers."""
-    for add in (_add_create_topics, _add_generate, _add_plan_window, _add_run_window, _add_offsets, _add_check,
-                _add_transactions, _add_demo):
+    for add in (_add_create_topics, _add_generate, _add_plan_window, _add_run_window, offsets.add_offsets,
+                _add_check, _add_transactions, _add_demo):
         add(sub)
 
 
@@ -83,8 +77,24 @@ def cmd_create_topics(args) -> int:
               f"{settings.topics.purchases}", file=sys.stderr)
     states = ensure_topics(admin, settings.specs(args.partitions), durability,
                            allow_existing=args.allow_existing)
-    print(json.dumps({name: state.to_dict() for name, state in states.items()}))
+    recorded = _record_identity(settings.pipeline(), admin, input_created=states[settings.topics.purchases].created)
+    print(json.dumps({**{name: state.to_dict() for name, state in states.items()}, "identity": recorded.to_dict()}))
     return 0
+
+
+def _record_identity(pipeline, admin: ClusterAdmin, *, input_created: bool):
+    """The pipeline is made: its identity recorded (version 1, born new where nothing can have been published
+    from the input: this command created it, or no position and no output of the pipeline exists). An identity
+    already recorded is kept as it is, after its settings are checked against this command's."""
+    parts = admin.partitions(pipeline.input_topic)
+    found = positions(admin, pipeline, parts, input_created=input_created)
+    if found.recorded:
+        return found.identity
+    recorded = identity_keeper.establish(pipeline, found.identity, parts, change="create-topics")
+    identity.check(recorded, pipeline)
+    print(f"create-topics: recorded the pipeline's identity (born {recorded.born}): {recorded.to_dict()}",
+          file=sys.stderr)
+    return recorded
 
 
 def _add_generate(sub) -> None:
@@ -207,161 +217,6 @@ def _spark_conf_from_args(args) -> dict[str, str]:
         return parse_conf_pairs(args.spark_conf or [])
     except ValueError as exc:
         raise ConfigurationError(str(exc)) from exc
-
-
-def _add_offsets(sub) -> None:
-    p = sub.add_parser("offsets", help="each input partition's position and the row of docs/positions.md that "
-                       "decides it; restore: commit the positions the checkpoint records or the outputs' lineage "
-                       "prove; reset: commit a position an operator decides for the partitions named; reslot: "
-                       "commit every position again under --writer-slots, fencing the old transactional ids "
-                       "(no run may be going on)")
-    p.add_argument("action", choices=["show", "restore", "reset", "reslot"])
-    p.add_argument("--from-lineage", action="store_true",
-                   help="restore: also the partitions whose position only the outputs' lineage holds (one past "
-                        "the largest source_offset this pipeline published from this topic)")
-    p.add_argument("--to", choices=["earliest", "latest", "checkpoint"],
-                   help="reset: where the partitions start again: the input's earliest offset (every record the "
-                        "partition holds now is published), its last stable offset (none of them is: the pipeline "
-                        "is known to have published them all), or the checkpoint record's position (a record that "
-                        "names no topic id, when the topic was not re-created since)")
-    p.add_argument("--partitions", type=_partition_list, metavar="0,1",
-                   help="reset: the input partitions to reset (the run's error line names them)")
-    add_connection(p)
-    add_shop(p)
-    p.set_defaults(func=cmd_offsets)
-
-
-def _partition_list(text: str) -> list[int]:
-    try:
-        parts = sorted({int(p) for p in text.split(",")})
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--partitions: expected partition numbers like 0,1, got {text!r}") from None
-    if any(p < 0 for p in parts):
-        raise argparse.ArgumentTypeError(f"--partitions: partition numbers are never negative: {text!r}")
-    return parts
-
-
-#: The rows each reset may act on (docs/positions.md): any other partition's position is known, or
-#: its records were published, and the reset would republish or skip them.
-RESETTABLE = {
-    "earliest": {"other-topic", "other-topic-at-zero", "record-without-id", "beyond-log-end", "below-log-start",
-                 "unprovable", "new-partition", "never-published"},
-    "checkpoint": {"record-without-id"},
-}
-RESETTABLE["latest"] = RESETTABLE["earliest"]
-
-
-def cmd_offsets(args) -> int:
-    """Each input partition's position, as :func:`~eos_etl.engine.position.decide` has it; ``restore``
-    commits the ones the checkpoint records or the lineage prove; ``reset`` commits the operator's.
-    Both refuse (exit 2, nothing moved) a partition whose state they would make wrong."""
-    settings = shop_settings_from_args(args)
-    pipeline = settings.pipeline()
-    if args.action == "reset" and not (args.to and args.partitions):
-        raise ConfigurationError("offsets reset needs --to earliest|latest|checkpoint and --partitions (e.g. "
-                                 "--partitions 0,1): it moves the pipeline's position, so it is given explicitly")
-    if args.action != "reset" and (args.to or args.partitions):
-        raise ConfigurationError(f"--to and --partitions are for offsets reset, not offsets {args.action}")
-    admin = ClusterAdmin(settings.connection)
-    admin.check_reachable()
-    parts = admin.partitions(pipeline.input_topic)
-    found = positions(admin, pipeline, parts, lineage_progress=lambda line: print(line, file=sys.stderr))
-    pipeline = replace(pipeline, input_topic_id=found.topic_id)  # the records it commits name this topic
-    rows = {p: _offsets_row(found, p) for p in parts}
-    if args.action in ("reset", "restore"):
-        # The grouping a run would publish with: exit 2 naming `offsets reslot` if set otherwise (nothing moved).
-        pipeline = replace(pipeline, writer_slots=found.grouping(pipeline))
-    if args.action == "reslot":
-        if pipeline.writer_slots == AS_COMMITTED:
-            raise ConfigurationError("offsets reslot needs --writer-slots N|per-partition: the grouping it hands "
-                                     "the pipeline's partitions to")
-        outcome = reslot_positions(pipeline, _groupings(found), parts)
-        for p in outcome["retagged"]:
-            rows[p]["writer_slots"] = pipeline.writer_slots
-        print(f"{pipeline.input_topic} partitions {sorted(outcome['retagged'])} of group {pipeline.group} now "
-              f"published with {describe_slots(pipeline.writer_slots)} (positions unchanged); the other "
-              "groupings' transactional ids fenced", file=sys.stderr)
-        if outcome["changed"]:
-            raise PublishError(f"partitions {outcome['changed']} were committed under another grouping while the "
-                               "reslot ran (a run of the pipeline is going on?): stop it and run offsets reslot again")
-    elif args.action == "reset":
-        todo = _reset_positions(pipeline, found, args.partitions, args.to)
-        done = {r.partition: r.committed_before for r in reset_positions(pipeline, todo)}
-        for p, before in done.items():
-            rows[p].update(position=todo[p], reset_from=before, **{"from": f"reset to {args.to}"})
-        print(f"reset {pipeline.input_topic} partitions {sorted(done)} of group {pipeline.group} to {todo} (group "
-              "offsets and checkpoint records, one transaction per partition)", file=sys.stderr)
-    elif args.action == "restore":
-        todo = _restore_positions(pipeline, found, from_lineage=args.from_lineage)
-        if todo:
-            publish_without_spark(pipeline, {p: OffsetRange(o, o) for p, o in todo.items()})
-            print(f"restored {pipeline.input_topic} partitions {sorted(todo)} for group {pipeline.group} "
-                  "(group offsets and checkpoint records, one transaction per partition)", file=sys.stderr)
-    print(json.dumps({"input_topic": pipeline.input_topic, "group": pipeline.group,
-                      "checkpoint_topic": pipeline.checkpoint_topic, "topic_id": found.topic_id,
-                      "partitions": {str(p): row for p, row in rows.items()}}, indent=2))
-    return 0
-
-
-_SOURCES = {"group": "group", "checkpoint": "checkpoint topic", "lineage-found": "lineage",
-            "new-partition": "start policy", "never-published": "start policy", "other-topic-at-zero": "start policy"}
-
-
-def _offsets_row(found, p: int) -> dict:
-    state, decision = found.states[p], found.decisions[p]
-    row = {"group_offset": state.group_offset,
-           "checkpoint": state.record.to_dict() if state.record is not None else None,
-           "input_earliest": state.log_start, "input_last_stable": state.log_end,
-           "position": decision.offset, "from": _SOURCES.get(decision.row.name, "unknown"),
-           "writer_slots": found.groupings().get(p),
-           "row": decision.row.name, "decision": decision.verdict.value, "why": decision.row.why}
-    if decision.row.name == "lineage-found":
-        row["position"] = lineage_position(state)
-    return row
-
-
-def _groupings(found) -> dict[int, int | None]:
-    """Per partition with a committed position of this topic, the writer slots its record names (a group
-    offset without a record of this topic: committed before checkpoint records named their grouping)."""
-    named = found.groupings()
-    return {p: named.get(p) for p, state in found.states.items()
-            if state.group_offset is not None or p in named}
-
-
-def _restore_positions(pipeline, found, *, from_lineage: bool) -> dict[int, int]:
-    """The positions ``offsets restore`` commits: the checkpoint records' where the group's offsets are
-    gone, the lineage's (with ``--from-lineage``) where both are. Refuses (the plan's own error) a
-    partition it cannot restore: nothing is committed then."""
-    todo, refused = {}, []
-    for p, decision in found.decisions.items():
-        if decision.row.name == "checkpoint":
-            todo[p] = decision.offset
-        elif decision.row.name == "lineage-found" and from_lineage:
-            todo[p] = lineage_position(found.states[p])
-        elif decision.verdict is Verdict.STOP:
-            refused.append(p)
-    if refused:
-        replace(found, decisions={p: found.decisions[p] for p in refused}).raise_if_stopped(pipeline)
-    return todo
-
-
-def _reset_positions(pipeline, found, partitions: list[int], to: str) -> dict[int, int]:
-    """The positions ``offsets reset --to TO`` commits; a partition whose row it would make wrong is
-    refused (exit 2, nothing committed)."""
-    if unknown := [p for p in partitions if p not in found.decisions]:
-        raise ConfigurationError(f"--partitions {','.join(map(str, unknown))}: {pipeline.input_topic} has "
-                                 f"partitions {min(found.decisions)}..{max(found.decisions)}")
-    if refused := [p for p in partitions if found.decisions[p].row.name not in RESETTABLE[to]]:
-        why = "; ".join(f"{pipeline.input_topic}[{p}] is in row {found.decisions[p].row.name} "
-                        f"(position {found.decisions[p].offset})" for p in refused)
-        hint = (f"its position is recovered with `{recovery_command(pipeline)}`"
-                if any(found.decisions[p].row.name == "lineage-found" for p in refused)
-                else "its position is known: a reset would publish its records again or skip them")
-        raise ConfigurationError(f"offsets reset --to {to} refused: {why} (docs/positions.md); {hint}. "
-                                 "Nothing was committed")
-    if to == "checkpoint":
-        return {p: found.states[p].record.next_offset for p in partitions}
-    return {p: found.states[p].log_start if to == "earliest" else found.states[p].log_end for p in partitions}
 
 
 def _add_check(sub) -> None:

@@ -16,9 +16,12 @@ A record: key ``["<group>", "<input topic>", <partition>]`` (JSON), value
 timestamp the time of the commit; ``"topic_id"`` (the input topic's id, see
 :meth:`~eos_etl.kafka.admin.ClusterAdmin.topic_id`) when the run knew it;
 ``"writer_slots": S`` when the pipeline publishes with ``S`` writer slots
-(:mod:`.slots`). ``input_partitions`` is how many partitions the input topic had
-when the record was written, so a reader can tell "this partition is newer than
-the pipeline's last run" from "this partition was never checkpointed". The
+(:mod:`.slots`; written by older versions, read only to adopt a pipeline without an
+identity record). ``input_partitions`` is how many partitions the input topic had
+when the record's window was planned, so a reader can tell "this partition is newer than
+the pipeline's last run" from "this partition was never checkpointed". The pipeline's
+identity record (:mod:`.identity`, key ``["<group>", "<input topic>", "identity"]``)
+sits in partition 0 beside them; :func:`read_log` reads both in one pass. The
 record for input partition ``p`` goes to partition ``p`` of the checkpoint
 topic, which has at least as many partitions as the input (the run checks): only
 ``p``'s own transactions ever hold that partition's last stable offset back, so
@@ -38,9 +41,11 @@ from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
 from ..kafka.errors import KafkaSetupError, MissingTopicError
 from ..kafka.reachability import unreachable
-from ..kafka.reader import iter_ranges
+from ..kafka.reader import iter_partition, iter_ranges
 from ..kafka.retry import Deadline, describe_kafka_exception, is_retriable, retry_until
+from . import identity
 from .checkpoint_topic import REQUIRED_POLICY
+from .identity import Identity
 
 
 def require_topic(admin, topic: str, input_topic: str) -> None:
@@ -143,6 +148,14 @@ def _watermarks(consumer: Consumer, tp: TopicPartition):
     return lambda timeout: consumer.get_watermark_offsets(tp, timeout=timeout, cached=False)
 
 
+@dataclass(frozen=True)
+class CheckpointLog:
+    """What one read of the checkpoint topic found for a pipeline: its entries and its identity record."""
+
+    entries: dict[int, CheckpointEntry]
+    identity: Identity | None
+
+
 def read_entries(connection: KafkaConnection, topic: str, group: str, input_topic: str,
                  partitions: list[int] | None = None, *, timeout_s: float = 30.0) -> dict[int, CheckpointEntry]:
     """The last committed entry per input partition (read_committed, to the last stable offset).
@@ -150,6 +163,39 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
     ``partitions``: the checkpoint topic's partitions to read (default: all). Small and
     bounded: compaction keeps one record per key beyond the open segment.
     """
+    return read_log(connection, topic, group, input_topic, partitions, timeout_s=timeout_s).entries
+
+
+def read_identity(connection: KafkaConnection, topic: str, group: str, input_topic: str, *,
+                  consumer: Consumer | None = None, timeout_s: float = 30.0) -> Identity | None:
+    """The pipeline's identity record (:mod:`.identity`), read_committed to the last stable offset of its one
+    partition. ``consumer``: a read_committed consumer of the caller's to read with (a publisher's checkpoint
+    consumer: one fetch, no client made); else one made for the read."""
+    own = consumer is None
+    if own:
+        consumer = Consumer({**connection.client_config(), "group.id": f"eos-etl-identity-{time.monotonic_ns()}",
+                             "isolation.level": "read_committed", "enable.auto.commit": False, "log_level": 0})
+    tp = TopicPartition(topic, identity.PARTITION)
+    found = None
+    try:
+        start, end = retry_until(_watermarks(consumer, tp), what=f"the offsets of {topic}[{identity.PARTITION}]",
+                                 deadline_s=timeout_s, attempt_timeout_s=timeout_s)
+        for rec in iter_partition(consumer, topic, identity.PARTITION, start, end, timeout_s=timeout_s):
+            if (named := identity.decode(group, input_topic, rec.key, rec.value)) is not None:
+                found = named  # in offset order: the last one wins
+    except TimeoutError as exc:
+        raise unreachable(connection, f"cannot read the checkpoint topic {topic!r}: {exc}") from exc
+    except KafkaException as exc:
+        raise _read_failed(connection, topic, timeout_s, exc) from exc
+    finally:
+        if own:
+            consumer.close()
+    return found
+
+
+def read_log(connection: KafkaConnection, topic: str, group: str, input_topic: str,
+             partitions: list[int] | None = None, *, timeout_s: float = 30.0) -> CheckpointLog:
+    """:func:`read_entries`, and the identity record where ``partitions`` include its partition."""
     consumer = Consumer({**connection.client_config(), "group.id": f"eos-etl-checkpoints-{time.monotonic_ns()}",
                          "isolation.level": "read_committed", "enable.auto.commit": False, "log_level": 0})
     try:
@@ -175,16 +221,19 @@ def read_entries(connection: KafkaConnection, topic: str, group: str, input_topi
     finally:
         consumer.close()
     entries: dict[int, CheckpointEntry] = {}
+    found: Identity | None = None
     try:
         for rec in iter_ranges(connection, topic, ranges, timeout_s=timeout_s):
             entry = decode(group, input_topic, rec.key, rec.value, rec.timestamp_ms)
             if entry is not None:
                 entries[entry.partition] = entry  # offset order within a partition: the last one wins
+            elif (named := identity.decode(group, input_topic, rec.key, rec.value)) is not None:
+                found = named  # one partition holds it, in offset order: the last one wins
     except TimeoutError as exc:
         raise unreachable(connection, f"cannot read the checkpoint topic {topic!r}: {exc}") from exc
     except KafkaException as exc:  # the broker lost between the offsets and the records
         raise _read_failed(connection, topic, timeout_s, exc) from exc
-    return entries
+    return CheckpointLog(entries, found)
 
 
 def _read_failed(connection: KafkaConnection, topic: str, timeout_s: float, exc: KafkaException) -> Exception:

@@ -81,6 +81,12 @@ class NotEnoughReplicasError(PublishError):
     (below ``min.insync.replicas``): nothing can commit until brokers come back (exit code 1)."""
 
 
+class CommitNotVisibleError(EngineError):
+    """A run committed its transactions, but a read_committed reader still did not see everything they wrote
+    in some output or checkpoint partition within the bound (the transactions' markers not written: a leader
+    moving, brokers down). Nothing is lost or doubled; the run does not say it is done (exit code 1)."""
+
+
 class PositionLostError(EngineError):
     """A partition has no committed offset and no checkpoint record, but the pipeline already
     published: starting from the start policy would publish those records again. An operator
@@ -104,6 +110,25 @@ class WriterSlotsChangedError(EngineError):
     An operator changes the grouping with ``offsets reslot`` (exit code 2)."""
 
     exit_code = EXIT_CONFIGURATION
+
+
+class IdentityMismatchError(EngineError):
+    """A run's settings (transactional-id prefix, writer slots, output topics) disagree with the pipeline's
+    recorded identity (:mod:`.identity`): its ids would not fence the pipeline's. Nothing is read, published
+    or fenced; an operator runs with the recorded settings or changes the pipeline (exit code 2)."""
+
+    exit_code = EXIT_CONFIGURATION
+
+
+class IdentityChangedError(PublishError):
+    """The pipeline's identity changed after this attempt's window was planned (a reslot, a prefix change):
+    the attempt stops before it produces anything; the next run plans with the new identity (exit code 1)."""
+
+
+class ClientLeaseError(EngineError):
+    """On the Spark Connect route, the run's client lease (:mod:`.publishing.client_lease`) is gone or could not be
+    taken: a task whose client is gone aborted its open transaction and committed nothing more; the next run
+    fences what is left and resumes (exit code 1)."""
 
 
 class TransactionAbortable(Exception):

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from ..errors import ConfigurationError
 from ..kafka.connection import KafkaConnection
 from ..kafka.grants import PipelineResources
-from . import checkpoint_topic, slots
+from . import checkpoint_topic, identity, slots
 
 # Producer settings tuned for batch throughput; anything can be overridden.
 DEFAULT_PRODUCER_CONFIG: dict[str, str | int] = {
@@ -71,6 +71,14 @@ class PipelineConfig:
     # slot p % S with one producer per slot. A plan decides it, the window carries it (bound_to); a
     # committed grouping is changed only by `offsets reslot`.
     writer_slots: int | None | str = slots.AS_COMMITTED
+    # The version of the pipeline's identity (engine.identity) the window was planned with (bound_to): every
+    # publisher holds the record to it after its init_transactions. 0: not bound to a plan.
+    identity_version: int = 0
+    # The input's partition count when the window was planned (bound_to): what its checkpoint records say.
+    planned_partitions: int = 0
+    # On the Spark Connect route, the consumer group of the run's client lease (engine.publishing.client_lease):
+    # a publishing task commits only while it has a member. Empty: no lease (the tasks die with the driver).
+    client_lease: str = ""
 
     def __post_init__(self) -> None:
         if self.writer_slots not in (None, slots.AS_COMMITTED) and (type(self.writer_slots) is not int
@@ -96,7 +104,8 @@ class PipelineConfig:
         its plan decided (:func:`.slots.resolve`)."""
         if not window.topic_id:
             raise ConfigurationError(f"the window of {window.topic} names no topic id: plan it again")
-        return replace(self, input_topic_id=window.topic_id, writer_slots=self.grouping_for(window))
+        return replace(self, input_topic_id=window.topic_id, writer_slots=self.grouping_for(window),
+                       identity_version=window.identity_version, planned_partitions=window.input_partitions)
 
     def grouping_for(self, window) -> int | None:
         """The writer slots publishing ``window`` uses: the ones its plan decided; a window planned before
@@ -156,7 +165,8 @@ class PipelineConfig:
     def resources(self):
         """The Kafka resources this pipeline uses, for its ACLs (:mod:`eos_etl.kafka.grants`)."""
         return PipelineResources(self.input_topic, tuple(self.output_topics), self.group,
-                                 self.transactional_id_stem, self.checkpoint_topic)
+                                 self.transactional_id_stem, self.checkpoint_topic,
+                                 identity.lock_id(self.group, self.input_topic))
 
     def producer_settings(self, partition: int) -> dict:
         """The settings of the producer that publishes input ``partition`` (its writer slot's id)."""

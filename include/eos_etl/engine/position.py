@@ -18,6 +18,10 @@ The sources, and what each can prove:
   of a record (a run, an idle tick, a start commit, a restore, a reset) goes
   through :class:`~.checkpoint.PartitionCheckpoint`, which cannot be built
   without the topic id: a record without one is older than that rule;
+* the pipeline's identity (``I``, :mod:`.identity`): recorded once, before the pipeline's first commit
+  where nothing can have been published (``born new``). Every commit writes the partition's checkpoint
+  record in the same transaction, in a topic that never deletes records by time: while such an identity
+  of this topic id exists, a partition with neither ``G`` nor ``C`` was never published from;
 * the outputs' lineage (``L``, :mod:`.lineage_positions`): the outputs this
   pipeline published from this topic (its own ``pipeline`` and
   ``source_topic_id`` headers), read only when neither of the above exists. It
@@ -81,6 +85,7 @@ class PartitionState:
     known_partitions: int = 0  # the most input partitions any of the pipeline's records names (0: no record)
     lineage: Lineage = Lineage.UNREAD
     lineage_offset: int | None = None  # with FOUND: the largest source offset of an output
+    born_new: bool = False  # the pipeline's identity was recorded before its first commit, on this topic id
 
 
 @dataclass(frozen=True)
@@ -129,6 +134,10 @@ ROWS: tuple[Row, ...] = (
         "the pipeline published from it and its position is gone: the policy would publish again"),
     Row("never-published", "... no output of this pipeline names it, no output record ever deleted",
         Verdict.FRESH, "policy", None, "every output this pipeline published is still there and none names it"),
+    Row("never-committed", "... none names it, output records were deleted, the identity born new on this topic",
+        Verdict.FRESH, "policy", None,
+        "the identity was recorded before the pipeline's first commit and every commit writes the partition's "
+        "record, which Kafka never deletes: no run ever committed this partition: the deleted records were others'"),
     Row("unprovable", "... none names it, but output records were deleted", Verdict.STOP, "-",
         Recovery.RESET_EARLIEST,
         "the deleted records may have been this pipeline's: nothing proves a first run (reset --to earliest "
@@ -196,6 +205,8 @@ def decide(state: PartitionState, policy: StartPolicy = StartPolicy.EARLIEST) ->
         return _decision(state, "lineage-found")
     if state.lineage is Lineage.NONE:
         return _fresh(state, "never-published", policy)
+    if state.born_new:
+        return _fresh(state, "never-committed", policy)
     return _decision(state, "unprovable")
 
 

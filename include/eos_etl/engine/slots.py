@@ -11,25 +11,20 @@ partition: its committed position, its transactions (each commits that partition
 checkpoint record), its window-end proof. docs/design-writer-slots.md has the measurements and the
 steps not taken yet.
 
-Which grouping a run uses is decided once, by its plan (:func:`resolve`), and the window carries it
-(``Window.writer_slots``) to every task. The setting says what a *new* grouping is, not what the current
-one must be: unset (:data:`AS_COMMITTED`, the default), a pipeline keeps the grouping its positions were
-committed with, and one with no committed position takes :data:`DEFAULT_WRITER_SLOTS`; set (a count, or
-``None`` for one id per partition), a plan of any other committed grouping stops.
+Which grouping a run uses is the pipeline's recorded identity's (:mod:`.identity`), read by its plan, and
+the window carries it (``Window.writer_slots``) to every task. The setting says what a *new* pipeline is
+recorded with, not what the current one must be: unset (:data:`AS_COMMITTED`, the default), a pipeline
+keeps its recorded grouping, and a new one takes :data:`DEFAULT_WRITER_SLOTS` (:func:`resolve`, which
+also adopts what an older version committed); set (a count, or ``None`` for one id per partition), a
+plan of a pipeline recorded otherwise stops (exit 2).
 
-Fencing holds because the grouping is static: one id ever commits a partition at a time, and a newer
-holder of that id fences every older one. A change of the grouping (another ``S``, or slots switched
-on or off) would let two ids commit one partition, so it is recorded and refused:
-
-* every commit says which grouping made it: the group offset's metadata (:func:`offset_metadata`) and
-  the checkpoint record (``writer_slots``);
-* a plan whose records name another grouping stops with exit code 2 (:class:`WriterSlotsChangedError`),
-  and so does every publisher that finds one on the position it just read after its
-  ``init_transactions`` (:func:`check_committed`), before it produces anything;
-* only ``offsets reslot`` changes it (:func:`~.recovery.reslot_positions`): it fences every id of the
-  other groupings, then per old slot initialises its id again and commits each of its partitions at the
-  same position naming the new grouping. A process of the old grouping that initialised before is fenced;
-  one that initialises after reads a position that names the new grouping, and stops.
+Fencing holds because one grouping (and one prefix) holds the pipeline at a time: the one its identity
+records (:mod:`.identity`), read by every plan and run and by every publisher after its
+``init_transactions``, never a run's flag or the metadata of the group's offsets. A new holder of an id
+fences every older one; a change of the grouping is a new version of the identity that fences every id the
+record ever named (``offsets reslot``, :func:`~.planning.identity_keeper.change`). Checkpoint records of
+older versions name the grouping that committed them (``writer_slots``): read only to adopt a pipeline that
+has no identity record yet.
 """
 
 from __future__ import annotations
@@ -45,25 +40,6 @@ AS_COMMITTED = "as-committed"
 #: A new pipeline's writer slots: the executor cores of the embedded Spark (``local[2]``), so the slots' tasks run
 #: in one wave (docs/design-writer-slots.md: 2 slots beat 4 from 128 partitions up on 2 cores).
 DEFAULT_WRITER_SLOTS = 2
-
-#: The group offset's metadata with ``S`` slots is ``writer_slots=S``; without slots, none (as before slots).
-METADATA_KEY = "writer_slots="
-
-
-def offset_metadata(writer_slots: int | None) -> str:
-    """What a commit with ``writer_slots`` writes beside the group's offset."""
-    return "" if writer_slots is None else f"{METADATA_KEY}{writer_slots}"
-
-
-def grouping_of_metadata(metadata: str) -> int | None:
-    """The writer slots a group offset's metadata names (None: none, a commit without slots)."""
-    if metadata.startswith(METADATA_KEY):
-        try:
-            return int(metadata[len(METADATA_KEY):])
-        except ValueError:
-            pass
-    return None
-
 
 def describe(writer_slots: int | None | str) -> str:
     if writer_slots == AS_COMMITTED:
@@ -135,8 +111,3 @@ def check_grouping(config, committed: Mapping[int, int | None]) -> None:
         f"group {config.group}'s positions of {config.input_topic} partitions {sorted(other)} were committed with "
         f"{' and '.join(describe(s) for s in found)}, this run has {describe(config.writer_slots)}: "
         f"change the grouping with `{reslot_command(config, config.writer_slots)}`, or run with the old setting")
-
-
-def check_committed(config, partition: int, writer_slots: int | None) -> None:
-    """:func:`check_grouping` for the one position a publisher just read."""
-    check_grouping(config, {partition: writer_slots})

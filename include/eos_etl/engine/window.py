@@ -57,6 +57,12 @@ class Window:
     # The writer slots its plan decided (engine.slots; None: one transactional id per partition), which every
     # task of its run publishes with; AS_COMMITTED: not decided (a window of an older plan, or built by hand).
     writer_slots: int | None | str = AS_COMMITTED
+    # The version of the pipeline's identity (engine.identity) the plan read: every publisher of the run holds
+    # the record to it after its init_transactions. 0: planned while the pipeline had none recorded.
+    identity_version: int = 0
+    # How many partitions the input had when the window was planned: what its checkpoint records say, so a
+    # partition added before the run still reads as added after the pipeline's last commit. 0: not known.
+    input_partitions: int = 0
 
     @property
     def partitions(self) -> list[int]:
@@ -112,6 +118,10 @@ class Window:
             data["committed_at"] = {str(p): ms for p, ms in sorted(self.committed_at.items())}
         if self.writer_slots != AS_COMMITTED:
             data["writer_slots"] = self.writer_slots  # null: one transactional id per partition
+        if self.identity_version:
+            data["identity_version"] = self.identity_version
+        if self.input_partitions:
+            data["input_partitions"] = self.input_partitions
         return data
 
     def to_json(self) -> str:
@@ -146,8 +156,12 @@ class Window:
         writer_slots = data.get("writer_slots", AS_COMMITTED)
         if writer_slots not in (None, AS_COMMITTED) and (type(writer_slots) is not int or writer_slots < 1):
             raise ValueError("writer_slots: expected a positive count or null")
+        counts = {name: data.get(name, 0) for name in ("identity_version", "input_partitions")}
+        if not all(type(n) is int and n >= 0 for n in counts.values()):
+            raise ValueError("identity_version, input_partitions: expected counts")
         return cls(topic=data["topic"], group=data["group"], ranges=ranges, uncommitted=tuple(uncommitted),
-                   held=tuple(held), topic_id=topic_id, committed_at=committed_at, writer_slots=writer_slots)
+                   held=tuple(held), topic_id=topic_id, committed_at=committed_at, writer_slots=writer_slots,
+                   **counts)
 
     @classmethod
     def from_json(cls, text: str) -> "Window":

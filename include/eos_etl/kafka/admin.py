@@ -264,6 +264,30 @@ class ClusterAdmin:
         high = self._list_offsets(topic, partitions, OffsetSpec.latest(), IsolationLevel.READ_UNCOMMITTED)
         return {p: PartitionOffsets(earliest[p][0], stable[p][0], high[p][0]) for p in partitions}
 
+    def last_stable_offsets(self, partitions: dict[str, list[int]], *,
+                            deadline_s: float | None = None) -> dict[str, dict[int, int]]:
+        """Each partition's last stable offset (what a read_committed reader reads up to), of several topics in
+        one ListOffsets request per partition leader; retried as :meth:`_list_offsets` until ``deadline_s``
+        (default ``retry_deadline_s``)."""
+        wanted = [TopicPartition(t, p) for t, ps in partitions.items() for p in ps]
+        if not wanted:
+            return {}
+
+        def ask(timeout: float) -> dict[str, dict[int, int]]:
+            futures = self._admin.list_offsets({tp: OffsetSpec.latest() for tp in wanted},
+                                               isolation_level=IsolationLevel.READ_COMMITTED, request_timeout=timeout)
+            out: dict[str, dict[int, int]] = {}
+            for tp, fut in futures.items():
+                info = fut.result(timeout=timeout + 1)
+                if info.offset < 0:  # a leader lost under the request (see _list_offsets): asked again
+                    raise KafkaException(KafkaError(KafkaError.LEADER_NOT_AVAILABLE,
+                                                    f"no offset for {tp.topic}[{tp.partition}] (leader lost)"))
+                out.setdefault(tp.topic, {})[tp.partition] = info.offset
+            return out
+
+        return self._ask(f"a list-offsets request for {sorted(partitions)} (partition leaders)", ask,
+                         deadline_s=deadline_s)
+
     def settled_offsets(self, topic: str, partitions: list[int] | None = None, *, timeout_s: float = 15.0,
                         poll_s: float = 0.05) -> dict[int, PartitionOffsets]:
         """The offsets once every partition is settled, or the last ones read when ``timeout_s`` ran out.

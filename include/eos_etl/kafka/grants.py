@@ -11,10 +11,14 @@ found. Two roles cover everything the product does with a principal:
   on the pipeline's checkpoint topic plus Read (its records are the position
   when the group's offsets expired; the run checks its ``cleanup.policy``);
   Read on the consumer group (the committed offsets, and the offsets sent in
-  each transaction); DescribeConfigs on the cluster (read-only: the run checks
+  each transaction), and on the groups starting ``<group>-lease-`` (:data:`LEASE_GROUP_INFIX`: on
+  the Spark Connect route the client holds a lease group of its own, which its tasks describe
+  before each commit, ``engine.publishing.client_lease``); DescribeConfigs on the cluster (read-only: the run checks
   the brokers' ``transaction.max.timeout.ms`` and ``offsets.retention.minutes``
   up front; sensitive broker settings are never returned); Write on the
-  transactional ids, as one PREFIXED ACL on ``<prefix>-<input topic>-``.
+  transactional ids, as one PREFIXED ACL on ``<prefix>-<input topic>-``, and on the one literal id
+  its identity record is written under (``<group>.identity.<input topic>``: whatever prefix a run names,
+  the writers of the record fence each other).
   IdempotentWrite on the cluster is *not* granted: since Kafka 3.0 (KIP-679) a
   transactional producer's InitProducerId is authorised by Write on its
   transactional id, so the permission would only widen what a stolen login can do.
@@ -40,6 +44,8 @@ ROLES = ("pipeline", "validator", "watcher")
 CLUSTER_NAME = "kafka-cluster"
 #: The watcher's consumer group is the pipeline's group name plus this.
 WATCH_GROUP_SUFFIX = "-arrivals"
+#: A Spark Connect client's lease group is the pipeline's group name plus this, its run id and more.
+LEASE_GROUP_INFIX = "-lease-"
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class PipelineResources:
     group: str
     transactional_id_stem: str  # every transactional id of the pipeline starts with it
     checkpoint_topic: str  # written in every transaction, like the outputs; read when the group's offsets expired
+    identity_transactional_id: str = ""  # the one id the pipeline's identity record is written under
 
     def grants(self, role: str) -> list[Grant]:
         if role == "pipeline":
@@ -73,8 +80,11 @@ class PipelineResources:
                       for op in ("WRITE", "DESCRIBE_CONFIGS", "CREATE")),
                     Grant("topic", self.checkpoint_topic, "READ"),
                     Grant("group", self.group, "READ"),
+                    Grant("group", self.group + LEASE_GROUP_INFIX, "READ", prefixed=True),
                     Grant("cluster", CLUSTER_NAME, "DESCRIBE_CONFIGS"),
-                    Grant("transactional-id", self.transactional_id_stem, "WRITE", prefixed=True)]
+                    Grant("transactional-id", self.transactional_id_stem, "WRITE", prefixed=True),
+                    *([Grant("transactional-id", self.identity_transactional_id, "WRITE")]
+                      if self.identity_transactional_id else [])]
         if role == "validator":
             return [*(Grant("topic", t, "READ") for t in (self.input_topic, *self.output_topics,
                                                             self.checkpoint_topic)),

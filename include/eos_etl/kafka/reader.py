@@ -87,6 +87,31 @@ def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple
         consumer.close()
 
 
+def iter_partition(consumer: Consumer, topic: str, partition: int, start: int, end: int, *,
+                   timeout_s: float = 30.0) -> Iterator[ConsumedRecord]:
+    """The records of ``topic[partition]`` at offsets [start, end) as ``consumer`` sees them (its isolation),
+    on a consumer of the caller's (assigned for the read only, as :func:`first_visible_offset`): short
+    polls and a position check after each, so a read whose last offsets are markers ends one poll after its
+    last record, not after a long consume timeout. Raises TimeoutError past ``timeout_s``."""
+    if end <= start:
+        return
+    deadline = time.monotonic() + timeout_s
+    try:
+        _assign(consumer, topic, [TopicPartition(topic, partition, start)], timeout_s)
+        while True:
+            for msg in consumer.consume(1000, 0.01):
+                if msg.error() is None and msg.partition() == partition and msg.offset() < end:
+                    yield ConsumedRecord(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
+                                         dict(msg.headers() or []), msg.timestamp()[1])
+            if consumer.position([TopicPartition(topic, partition)])[0].offset >= end:
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"reading {topic}[{partition}] from {start} did not reach {end} "
+                                   f"within {timeout_s:.0f}s")
+    finally:
+        consumer.unassign()
+
+
 #: A tail read slower than this is logged with its number of polls (one fetch takes ~20 ms).
 SLOW_TAIL_READ_S = 0.1
 

@@ -151,7 +151,10 @@ def _plan(ctx, version: str | None, interval_s: float | None) -> dict:
     elif ctx["dag_run"].run_type in SCHEDULED_RUN_TYPES and ctx.get("data_interval_end"):
         until_ms = int(ctx["data_interval_end"].timestamp() * 1000)
     cap = _count_param(params, "max_records_per_partition")
-    window = settings.plan(pipeline=pipeline, admin=admin, max_records_per_partition=cap, until_timestamp_ms=until_ms)
+    # record: the window names the identity it was planned with, recorded here for a pipeline that has none (a
+    # dry run writes nothing).
+    window = settings.plan(pipeline=pipeline, admin=admin, max_records_per_partition=cap, until_timestamp_ms=until_ms,
+                           record=not dry_run)
     if window.is_empty and not dry_run:
         # No run_window for a window with nothing new: its positions that are getting old are renewed
         # here, so the group's offsets never expire while the pipeline keeps running.

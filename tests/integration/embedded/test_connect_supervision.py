@@ -22,8 +22,10 @@ import pytest
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.embedded.spark_connect import SparkConnectServer
+from eos_etl.engine.publishing.client_lease import LEASE_TTL_S
 from eos_etl.host.ports import free_port
 from eos_etl.host.process import PidFile
+from eos_etl.kafka.group_offsets import GroupOffsetsReader
 from eos_etl.shop.generator import generate
 from eos_etl.spark.connect_probe import STALL_BOUND_S
 from eos_etl_lab.faults.landing import python_task_workers
@@ -194,3 +196,56 @@ def test_the_summary_counts_task_attempts_from_the_servers_event_log(shop_factor
     res = cli("run-window", "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop), "--compact",
               env=server.client_env())
     assert json.loads(res.stdout.strip().splitlines()[-1])["task_attempts"]["visible"] is False
+
+
+#: How long past the lease's TTL after a client's death a commit may still land: the commit its task had
+#: checked the lease for just before it expired, the sampling interval and a loaded 2-core machine.
+LEASE_MARGIN_S = 4.0
+
+
+def test_a_sigkilled_clients_tasks_commit_nothing_past_its_lease_and_the_next_run_is_exact(shop_factory, server,
+                                                                                           admin):
+    """A client SIGKILLed while its tasks stream and commit (every 200 records, each record slowed by 2 ms):
+    the group's committed offsets, sampled from the kill on, stop moving within the lease's TTL (plus a
+    margin) of the client's death, not when the server cancels the orphaned operation (up to 45 s)."""
+    shop = shop_factory(partitions=2)
+    topic = shop.topics.purchases
+    stats = generate(shop.connection, topic, 40_000, invalid_share=0.0, seed=66, transaction_size=2000)
+    ends = {p: o.high_watermark for p, o in admin.offsets(topic, [0, 1]).items()}
+    server.ensure_running()
+    job = client(shop, server, "mid_produce=throttle:0.002,after=100", ("--chunk-records", "200"))
+    reader = GroupOffsetsReader(shop.connection.client_config(), shop.group)
+
+    def committed() -> dict[int, int]:
+        """What the group's commits that landed say (a pending transactional commit is not waited for)."""
+        return {p: o or 0 for p, o in reader.unstable(topic, [0, 1], 10).items()}
+
+    try:
+        # Mid-stream: both partitions' ranges committed in part, the tasks running.
+        deadline = time.monotonic() + 180
+        while not all(0 < o < ends[p] for p, o in committed().items()):
+            assert job.poll() is None and time.monotonic() < deadline, job.stderr.read()[-3000:]
+            time.sleep(0.2)
+        at_kill = committed()
+        assert task_workers(server)
+        os.killpg(job.pid, signal.SIGKILL)
+        t_kill = time.monotonic()
+        job.wait(30)
+        # The committed offsets from the kill on: when did they last move?
+        commits, last = [], at_kill
+        while time.monotonic() - t_kill < LEASE_TTL_S + LEASE_MARGIN_S + 5 or (
+                task_workers(server) and time.monotonic() - t_kill < 60):
+            if (now := committed()) != last:
+                commits.append(round(time.monotonic() - t_kill, 2))
+                last = now
+            time.sleep(0.2)
+    finally:
+        reader.close()
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    print(f"commits landed after the kill at (s): {commits}; committed {at_kill} at the kill, {last} at the end, "
+          f"window ends {ends}")
+    assert commits, "the orphaned tasks committed nothing after their client's death: the kill landed too late"
+    assert commits[-1] <= LEASE_TTL_S + LEASE_MARGIN_S, commits
+    assert all(o < ends[p] for p, o in last.items()), last  # the orphan stopped short of its window
+    retry_exactly_once(shop, server, stats)

@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from eos_etl.checker import check_shop, read_topic
+from eos_etl.engine.errors import IdentityChangedError
 from eos_etl.engine.planning.planner import with_committed_grouping
 from eos_etl.engine.publishing.checkpoint import PartitionCheckpoint
 from eos_etl.engine.publishing.publisher import publish_without_spark, renew_positions
@@ -113,9 +114,13 @@ def test_an_idle_tick_keeps_the_topic_id_so_a_recreated_topic_is_never_skipped(l
 
     window = shop.plan()
     assert window.is_empty
-    with pytest.raises(ConfigurationError, match="needs the input topic's id"):
+    # The old tick's call: a config bound to no plan names neither the topic id nor the identity's version.
+    with pytest.raises(IdentityChangedError, match="planned: version 0"):
         publish_without_spark(replace(shop.pipeline(run_id="unbound-tick"), writer_slots=window.writer_slots),
-                              window.ranges)  # the old tick's call
+                              window.ranges)
+    with pytest.raises(ConfigurationError, match="needs the input topic's id"):
+        publish_without_spark(replace(shop.pipeline(run_id="unbound-tick"), writer_slots=window.writer_slots,
+                                      identity_version=window.identity_version), window.ranges)
     renew_positions(shop.pipeline(run_id="tick-1"), window)  # the DAG's idle tick (dag_factory._plan)
     records = checkpoint_records(shop)
     assert {e.run_id for e in records.values()} == {"tick-1"} and {e.topic_id for e in records.values()} == {old_id}

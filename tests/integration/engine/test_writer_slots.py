@@ -14,7 +14,7 @@ import pytest
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.engine import checkpoint_log
-from eos_etl.engine.errors import ProducerFencedError, WindowEndNotReachedError, WriterSlotsChangedError
+from eos_etl.engine.errors import IdentityMismatchError, ProducerFencedError, WindowEndNotReachedError
 from eos_etl.engine.publishing.producer import TransactionalProducer
 from eos_etl.engine.publishing.publisher import PartitionPublisher, SlotPublisher, publish_without_spark
 from eos_etl.engine.slots import AS_COMMITTED
@@ -106,8 +106,7 @@ def test_a_slots_partitions_without_records_commit_in_one_transaction(spark, sho
         f"committed {stem}s1of2: 0 records of 3 partitions in one transaction"), together
     entries = checkpoint_log.read_entries(shop.connection, shop.pipeline().checkpoint_topic, shop.group,
                                           shop.topics.purchases, list(range(6)), timeout_s=30)
-    assert {p: (e.next_offset, e.writer_slots) for p, e in entries.items()} == {
-        p: (aborted_only.ranges[p].end, 2) for p in (1, 3, 5)}
+    assert {p: e.next_offset for p, e in entries.items()} == {p: aborted_only.ranges[p].end for p in (1, 3, 5)}
     assert not read_topic(shop.connection, shop.topics.invoices)
     # The whole window through Spark: partition 2's purchases published once, every end committed. A slot's
     # last commit touches every output partition; its markers land just after it returns (read once settled).
@@ -178,15 +177,16 @@ def test_another_grouping_is_refused_until_reslot_which_fences_the_old_ids(spark
     as_committed = dataclasses.replace(before, writer_slots=AS_COMMITTED)  # the default keeps what it finds
     assert as_committed.plan().writer_slots is None
 
-    # Planned or published with two slots, positions committed per partition are refused (exit code 2).
-    with pytest.raises(WriterSlotsChangedError, match=r"offsets reslot --writer-slots 2"):
+    # Planned or published with two slots, a pipeline recorded with one id per partition is refused (exit code 2),
+    # before anything is read or fenced.
+    with pytest.raises(IdentityMismatchError, match=r"offsets reslot --writer-slots 2"):
         after.plan()
     refused = _offsets(after, "reset", "--to", "earliest", "--partitions", "0")
     errors = [line for line in refused.stderr.splitlines() if line.startswith("error:")]
     assert refused.returncode == 2 and len(errors) == 1, refused.stderr  # the row of docs/operations.md
-    assert errors[0].startswith(f"error: group {before.group}'s positions of {before.topics.purchases} partitions "
-                                "[0, 1, 2, 3] were committed with one transactional id per partition, this run has "
-                                "2 writer slots") and "offsets reslot --writer-slots 2" in errors[0], errors
+    assert errors[0].startswith(f"error: group {before.group}'s pipeline on {before.topics.purchases} is recorded "
+                                "(identity version 1") and "2 writer slots (recorded: one transactional id per " \
+        "partition)" in errors[0] and "offsets reslot --writer-slots 2" in errors[0], errors
     generate(before.connection, before.topics.purchases, 200, invalid_share=0.0, seed=24)
     second = before.plan()
     with pytest.raises(ConfigurationError, match="planned with one transactional id per partition"):
@@ -194,8 +194,8 @@ def test_another_grouping_is_refused_until_reslot_which_fences_the_old_ids(spark
     # A publisher under the other grouping anyway (as a task of an older version would be):
     stale = PartitionPublisher(dataclasses.replace(before.pipeline().bound_to(second), writer_slots=2), 1,
                                second.ranges[1])
-    with pytest.raises(WriterSlotsChangedError):
-        stale.publish(iter([]))  # refused right after its committed read: nothing produced
+    with pytest.raises(IdentityMismatchError):
+        stale.publish(iter([]))  # refused right after its init_transactions: nothing produced
 
     # A zombie of the old grouping, initialised and mid-transaction, is fenced by the reslot.
     zombie = TransactionalProducer(before.pipeline().producer_settings(3))
@@ -216,7 +216,7 @@ def test_another_grouping_is_refused_until_reslot_which_fences_the_old_ids(spark
     zombie.close()
 
     # Now the old grouping is the refused one, the new one runs and the whole is exact.
-    with pytest.raises(WriterSlotsChangedError, match="--writer-slots per-partition"):
+    with pytest.raises(IdentityMismatchError, match="--writer-slots per-partition"):
         before.plan()
     assert as_committed.plan().writer_slots == 2
     summary = run_shop_window(spark, after, after.plan())

@@ -45,8 +45,12 @@ def test_acl_grant_prints_and_creates_exactly_the_pipeline_role(shop_factory, co
                   for op in ("WRITE", "DESCRIBE_CONFIGS", "CREATE")),
                 ("TOPIC", checkpoints, "LITERAL", "READ", "ALLOW"),
                 ("GROUP", shop.group, "LITERAL", "READ", "ALLOW"),
+                # A Spark Connect client's lease groups (engine.publishing.client_lease).
+                ("GROUP", f"{shop.group}-lease-", "PREFIXED", "READ", "ALLOW"),
                 ("BROKER", "kafka-cluster", "LITERAL", "DESCRIBE_CONFIGS", "ALLOW"),
-                ("TRANSACTIONAL_ID", stem, "PREFIXED", "WRITE", "ALLOW")}
+                ("TRANSACTIONAL_ID", stem, "PREFIXED", "WRITE", "ALLOW"),
+                # The one id the pipeline's identity record is written under (engine.identity.lock_id).
+                ("TRANSACTIONAL_ID", f"{shop.group}.identity.{t.purchases}", "LITERAL", "WRITE", "ALLOW")}
     # Nothing more: on the cluster only reading broker settings (no IdempotentWrite, no Alter).
     assert acls_of(connection, f"User:{user}") == expected
     printed = [line for line in res.stdout.splitlines() if line.startswith(f"granted User:{user}: ")]

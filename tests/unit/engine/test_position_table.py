@@ -36,6 +36,7 @@ P_CASES = {
     "below log start": [(5, 10, 100), (0, 10, 100)],
 }
 PARTITION_CASES = ("known: records name it", "known: no record at all", "added")
+IDENTITY_CASES = ("born new", "other")
 OUTPUTS = {  # what the outputs hold -> what the pipeline's lineage reads of them
     "none": (Lineage.NONE, None),
     "others only": (Lineage.NONE, None),
@@ -84,16 +85,19 @@ class World:
     outputs: str
     policy: StartPolicy
     g_differs: bool
+    identity: str = "other"
 
     @property
     def name(self) -> str:
         return (f"G={self.g}|C={self.c} by {self.writer}|P={self.p} {self.variant}|{self.partition}|"
-                f"outputs={self.outputs}|{self.policy.value}{'|G differs from C' if self.g_differs else ''}")
+                f"outputs={self.outputs}|{self.policy.value}{'|G differs from C' if self.g_differs else ''}|"
+                f"identity {self.identity}")
 
     def cells(self) -> dict[str, str]:
         """The world in the vocabulary of the table's cells."""
         return {"G": "present" if self.g == "present" else "absent", "C": self.c, "P": self.p,
-                "partition": "added" if self.partition == "added" else "known", "outputs": self.outputs}
+                "partition": "added" if self.partition == "added" else "known", "identity": self.identity,
+                "outputs": self.outputs}
 
     def state(self) -> PartitionState:
         position, log_start, log_end = self.variant
@@ -106,12 +110,14 @@ class World:
         known = {"known: records name it": 4, "known: no record at all": 0, "added": PARTITION}[self.partition]
         if record is not None:
             known = max(known, record.input_partitions)
-        return PartitionState(PARTITION, TOPIC_ID, log_start, log_end, g, record, known)
+        return PartitionState(PARTITION, TOPIC_ID, log_start, log_end, g, record, known,
+                              born_new=self.identity == "born new")
 
 
 def worlds():
-    for g, c, writer, (p, variants), partition, outputs, policy, g_differs in itertools.product(
-            G_CASES, C_CASES, WRITERS, P_CASES.items(), PARTITION_CASES, OUTPUTS, StartPolicy, (False, True)):
+    for g, c, writer, (p, variants), partition, outputs, policy, g_differs, identity in itertools.product(
+            G_CASES, C_CASES, WRITERS, P_CASES.items(), PARTITION_CASES, OUTPUTS, StartPolicy, (False, True),
+            IDENTITY_CASES):
         has_position = g == "present" or c != "absent"
         if (p == "none") == has_position:
             continue  # P is none exactly when neither G nor C holds a position
@@ -124,7 +130,7 @@ def worlds():
         if has_position and (policy is not StartPolicy.EARLIEST or outputs not in ("own", "all deleted")):
             continue  # the policy and the outputs are asked only where no position is held: two suffice
         for variant in variants:
-            yield World(g, c, writer, p, variant, partition, outputs, policy, g_differs)
+            yield World(g, c, writer, p, variant, partition, outputs, policy, g_differs, identity)
 
 
 CASES = list(worlds())

@@ -62,15 +62,8 @@ def test_the_command_line_takes_a_count_or_per_partition():
             writer_slots(bad)
 
 
-def test_a_commit_names_its_grouping_in_the_offset_metadata():
-    assert slots.offset_metadata(None) == ""  # as every commit before slots
-    for s in (1, 4, 1024):
-        assert slots.grouping_of_metadata(slots.offset_metadata(s)) == s
-    for other in ("", "writer_slots=", "writer_slots=x", "something else"):
-        assert slots.grouping_of_metadata(other) is None
-
-
-def test_a_checkpoint_record_names_its_grouping():
+def test_a_checkpoint_record_of_an_older_version_names_its_grouping():
+    """Read only to adopt a pipeline that has no identity record yet (engine.identity)."""
     with_slots = CheckpointEntry(3, 100, 8, "run", 0, "tid", 4)
     entry = decode("g", "purchases", key("g", "purchases", 3), with_slots.value(), 5)
     assert entry.writer_slots == 4 and entry.to_dict()["writer_slots"] == 4
@@ -87,8 +80,6 @@ def test_positions_of_another_grouping_are_refused_with_the_reslot_command():
     message = str(refused.value)
     assert "partitions [1, 2]" in message and "one transactional id per partition and 2 writer slots" in message
     assert "offsets reslot --writer-slots 4" in message and refused.value.exit_code == 2
-    with pytest.raises(WriterSlotsChangedError, match="--writer-slots per-partition"):
-        slots.check_committed(config(), 5, 4)
 
 
 def test_as_committed_keeps_the_committed_grouping_and_gives_a_new_pipeline_the_default():
@@ -175,13 +166,13 @@ def test_a_slots_positions_are_read_ahead_in_one_request_and_each_taken_once(mon
 
     def offsets(_consumer, _topic, parts, _timeout):
         calls.append(("offsets", list(parts)))
-        return {p: (10 + p if p % 2 else None, "writer_slots=2") for p in parts}
+        return {p: 10 + p if p % 2 else None for p in parts}
 
     def records(_connection, _log_topic, _group, _topic, parts, timeout_s):
         calls.append(("records", list(parts)))
         return {p: CheckpointEntry(p, 7, 4, "run-0", 0, "topic-id", 2) for p in parts}
 
-    monkeypatch.setattr(checkpoint, "fetch_committed_with_metadata", offsets)
+    monkeypatch.setattr(checkpoint, "fetch_committed", offsets)
     monkeypatch.setattr(checkpoint.checkpoint_log, "read_entries", records)
     cfg = dataclasses.replace(config(writer_slots=2), input_topic_id="topic-id")
     shared = checkpoint.SlotCheckpoints(cfg)
@@ -190,7 +181,6 @@ def test_a_slots_positions_are_read_ahead_in_one_request_and_each_taken_once(mon
         assert calls == [("offsets", [0, 1, 2, 3]), ("records", [0, 2])]
         ckpts = {p: shared.of(p) for p in range(4)}
         assert {p: c.committed() for p, c in ckpts.items()} == {0: 7, 1: 11, 2: 7, 3: 13}
-        assert {p: c.committed_grouping for p, c in ckpts.items()} == dict.fromkeys(range(4), 2)
         assert len(calls) == 2  # every first read answered from what was read ahead
         assert ckpts[1].committed() == 11 and calls[2:] == [("offsets", [1])]
         assert ckpts[0].committed() == 7 and calls[3:] == [("offsets", [0]), ("records", [0])]

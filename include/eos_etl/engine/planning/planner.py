@@ -6,9 +6,14 @@ for it (the group's offset, the checkpoint record, the input's id and log,
 and, only where the decision asks, the outputs' lineage), turns a stop into
 one error with its exit code and command, and caps each range's end.
 
+Who publishes is the pipeline's identity (:mod:`..identity`), read first: a run whose
+settings disagree with it stops before any position is read or any id fenced; a pipeline
+without one is planned as its record would say (:func:`.identity_keeper.proposal`).
+
 Planning writes nothing and fences nothing: only a run passes ``recover``,
 which takes the pipeline's transactional ids over when an incomplete
-transaction holds the group's offsets.
+transaction holds the group's offsets, and records the identity of a pipeline
+that has none (or finishes a change of it that was interrupted).
 """
 
 from __future__ import annotations
@@ -20,12 +25,14 @@ from dataclasses import dataclass, replace
 from ...kafka.admin import ClusterAdmin, PartitionOffsets
 from ...kafka.errors import UnstableOffsetsError
 from ...kafka.group_offsets import GroupOffsetsReader
-from .. import checkpoint_log, slots
+from .. import checkpoint_log, identity, slots
 from ..checkpoint_log import CheckpointEntry
 from ..errors import InputDataLossError, PositionBeyondLogError, PositionLostError
+from ..identity import Identity
 from ..pipeline import PipelineConfig
 from ..position import ROWS, Decision, PartitionState, StartPolicy, Verdict, decide
 from ..window import OffsetRange, Window
+from . import identity_keeper
 from .lineage_positions import read_lineage
 
 log = logging.getLogger(__name__)
@@ -86,17 +93,17 @@ class Positions:
     states: dict[int, PartitionState]
     decisions: dict[int, Decision]
     held: tuple[int, ...] = ()
+    # The pipeline's identity as recorded; where none is, what its first run records (version 0).
+    identity: Identity | None = None
 
-    def groupings(self) -> dict[int, int | None]:
-        """Per partition whose checkpoint record names this topic, the writer slots it was committed with
-        (:mod:`.slots`); records of a topic of the same name deleted since say nothing of this one."""
+    def legacy_groupings(self) -> dict[int, int | None]:
+        """Per partition whose checkpoint record names this topic, the writer slots an older version named in
+        it: what a pipeline without an identity record is adopted with (:func:`.identity_keeper.proposal`)."""
         return committed_groupings({p: s.record for p, s in self.states.items()}, self.topic_id)
 
-    def grouping(self, config: PipelineConfig) -> int | None:
-        """The writer slots a run of these positions publishes with (:func:`.slots.resolve`): exit code 2
-        (:class:`~.errors.WriterSlotsChangedError`) when ``config`` sets another than the positions' own,
-        or the positions name two."""
-        return slots.resolve(config, self.groupings())
+    @property
+    def recorded(self) -> bool:
+        return self.identity is not None and self.identity.version > 0
 
     def stopped(self) -> dict[int, Decision]:
         return {p: d for p, d in self.decisions.items() if d.verdict is Verdict.STOP}
@@ -111,36 +118,62 @@ class Positions:
 def positions(admin: ClusterAdmin, config: PipelineConfig, parts: list[int], *,
               policy: StartPolicy | str = StartPolicy.EARLIEST,
               recover: Callable[[PipelineConfig, list[int]], None] | None = None,
-              lineage_progress: Callable[[str], None] | None = None) -> Positions:
+              lineage_progress: Callable[[str], None] | None = None, check_settings: bool = True,
+              input_created: bool = False) -> Positions:
     """Gather each partition's state and :func:`~.position.decide` it; the outputs' lineage is read
-    only for the partitions whose decision asks for it. Writes nothing; fences nothing unless a run
-    passes ``recover`` (see :func:`_group_offsets`)."""
+    only for the partitions whose decision asks for it. The identity first: ``config``'s settings are
+    checked against it (unless ``check_settings`` is off: a change of them) before anything else is read.
+    Writes nothing; fences nothing unless a run passes ``recover`` (see :func:`_group_offsets`), with which
+    an interrupted change of the identity is finished first."""
     policy = StartPolicy(policy)
     topic, group = config.input_topic, config.group
+    recorded = checkpoint_log.read_identity(admin.connection, config.checkpoint_topic, group, topic)
+    if recorded is not None and check_settings:
+        identity.check(recorded, config)  # before any position is read or any id fenced
     topic_id = admin.topic_id(topic)
+    if recorded is not None and not recorded.ready and recover is not None:
+        recorded = identity_keeper.finish(config, recorded, parts)
     offsets = admin.offsets(topic, parts)
     # The group's offsets first: a run's ``recover`` aborts a transaction that also held a record.
-    committed, held = _group_offsets(admin, group, topic, parts,
-                                     recover and (lambda ps: recover(with_committed_grouping(admin, config), ps)))
+    fence = recover and (lambda ps: recover(_as_committed(admin, config, recorded), ps))
+    committed, held = _group_offsets(admin, group, topic, parts, fence)
     entries = checkpoint_log.read_entries(admin.connection, config.checkpoint_topic, group, topic)
-    states = {p: _state(p, topic_id, offsets[p], committed.get(p), entries) for p in parts}
+    born_new = recorded is not None and recorded.proves_never_published(topic_id)
+    states = {p: _state(p, topic_id, offsets[p], committed.get(p), entries, born_new) for p in parts}
     decisions = {p: decide(s, policy) for p, s in states.items()}
     if unread := sorted(p for p, d in decisions.items() if d.verdict is Verdict.READ_LINEAGE):
         kwargs = {"progress": lineage_progress} if lineage_progress is not None else {}
         for p, (lineage, offset) in read_lineage(admin, config, topic_id, unread, **kwargs).items():
             states[p] = replace(states[p], lineage=lineage, lineage_offset=offset)
             decisions[p] = decide(states[p], policy)
-    return Positions(topic_id, offsets, states, decisions, tuple(held))
+    found = Positions(topic_id, offsets, states, decisions, tuple(held), recorded)
+    if recorded is None:  # unchecked (a change, a report): what the pipeline committed, not what the command sets
+        proposing = config if check_settings else replace(config, writer_slots=slots.AS_COMMITTED)
+        found = replace(found, identity=identity_keeper.proposal(proposing, topic_id, found,
+                                                                 input_created=input_created))
+    return found
+
+
+def _as_committed(admin: ClusterAdmin, config: PipelineConfig, recorded: Identity | None) -> PipelineConfig:
+    """``config`` naming the ids that hold the pipeline's partitions now: the recorded identity's, or, where none
+    is recorded, the grouping an older version named in the checkpoint records."""
+    if recorded is not None:
+        return identity.bind(config, recorded)
+    return with_committed_grouping(admin, config)
 
 
 def with_committed_grouping(admin: ClusterAdmin, config: PipelineConfig) -> PipelineConfig:
-    """``config`` with its writer slots decided from the checkpoint records alone (:func:`.slots.resolve`),
-    for what must name the pipeline's transactional ids before a plan could: a run's ``recover``, which
-    fences the ids whose transaction holds the group's offsets (a grouping changes only by a reslot, which
-    fences the old one, so the records read past that transaction name its grouping), and a lab's zombie."""
+    """``config`` with the ids that may hold its partitions now, for what must name them before a plan could (a
+    run's ``recover``, a lab's zombie): the recorded identity's grouping; without a record, the one the checkpoint
+    records of an older version name (:func:`.slots.resolve`)."""
+    recorded = checkpoint_log.read_identity(admin.connection, config.checkpoint_topic, config.group,
+                                            config.input_topic)
+    if recorded is not None:
+        return identity.bind(config, recorded)
     topic_id = admin.topic_id(config.input_topic)
     entries = checkpoint_log.read_entries(admin.connection, config.checkpoint_topic, config.group, config.input_topic)
-    return replace(config, writer_slots=slots.resolve(config, committed_groupings(entries, topic_id)))
+    legacy = replace(config, writer_slots=slots.AS_COMMITTED)
+    return replace(config, writer_slots=slots.resolve(legacy, committed_groupings(entries, topic_id)))
 
 
 def committed_groupings(records: Mapping[int, CheckpointEntry | None], topic_id: str) -> dict[int, int | None]:
@@ -150,9 +183,9 @@ def committed_groupings(records: Mapping[int, CheckpointEntry | None], topic_id:
 
 
 def _state(p: int, topic_id: str, offsets: PartitionOffsets, group_offset: int | None,
-           entries: Mapping[int, CheckpointEntry]) -> PartitionState:
+           entries: Mapping[int, CheckpointEntry], born_new: bool) -> PartitionState:
     return PartitionState(p, topic_id, offsets.earliest, offsets.last_stable, group_offset, entries.get(p),
-                          max((e.input_partitions for e in entries.values()), default=0))
+                          max((e.input_partitions for e in entries.values()), default=0), born_new=born_new)
 
 
 _ROW_ORDER = {row.name: i for i, row in enumerate(ROWS)}
@@ -228,12 +261,15 @@ def plan_window(
     until_timestamp_ms: int | None = None,
     partitions: list[int] | None = None,
     recover: Callable[[PipelineConfig, list[int]], None] | None = None,
+    record: bool = False,
 ) -> Window:
     """Per partition: [its decided start, last stable offset), capped.
 
     Starts as :func:`positions` decides them (one :class:`~.errors.EngineError` with exit code 2
     for a partition whose state needs an operator); planning writes nothing, and fences
-    nothing unless a run passes ``recover`` (held partitions are the window's ``held``). The
+    nothing unless a run passes ``recover`` (held partitions are the window's ``held``). A run, or a plan
+    that says ``record`` (the DAG's, whose window a later task runs), records the identity of a pipeline
+    that has none (:func:`.identity_keeper.establish`), which the window then names. The
     partitions the group had no offset for are the window's ``uncommitted``: a run commits
     their planned starts (the checkpoint's position, or the start policy's for a partition
     never published from) before it publishes anything. ``until_timestamp_ms`` caps
@@ -244,10 +280,16 @@ def plan_window(
     """
     topic, group = config.input_topic, config.group
     admin.check_reachable()  # in 1 s slices: rejected credentials fail in about a second
-    parts = partitions if partitions is not None else admin.partitions(topic)
+    all_parts = admin.partitions(topic)
+    parts = partitions if partitions is not None else all_parts
     found = positions(admin, config, parts, policy=start_policy, recover=recover)
-    grouping = found.grouping(config)
     found.raise_if_stopped(config)
+    recorded = found.identity
+    if (record or recover is not None) and not found.recorded:  # the identity its plan proposes, recorded
+        recorded = identity_keeper.establish(config, recorded, all_parts)
+        # Another writer may have recorded one first: its settings must be this run's. The positions stand
+        # (they do not depend on the grouping, and a record born new only frees partitions that stopped).
+        identity.check(recorded, config)
     time_caps = admin.offsets_for_time(topic, parts, until_timestamp_ms) if until_timestamp_ms is not None else {}
     ranges: dict[int, OffsetRange] = {}
     for p in parts:
@@ -258,13 +300,22 @@ def plan_window(
         if max_records_per_partition is not None:
             end = min(end, start + max_records_per_partition)
         ranges[p] = OffsetRange(start, max(end, start))
-    missing = tuple(p for p in parts if not found.decisions[p].committed)
+    missing = tuple(p for p in parts if not _checkpointed(found.decisions[p], found.states[p]))
     _log_sources(config, found)
     committed_at = {p: s.record.timestamp_ms for p, s in found.states.items() if s.record is not None}
     window = Window(topic=topic, group=group, ranges=ranges, uncommitted=missing, held=found.held,
-                    topic_id=found.topic_id, committed_at=committed_at, writer_slots=grouping)
+                    topic_id=found.topic_id, committed_at=committed_at, writer_slots=recorded.writer_slots,
+                    identity_version=recorded.version, input_partitions=len(all_parts))
     log.info("planned window %s", window)
     return window
+
+
+def _checkpointed(decision: Decision, state: PartitionState) -> bool:
+    """The position is the group's and its checkpoint record says the same: nothing to commit before publishing.
+    A group offset an operator wrote by hand (Kafka's tools: the record still says the old position) is
+    committed first like a start, so the record keeps it when the group's offsets expire."""
+    return (decision.committed and state.record is not None and state.record.topic_id == state.topic_id
+            and state.record.next_offset == state.group_offset)
 
 
 def _log_sources(config: PipelineConfig, found: Positions) -> None:

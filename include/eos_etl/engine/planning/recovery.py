@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 
 from ...kafka.retry import START_PHASE_DEADLINE_S
 from ..errors import ProducerFencedError, PublishError, TransactionalIdNotAuthorizedError
@@ -73,39 +72,3 @@ def prove_transactional_id_access(config: PipelineConfig) -> None:
         producer.init_transactions()
     finally:
         producer.close()
-
-
-
-def reslot_positions(config: PipelineConfig, groupings: dict[int, int | None], partitions: list[int]) -> dict:
-    """Hand the pipeline's partitions to ``config.writer_slots`` (:mod:`.slots`). ``groupings``: per
-    partition with a committed position, the writer slots it was committed with; ``partitions``: all.
-
-    1. Fence every transactional id of every other grouping (the one before slots included) over all
-       ``partitions``: whatever held one, a paused zombie included, is fenced, its transaction aborted.
-    2. Per old grouping, per slot: initialise its id again, read each of its partitions' committed
-       position and grouping, and where that grouping is still this one, commit the same position again
-       with this id but naming the new grouping. A process of the old grouping that initialised before
-       is fenced; one that initialises after reads the new grouping and stops before producing; a
-       process of the new grouping refused the partition until then. No position moves.
-
-    Returns ``{"retagged": {partition: position}, "changed": [partitions whose grouping changed under
-    it]}``; interrupted anywhere, it is run again as it was."""
-    # deferred: the publisher is the heavier module, recovery its user here
-    from ..publishing.publisher import retag_positions
-
-    target = config.grouping
-    others = sorted({g for g in groupings.values() if g != target} | ({None} - {target}),
-                    key=lambda g: -1 if g is None else g)
-    for grouping in others:
-        fence_transactional_ids(replace(config, writer_slots=grouping), partitions)
-    retagged, changed = {}, []
-    for grouping in others:
-        mine = sorted(p for p, g in groupings.items() if g == grouping)
-        if mine:
-            done, moved = retag_positions(replace(config, writer_slots=grouping), target, mine)
-            retagged.update(done)
-            changed += moved
-    log.warning("%s: group %s's partitions %s now owned by %s (ids of %s fenced)", config.input_topic,
-                config.group, sorted(retagged), "per-partition ids" if target is None else f"{target} writer slots",
-                others)
-    return {"retagged": retagged, "changed": sorted(changed)}

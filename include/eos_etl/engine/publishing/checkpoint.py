@@ -21,11 +21,11 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from ...errors import ConfigurationError
 from ...kafka.errors import KafkaSetupError
-from ...kafka.group_offsets import fetch_committed_with_metadata
+from ...kafka.group_offsets import fetch_committed
 from ...kafka.reachability import unreachable
 from ...kafka.reader import first_visible_offset
 from ...kafka.retry import describe_kafka_exception, is_retriable, retry_until
-from .. import checkpoint_log, slots
+from .. import checkpoint_log
 from ..checkpoint_log import CheckpointEntry
 from ..position import resumed_position
 
@@ -54,17 +54,16 @@ class SlotCheckpoints:
     answer to how many partitions the input has; used one at a time (a consumer is not shared
     between threads here)."""
 
-    def __init__(self, config, timeout_s: float = 30.0, *, grouping: int | None | str = "config"):
+    def __init__(self, config, timeout_s: float = 30.0):
         self._config = config
         self._timeout_s = timeout_s
-        self._grouping = grouping
         self._consumer = None
         self.input_partitions: int | None = None  # the input's partition count, once one checkpoint asked
-        # partition -> (group offset, its metadata, checkpoint record): read for all at once, each taken once
-        self._read_ahead: dict[int, tuple[int | None, str, CheckpointEntry | None]] = {}
+        # partition -> (group offset, checkpoint record): read for all at once, each taken once
+        self._read_ahead: dict[int, tuple[int | None, CheckpointEntry | None]] = {}
 
     def of(self, partition: int) -> "PartitionCheckpoint":
-        return PartitionCheckpoint(self._config, partition, self._timeout_s, shared=self, grouping=self._grouping)
+        return PartitionCheckpoint(self._config, partition, self._timeout_s, shared=self)
 
     @property
     def consumer(self):
@@ -81,11 +80,11 @@ class SlotCheckpoints:
             return  # one partition reads as it always has
         probe = self.of(partitions[0])
         offsets = probe.group_offsets(partitions)
-        missing = [p for p, (offset, _metadata) in offsets.items() if offset is None]
+        missing = [p for p, offset in offsets.items() if offset is None]
         entries = probe.logged_entries(missing) if missing else {}
-        self._read_ahead = {p: (offset, metadata, entries.get(p)) for p, (offset, metadata) in offsets.items()}
+        self._read_ahead = {p: (offset, entries.get(p)) for p, offset in offsets.items()}
 
-    def take(self, partition: int) -> tuple[int | None, str, CheckpointEntry | None] | None:
+    def take(self, partition: int) -> tuple[int | None, CheckpointEntry | None] | None:
         return self._read_ahead.pop(partition, None)
 
     def close(self) -> None:
@@ -95,14 +94,11 @@ class SlotCheckpoints:
 
 
 class PartitionCheckpoint:
-    def __init__(self, config, partition: int, timeout_s: float = 30.0, *, shared: SlotCheckpoints | None = None,
-                 grouping: int | None | str = "config"):
+    def __init__(self, config, partition: int, timeout_s: float = 30.0, *, shared: SlotCheckpoints | None = None):
         """``config``: the :class:`~eos_etl.engine.pipeline.PipelineConfig` of the pipeline, bound to the
         input topic's id (:meth:`~eos_etl.engine.pipeline.PipelineConfig.bound_to`): every record this
         checkpoint writes names the topic its position was taken on, so none can pass for another's.
-        ``shared``: its slot's checkpoints, whose consumer it reads with (closed by them, not by this one).
-        ``grouping``: the writer slots its commits name (:mod:`.slots`), if not ``config``'s: a reslot's,
-        which commits with the old ids the grouping that owns the partitions from then on."""
+        ``shared``: its slot's checkpoints, whose consumer it reads with (closed by them, not by this one)."""
         if not config.input_topic_id:
             raise ConfigurationError(f"a checkpoint of {config.input_topic}[{partition}] needs the input topic's id "
                                      "(PipelineConfig.bound_to(window) binds it)")
@@ -113,9 +109,7 @@ class PartitionCheckpoint:
         self._connection = config.connection
         self._run_id = config.run_id
         self._topic_id = config.input_topic_id
-        self._writer_slots = config.grouping if grouping == "config" else grouping
-        # The writer slots the last commit read by committed() names (engine.slots); None: none, or no slots.
-        self.committed_grouping: int | None = None
+        self._planned_partitions = config.planned_partitions
         self._timeout_s = timeout_s
         self._shared = shared
         self._input_partitions: int | None = None
@@ -133,14 +127,12 @@ class PartitionCheckpoint:
         if ahead is None:  # no answer read ahead (or taken already): ask the broker now
             offset, entry = self.group_offset(), None
         else:
-            offset, metadata, entry = ahead
-            self.committed_grouping = slots.grouping_of_metadata(metadata)
+            offset, entry = ahead
         if offset is not None:
             return offset
         if ahead is None:
             entry = self.logged()
         position = resumed_position(None, entry, self._topic_id)
-        self.committed_grouping = entry.writer_slots if position is not None else None
         if position is not None:
             log.warning("%s[%d]: group %s has no committed offset (expired?); resuming from its checkpoint record: "
                         "%d (run %s)", self.topic, self.partition, self.group, position, entry.run_id)
@@ -149,18 +141,17 @@ class PartitionCheckpoint:
     def group_offset(self) -> int | None:
         """The group's committed offset of this partition (stable: the checkpoint's consumer reads
         read_committed; :func:`~eos_etl.kafka.group_offsets.fetch_committed`), None if it has none."""
-        offset, metadata = self.group_offsets([self.partition])[self.partition]
-        self.committed_grouping = slots.grouping_of_metadata(metadata)
-        return offset
+        return self.group_offsets([self.partition])[self.partition]
 
-    def group_offsets(self, partitions: list[int]) -> dict[int, tuple[int | None, str]]:
-        """:meth:`group_offset` of ``partitions`` (this one's and its slot's) in one request, with each
-        offset's metadata. While a broker is lost the coordinator moves: asked again within the timeout."""
+    def group_offsets(self, partitions: list[int]) -> dict[int, int | None]:
+        """:meth:`group_offset` of ``partitions`` (this one's and its slot's) in one request; whatever wrote
+        them (a run, an operator with Kafka's tools), they are the position. While a broker is lost the
+        coordinator moves: asked again within the timeout."""
         what = (f"{self.topic}[{partitions[0]}]" if len(partitions) == 1
                 else f"{len(partitions)} partitions of {self.topic} ({partitions[0]}, {partitions[1]}, ...)")
 
-        def ask(timeout: float) -> dict[int, tuple[int | None, str]]:
-            return fetch_committed_with_metadata(self._consumer, self.topic, partitions, timeout)
+        def ask(timeout: float) -> dict[int, int | None]:
+            return fetch_committed(self._consumer, self.topic, partitions, timeout)
 
         try:
             return retry_until(ask, what=f"committed offset of {what}", deadline_s=self._timeout_s,
@@ -196,10 +187,9 @@ class PartitionCheckpoint:
         return self._consumer.consumer_group_metadata()
 
     def offsets(self, next_offset: int) -> list[TopicPartition]:
-        """The group's offset to commit, with the writer slots that commit it as its metadata (:mod:`.slots`)."""
-        if metadata := slots.offset_metadata(self._writer_slots):
-            return [TopicPartition(self.topic, self.partition, next_offset, metadata=metadata)]
-        return [TopicPartition(self.topic, self.partition, next_offset)]  # as every commit before slots
+        """The group's offset to commit. No metadata: who may commit is the pipeline's identity, not what the
+        offsets say (an operator's reset writes none either)."""
+        return [TopicPartition(self.topic, self.partition, next_offset)]
 
     def stage(self, producer, next_offset: int) -> None:
         """Add the position ``next_offset`` to ``producer``'s open transaction: the checkpoint
@@ -211,11 +201,15 @@ class PartitionCheckpoint:
         """Produce the checkpoint record of the position ``next_offset`` in ``producer``'s open transaction
         (the first half of :meth:`stage`: :func:`stage_together` sends the offsets of several at once)."""
         entry = CheckpointEntry(self.partition, next_offset, self._partitions_of_input(), self._run_id, 0,
-                                self._topic_id, self._writer_slots)
+                                self._topic_id)
         producer.produce_to(self.log_topic, self.partition,
                             checkpoint_log.key(self.group, self.topic, self.partition), entry.value())
 
     def _partitions_of_input(self) -> int:
+        """What the record says the input has: the window's planned count (a partition added before the run is
+        still one added after the pipeline's last commit); without a plan, the input's metadata now."""
+        if self._planned_partitions:
+            return max(self._planned_partitions, self.partition + 1)
         if self._input_partitions is None and self._shared is not None and self._shared.input_partitions:
             self._input_partitions = max(self._shared.input_partitions, self.partition + 1)
         if self._input_partitions is None:

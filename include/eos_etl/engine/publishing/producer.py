@@ -19,9 +19,14 @@ A produce the client refuses once the transaction failed carries a bare code wit
 those flags (``_FATAL`` fenced, ``_STATE`` abortable); it is classified as the transactional
 API reports the state (:meth:`TransactionalProducer._refused`), and so is a fatal error the
 client raises from ``flush``/``poll`` itself (a fenced produce, reported by an error callback).
-Every failed delivery is reported (``delivery.report.only.error``: successful
-deliveries need no Python callback, which saves one call per record) and makes
-the transaction abortable, it is never dropped.
+Every failed delivery is reported and makes the transaction abortable, it is never dropped.
+Every successful one records its offset: per (topic, partition), the last record of the open
+transaction, folded into :attr:`TransactionalProducer.written` when the transaction commits and
+dropped when it aborts. A run ends once a read_committed reader sees up to those records
+(:mod:`.visibility`): ``commit_transaction`` returns once the coordinator decided, and the
+markers that make the records visible are written after it. (A Python callback per record: about
+0.3 µs of CPU each, 200,000 records with 5 headers in 6 alternating runs on a local broker, median
+0.68 s against 0.62 s with ``delivery.report.only.error``, which had saved it before.)
 """
 
 from __future__ import annotations
@@ -77,20 +82,29 @@ def describe_kafka_error(err: KafkaError) -> str:
 
 class TransactionalProducer:
     def __init__(self, settings: dict, *, retry_deadline_s: float = 60.0, op_timeout_s: float = 30.0,
-                 call_bound: Callable[[float], AbstractContextManager] | None = None):
+                 call_bound: Callable[[float], AbstractContextManager] | None = None,
+                 after_init: Callable[[], None] | None = None):
         """``call_bound(seconds)``: a context that ends the process if a blocking call inside it
-        outlives ``seconds`` (the task's watchdog, :meth:`engine.tasks.watchdog.StallWatchdog.bounded`)."""
+        outlives ``seconds`` (the task's watchdog, :meth:`engine.tasks.watchdog.StallWatchdog.bounded`).
+        ``after_init``: called after every ``init_transactions``, the one of a :meth:`reinitialise` included
+        (a publisher's check that the pipeline's identity is still the one its window was planned with)."""
         self.transactional_id = settings["transactional.id"]
+        self._after_init = after_init or (lambda: None)
         self._call_bound = call_bound or (lambda _seconds: nullcontext())
         self._retry_deadline_s = retry_deadline_s
         self._op_timeout_s = op_timeout_s
         self._delivery_errors: list[KafkaError] = []
+        # (topic, partition) -> the offset of the last record delivered there in the open transaction.
+        self._open_offsets: dict[tuple[str, int], int] = {}
+        #: (topic, partition) -> the offset of the last record of this producer's committed transactions
+        #: there (outputs and checkpoint records): what a read_committed reader must see before a run ends.
+        self.written: dict[tuple[str, int], int] = {}
         conf = dict(settings)
         conf["on_delivery"] = self._on_delivery
         conf["error_cb"] = self._on_error
         self._fatal_error: KafkaError | None = None
-        # Only failures need a callback; flush() still waits for every message.
-        conf["delivery.report.only.error"] = True
+        # Every delivery is reported: failures make the transaction abortable, successes give offsets.
+        conf["delivery.report.only.error"] = False
         conf.setdefault("log_level", 3)
         self._conf = conf
         self._transaction_timeout_s = float(settings.get("transaction.timeout.ms", 60_000)) / 1000
@@ -101,9 +115,20 @@ class TransactionalProducer:
         self.reinitialisations = 0
 
     # -- delivery reports -----------------------------------------------------------
-    def _on_delivery(self, err, _msg) -> None:
+    def _on_delivery(self, err, msg) -> None:
         if err is not None:
             self._delivery_errors.append(err)
+        else:
+            # Reports of one partition come in offset order (an idempotent producer's are): the last is the largest.
+            self._open_offsets[(msg.topic(), msg.partition())] = msg.offset()
+
+    def _fold_open_offsets(self) -> None:
+        """The open transaction's offsets into :attr:`written` (it committed, or may have), largest per partition."""
+        written = self.written
+        for tp, offset in self._open_offsets.items():
+            if offset > written.get(tp, -1):
+                written[tp] = offset
+        self._open_offsets.clear()
 
     @property
     def producer(self) -> Producer:
@@ -169,6 +194,7 @@ class TransactionalProducer:
         """Fence earlier holders of the id and abort what they left open."""
         self._connect()
         self._call("init_transactions", self._op_timeout_s)
+        self._after_init()
 
     def _connect(self) -> None:
         """Hold a connection to a broker the client learned from the cluster before ``init_transactions``.
@@ -192,6 +218,7 @@ class TransactionalProducer:
 
     def begin_transaction(self) -> None:
         self._delivery_errors.clear()
+        self._open_offsets.clear()
         self._call("begin_transaction")
         self._begun_at = time.monotonic()
         self._in_transaction = True
@@ -314,6 +341,7 @@ class TransactionalProducer:
         # still unanswered after the retries is TransactionOutcomeUnknown, never followed by an abort.
         self._call("commit_transaction", self._op_timeout_s, outcome_unknown=True)
         self._in_transaction = False
+        self._fold_open_offsets()
 
     def abort_transaction(self) -> None:
         # Settle in-flight produce requests first: aborting while partitions are
@@ -327,6 +355,7 @@ class TransactionalProducer:
         self._call("abort_transaction", self._op_timeout_s, outcome_unknown=True)
         self._in_transaction = False
         self._delivery_errors.clear()
+        self._open_offsets.clear()  # aborted: a read_committed reader never sees them
 
     def reinitialise(self) -> None:
         """End this producer and start a new one with the same transactional.id (after an unknown outcome).
@@ -347,6 +376,9 @@ class TransactionalProducer:
         self._delivery_errors.clear()
         self._fatal_error = None
         self._in_transaction = False  # the new epoch's init completes or aborts what the old one left open
+        # The open transaction may have committed (an unknown outcome): its records count as written. Waiting
+        # for them costs nothing if it was aborted instead: the new epoch's init returns once it is complete.
+        self._fold_open_offsets()
         self._producer = Producer(self._conf)
         self.reinitialisations += 1
         log.warning("producer of %s ended and replaced; initialising the new one (a new epoch)", self.transactional_id)

@@ -11,11 +11,15 @@ with window range ``[start, end)``:
 
 1. ``init_transactions`` with the slot's transactional.id: fences any earlier
    attempt (a retried task, a second run, a paused zombie) and aborts whatever
-   it left open.
+   it left open. Then the pipeline's identity record (:mod:`..identity`) must still
+   be the version the window was planned with: a change (another grouping, another
+   prefix) records its version before it fences the old ids, so an attempt that
+   initialised after it stops here (:class:`~.errors.IdentityChangedError`) and one
+   that initialised before is fenced.
 2. Read the partition's committed position (the group's offset, stable; where
-   Kafka deleted it, the checkpoint topic's record: :mod:`.checkpoint`), and
-   refuse it if another grouping of writer slots committed it
-   (:class:`~.errors.WriterSlotsChangedError`, exit code 2). Input
+   Kafka deleted it, the checkpoint topic's record: :mod:`.checkpoint`). Whoever
+   wrote the group's offset (a run, an operator's reset with Kafka's tools), it is
+   the position. Input
    records below it were published by an earlier attempt and are skipped, so a
    retry or a rerun of the same window publishes nothing twice.
 3. Produce each remaining record's outputs, in input order, in a transaction;
@@ -37,6 +41,9 @@ with window range ``[start, end)``:
    buffered records of the open transaction from there. Fatal errors (fenced)
    end the attempt.
 
+On the Spark Connect route the run's client must still hold its lease before step 1 and before
+every commit (:mod:`.client_lease`): a task whose client is gone aborts and commits nothing more.
+
 Steps 3 to 5 are the state machine :class:`~eos_etl.engine.publishing.transaction_loop.TransactionLoop`;
 this module checks the window and the input order around it and owns the
 producer's and checkpoint's lifetimes.
@@ -55,7 +62,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, field
 
 from ...kafka.reader import RangeDeletedError
-from .. import failpoints, offsets_retention, slots
+from .. import checkpoint_log, failpoints, identity, offsets_retention
 from ..errors import (
     ProducerFencedError,
     PublishError,
@@ -66,6 +73,7 @@ from ..errors import (
 from ..pipeline import PipelineConfig
 from ..window import OffsetRange
 from .checkpoint import PartitionCheckpoint, SlotCheckpoints
+from .client_lease import LeaseCheck
 from .producer import TransactionalProducer
 from .transaction_loop import POLL_EVERY, InputRecord, LineageWriter, TransactionLoop
 
@@ -92,6 +100,10 @@ class PartitionResult:
     worker_cpu_seconds: float = 0.0  # CPU of the task's Python worker process (0: committed by the driver)
     spark_partition: int | None = None  # the Spark task's partition (None: committed by the driver, no task)
     end_proof_s: float = 0.0  # reading [last record + 1, end) to prove the window end (0: no tail to read)
+    # [topic, partition, offset] of the last record the slot's committed transactions wrote to each partition
+    # (outputs, checkpoint records), as of this partition's last commit: the run ends once a read_committed
+    # reader sees them (engine.publishing.visibility; the largest per partition of every result counts).
+    last_written: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -105,13 +117,14 @@ class _Lane:
 
     def __init__(self, config: PipelineConfig, partition: int, offset_range: OffsetRange,
                  checkpoint: PartitionCheckpoint, on_progress: Callable[[], None],
-                 slot_loop: TransactionLoop | None = None):
+                 slot_loop: TransactionLoop | None = None, lease: Callable[[], None] | None = None):
         self.config = config
         self.partition = partition
         self.range = offset_range
         self.checkpoint = checkpoint
         self._on_progress = on_progress
         self._slot_loop = slot_loop  # the slot's loop this lane joins (None: a loop of its own)
+        self._lease = lease  # asked before each commit of a loop of its own (Spark Connect: the client's lease)
         self.loop: TransactionLoop | None = None
         self.committed: int | None = None
 
@@ -138,8 +151,6 @@ class _Lane:
         """Step 2: the committed position read (and its grouping checked), validated against the window."""
         p = self.partition
         self.committed = committed = self.checkpoint.committed()
-        if committed is not None:  # committed under another grouping: a stale process of it must not go on
-            slots.check_committed(self.config, p, self.checkpoint.committed_grouping)
         failpoints.hit("after_committed_read", p)
         result = PartitionResult(partition=p, transactional_id=self.config.transactional_id(p),
                                  start=self.range.start, end=self.range.end, committed_before=committed)
@@ -185,7 +196,7 @@ class _Lane:
         self.loop = TransactionLoop(
             producer, self.checkpoint, writer, result, position=position, validated_position=self._validated_position,
             chunk_records=cfg.chunk_records, chunk_seconds=cfg.chunk_seconds, max_abort_retries=cfg.max_abort_retries,
-            on_progress=self._on_progress)
+            on_progress=self._on_progress, lease=self._lease)
         return self.loop
 
     def _run_transactions(self, producer, records, position, result) -> None:
@@ -266,16 +277,23 @@ class SlotPublisher:
     def publish(self, streams: Iterable[tuple[int, Iterable[InputRecord]]]) -> list[PartitionResult]:
         first = next(iter(self.ranges))
         failpoints.load(self.config.failpoints)
+        checkpoints = SlotCheckpoints(self.config)
+        # After every init (a reinitialisation's too): a newer identity's change fenced this id before it was made.
         producer = TransactionalProducer(
             self.config.producer_settings(first), retry_deadline_s=self.config.retry_deadline_s,
-            call_bound=self._call_bound,
+            call_bound=self._call_bound, after_init=lambda: require_identity(self.config, checkpoints.consumer),
         )
-        checkpoints = SlotCheckpoints(self.config)
         lane: _Lane | None = None
         results: dict[int, PartitionResult] = {}
+        # On the Spark Connect route: proof that the run's client lives, before every commit (None: no lease).
+        lease = LeaseCheck.of(self.config, self._call_bound)
+        may_commit = lease.check if lease is not None else None
         # Writer slots: one loop for the slot, whose transactions hold any of its partitions' records.
-        loop = None if self.config.grouping is None else _slot_loop(self.config, producer, self._on_progress)
+        loop = None if self.config.grouping is None else _slot_loop(self.config, producer, self._on_progress,
+                                                                    may_commit)
         try:
+            if lease is not None:
+                lease.check()  # an orphan's retry stops here, before its init_transactions fences anyone
             producer.init_transactions()
             initialised = False
 
@@ -292,7 +310,7 @@ class SlotPublisher:
                     initialised = True
                     failpoints.hit("after_init", p)
                     checkpoints.read_ahead(list(self.ranges))  # after init: no older attempt commits them now
-                lane = _Lane(self.config, p, self.ranges[p], checkpoints.of(p), self._on_progress, loop)
+                lane = _Lane(self.config, p, self.ranges[p], checkpoints.of(p), self._on_progress, loop, may_commit)
                 results[p] = lane.publish(producer, records)
 
             for p, records in streams:
@@ -314,6 +332,8 @@ class SlotPublisher:
         finally:
             producer.close()
             checkpoints.close()
+            if lease is not None:
+                lease.close()
 
 
 class PartitionPublisher:
@@ -330,16 +350,28 @@ class PartitionPublisher:
         return self._slot.publish([(self.partition, records)])[0]
 
 
+def require_identity(config: PipelineConfig, consumer=None) -> None:
+    """Right after an ``init_transactions`` of one of ``config``'s ids: the pipeline's identity record is still
+    the version ``config`` was planned with (:func:`~..identity.require_current`). A change records its new
+    version before it fences the old ids, so a process that initialised after the change reads it here and
+    stops; one that initialised before is fenced by the change."""
+    identity.require_current(config, checkpoint_log.read_identity(config.connection, config.checkpoint_topic,
+                                                                  config.group, config.input_topic,
+                                                                  consumer=consumer))
+
+
 def log_done(config: PipelineConfig, result: PartitionResult) -> None:
     log.info("done %s[%d]: read=%d skipped=%d published=%d outputs=%s transactions=%d aborts=%d in %.2fs",
              config.input_topic, result.partition, result.records_read, result.records_skipped,
              result.records_published, result.outputs, result.transactions, result.aborts, result.seconds)
 
 
-def _slot_loop(config: PipelineConfig, producer, on_progress: Callable[[], None]) -> TransactionLoop:
+def _slot_loop(config: PipelineConfig, producer, on_progress: Callable[[], None],
+               lease: Callable[[], None] | None = None) -> TransactionLoop:
     """A writer slot's loop: its transactions span the slot's partitions (chunk_records records in all)."""
     return TransactionLoop(producer, chunk_records=config.chunk_records, chunk_seconds=config.chunk_seconds,
-                           max_abort_retries=config.max_abort_retries, on_progress=on_progress, span_partitions=True)
+                           max_abort_retries=config.max_abort_retries, on_progress=on_progress, span_partitions=True,
+                           lease=lease)
 
 
 def _per_slot(config: PipelineConfig, items: dict[int, object], publish: Callable[[dict], list]) -> list:
@@ -364,8 +396,9 @@ def reset_positions(config: PipelineConfig, positions: dict[int, int]) -> list[P
 
     def reset(slot_positions: dict[int, int]) -> list[PartitionResult]:
         first = next(iter(slot_positions))
-        producer = TransactionalProducer(config.producer_settings(first), retry_deadline_s=config.retry_deadline_s)
         checkpoints = SlotCheckpoints(config)
+        producer = TransactionalProducer(config.producer_settings(first), retry_deadline_s=config.retry_deadline_s,
+                                         after_init=lambda: require_identity(config, checkpoints.consumer))
         try:
             producer.init_transactions()
             return [_reset_one(config, producer, checkpoints.of(p), p, position)
@@ -389,44 +422,10 @@ def _reset_one(config: PipelineConfig, producer, checkpoint: PartitionCheckpoint
         chunk_records=config.chunk_records, chunk_seconds=config.chunk_seconds,
         max_abort_retries=config.max_abort_retries)
     loop.refresh()
-    if result.committed_before == position:  # a reslot's retag: the same position under another id
-        log.info("%s[%d]: group %s position %d committed again as %s (run %s)", config.input_topic, p,
-                 config.group, position, result.transactional_id, config.run_id)
-    else:
+    if result.committed_before != position:
         log.warning("%s[%d]: group %s position reset from %s to %d (as %s, run %s)", config.input_topic, p,
                     config.group, result.committed_before, position, result.transactional_id, config.run_id)
     return result
-
-
-def retag_positions(config: PipelineConfig, target: int | None,
-                    partitions: list[int]) -> tuple[dict[int, int], list[int]]:
-    """A reslot's second step (:func:`~.recovery.reslot_positions`): with ``config``'s (the old grouping's) ids,
-    per slot after its ``init_transactions``, each partition still committed under ``config.writer_slots``
-    committed again at the same position, naming ``target``. Returns the positions so committed, and the
-    partitions found committed under another grouping meanwhile (left as they are)."""
-
-    def retag(slot_parts: dict[int, None]) -> list[tuple[int, int | None]]:
-        producer = TransactionalProducer(config.producer_settings(next(iter(slot_parts))),
-                                         retry_deadline_s=config.retry_deadline_s)
-        checkpoints = SlotCheckpoints(config, grouping=target)
-        out = []
-        try:
-            producer.init_transactions()
-            for p in slot_parts:
-                checkpoint = checkpoints.of(p)
-                committed = checkpoint.committed()
-                if committed is None or checkpoint.committed_grouping != config.grouping:
-                    out.append((p, None))
-                    continue
-                _reset_one(config, producer, checkpoint, p, committed)
-                out.append((p, committed))
-            return out
-        finally:
-            producer.close()
-            checkpoints.close()
-
-    pairs = _per_slot(config, dict.fromkeys(partitions), retag)
-    return {p: o for p, o in pairs if o is not None}, [p for p, o in pairs if o is None]
 
 
 def renew_positions(config: PipelineConfig, window, retention_minutes: int | None = None) -> list[PartitionResult]:

@@ -20,7 +20,9 @@ records in :attr:`TransactionLoop.buffered`). Transitions:
 * :meth:`commit` (-> closed): stage every share's target with its checkpoint
   (its record in the checkpoint topic; then ``send_offsets_to_transaction``, one
   call for all of them), wait for every delivery, commit. Outputs, offsets and
-  the checkpoint records become visible together or not at all.
+  the checkpoint records become visible together or not at all. The current share's
+  result then holds the last offset per topic partition of everything the producer
+  committed (the run waits for a read_committed reader to see it: :mod:`.visibility`).
 * an abortable error anywhere above (librdkafka's ``txn_requires_abort()``):
   abort; for every share the transaction held, re-read the group's committed
   offset (the checkpoint) and keep the buffered records at or after it; begin
@@ -53,6 +55,10 @@ records in :attr:`TransactionLoop.buffered`). Transitions:
   while the pipeline runs.
 * :meth:`close` (-> closed): commit what is staged (the targets of
   ``span_partitions``' deferred ends and refreshes), recovering as above.
+* the ``lease`` (if any), asked right before every ``commit_transaction`` above,
+  refuses (it raises: on the Spark Connect route the run's client is gone,
+  :mod:`.client_lease`): as :meth:`abandon` (-> closed), then the error
+  propagates; nothing more is committed.
 
 Generic: it knows input records as ``(offset, outputs)`` and nothing of what
 the outputs mean. :class:`LineageWriter` produces a record's outputs with the
@@ -139,13 +145,15 @@ class TransactionLoop:
     ``result``, the :class:`PartitionResult` the loop keeps its counts in; ``position``, its committed
     position; ``validated_position(committed)``, the position to resume from (raises if the committed
     offset is outside the window). ``span_partitions``: transactions may hold several partitions.
+    ``lease()``: asked right before each ``commit_transaction``; what it raises abandons the open
+    transaction (:meth:`abandon`) and propagates.
     """
 
     def __init__(self, producer, checkpoint=None, writer: LineageWriter | None = None, result=None, *,
                  position: int | None = None, validated_position: Callable[[int | None], int] | None = None,
                  chunk_records: int, chunk_seconds: float, max_abort_retries: int,
                  on_progress: Callable[[], None] = lambda: None, clock: Callable[[], float] = time.monotonic,
-                 span_partitions: bool = False):
+                 span_partitions: bool = False, lease: Callable[[], None] | None = None):
         self.producer = producer
         self._chunk_records = chunk_records
         self._chunk_seconds = chunk_seconds
@@ -153,6 +161,7 @@ class TransactionLoop:
         self._on_progress = on_progress
         self._clock = clock
         self._span = span_partitions
+        self._lease = lease
         self._shares: dict[int, _Share] = {}
         self._current: _Share | None = None
         self._held = 0  # records in the open transaction, every share's
@@ -282,6 +291,12 @@ class TransactionLoop:
         self.producer.flush()
         for p in staged:
             failpoints.hit("before_commit", p)  # all outputs acked by the broker, not yet committed
+        if self._lease is not None:
+            try:
+                self._lease()
+            except BaseException:
+                self.abandon()
+                raise
         self.producer.commit_transaction()
         self.is_open = False
         records = self._held
@@ -294,6 +309,7 @@ class TransactionLoop:
                 result.outputs[topic] = result.outputs.get(topic, 0) + n
             share.buffered.clear()
         self._held = 0
+        self._note_written()
         if len(staged) == 1:
             [(p, share)] = staged.items()
             log.info("committed %s txn #%d: %d records, offsets -> %d",
@@ -304,6 +320,12 @@ class TransactionLoop:
         self._on_progress()
         for p, share in staged.items():
             failpoints.hit("after_commit", p, share.result.transactions)
+
+    def _note_written(self) -> None:
+        """What the producer's committed transactions wrote (the last offset per topic partition,
+        :attr:`~.producer.TransactionalProducer.written`) into the current partition's result: the run's
+        end waits until a read_committed reader sees it (:mod:`.visibility`)."""
+        self._current.result.last_written = [[t, p, o] for (t, p), o in sorted(self.producer.written.items())]
 
     def _begin(self) -> None:
         self.producer.begin_transaction()
@@ -338,6 +360,7 @@ class TransactionLoop:
             except TransactionOutcomeUnknown as unknown:
                 self._reinitialise(str(unknown))
         self.is_open = False
+        self._note_written()  # after an unknown outcome: the transaction may have landed
         for share in held:
             share.position = share.validated_position(share.checkpoint.committed())
             landed = [r for r in share.buffered if r[0] < share.position]

@@ -17,9 +17,14 @@ Spark task per input partition publishes them exactly once.
 5. One publishing task per non-empty input partition (:mod:`.publish_task`), under a
    :class:`~.replica_guard.ReplicaGuard` (outputs that lose their min ISR fail the run with that
    reason, not the tasks' timeouts) and an :class:`~.task_attempts.AttemptTracker` (every
-   attempt of the tasks, the losing ones included).
+   attempt of the tasks, the losing ones included). On a Spark Connect server the tasks commit only
+   while this client holds its lease (:mod:`eos_etl.engine.publishing.client_lease`).
 6. Partitions with no row in Spark (a range of only aborted records or markers, an empty range)
    have their window end committed without Spark.
+7. The end: once a read_committed reader sees everything the run's committed transactions wrote
+   (:func:`~.visibility.wait_visible`; the empty window's renewals too), so a checker or
+   ``validate`` right after never judges a half-visible commit; not within
+   :data:`~.visibility.VISIBLE_TIMEOUT_S`: :class:`~eos_etl.engine.errors.CommitNotVisibleError`.
 
 What the run did is its :class:`RunSummary`. The transform is the only domain-specific part
 (:mod:`.transform_contract`).
@@ -36,10 +41,14 @@ from dataclasses import dataclass, field
 from ...kafka import reachability
 from .. import failpoints
 from ..pipeline import PipelineConfig
+from ..planning.identity_keeper import bound_for_run
 from ..planning.preflight import Preflight, preflight
+from ..publishing import client_lease, visibility
 from ..publishing.publisher import PartitionResult, publish_without_spark, renew_positions
+from ..publishing.visibility import last_written, wait_visible
 from ..transform_contract import check_contract
 from ..window import OffsetRange, Window
+from .connect_route import is_connect
 from .kafka_source import read_window
 from .publish_task import publish_task, result_schema
 from .replica_guard import ReplicaGuard
@@ -59,6 +68,8 @@ class RunSummary:
     window: Window
     partitions: list[PartitionResult] = field(default_factory=list)
     seconds: float = 0.0
+    # Of ``seconds``, waiting until a read_committed reader saw everything the run committed (step 7).
+    visible_seconds: float = 0.0
     # Every Spark attempt of the publishing tasks, the losing ones included (fenced, crashed, killed).
     task_attempts: TaskAttempts = field(default_factory=TaskAttempts)
 
@@ -109,6 +120,7 @@ class RunSummary:
             "fenced_attempts": self.task_attempts.fenced if self.task_attempts.visible else None,
             "task_attempts": self.task_attempts.to_dict(),
             "seconds": self.seconds,
+            "visible_seconds": self.visible_seconds,
             "partitions": [r.to_dict() for r in sorted(self.partitions, key=lambda r: r.partition)],
         }
 
@@ -123,9 +135,23 @@ def run_window(
     preflighted: Preflight | None = None,
 ) -> RunSummary:
     """Publish ``transform(window)`` exactly once; return what this run did. ``preflighted``: the caller's
-    own preflight of ``config`` (then none here, whatever ``check``)."""
+    own preflight of ``config`` (then none here, whatever ``check``).
+
+    A Spark Connect client holds its lease for the run (:mod:`eos_etl.engine.publishing.client_lease`: the
+    server's tasks commit only while it lives), joined from the start on, so the join overlaps the preflight
+    and the query's build."""
+    with client_lease.held(config, is_connect(spark) and not window.is_empty) as lease:
+        return _run_window(spark, config, window, transform, check=check, preflighted=preflighted, lease=lease)
+
+
+def _run_window(spark, config: PipelineConfig, window: Window, transform: Callable, *, check: bool,
+                preflighted: Preflight | None, lease) -> RunSummary:
     t0 = time.monotonic()
-    config = config.bound_to(window)  # every record this run writes names the topic it was planned on
+    # Made now, asked at the end (step 7): by then connected to the partition leaders (engine.publishing.visibility).
+    visible = visibility.client(config.connection)
+    # Every record this run writes names the topic it was planned on; its settings and the window's identity
+    # version are the recorded identity's before anything is read or fenced.
+    config = bound_for_run(config.bound_to(window), window)
     if preflighted is None and check:
         preflighted = preflight(config)
     retention_minutes = preflighted.offsets_retention_minutes if preflighted is not None else None
@@ -135,18 +161,20 @@ def run_window(
              config.transactional_id_prefix, config.input_topic)
     if window.is_empty:
         summary.partitions = renew_positions(config, window, retention_minutes)
+        summary.visible_seconds = wait_visible(config.connection, last_written(summary.partitions), admin=visible)
         summary.seconds = round(time.monotonic() - t0, 3)
         log.info("run %s: window is empty: nothing to publish; %d of %d committed positions renewed",
                  config.run_id, len(summary.partitions), len(window.ranges))
         return summary
     early: dict[int, PartitionResult] = {}
+    started: list[PartitionResult] = []  # every start committed first (its records are waited for at the end)
     if starts := {p: OffsetRange(window.ranges[p].start, window.ranges[p].start) for p in window.uncommitted}:
         # The group had no offset for these: their starts first, the empty ones' too (their start is
         # their end), so a run that fails later still leaves every partition it planned with its
         # position committed (and checkpointed), as its checkpoint records' input_partitions claim.
         with failpoints.suspended():  # the publishing path's fault points are the tasks', not this
-            early = {r.partition: r for r in publish_without_spark(config, starts)
-                     if window.ranges[r.partition].is_empty}
+            started = publish_without_spark(config, starts)
+            early = {r.partition: r for r in started if window.ranges[r.partition].is_empty}
     tasks = len({config.slot_of(p) for p in window.nonempty()})  # one per writer slot with records to read
     warmup = PythonWorkerWarmup(spark, tasks=tasks).start()
     t_build = time.monotonic()
@@ -154,6 +182,7 @@ def run_window(
     check_contract(out)
     t_build = time.monotonic() - t_build
     warmup.wait()
+    task_config = lease.bound(config)  # on Spark Connect: naming the client's lease, once it is held
     # The tracker first: its job group (or operation tag) is the run's own, the only one the guard cancels.
     with AttemptTracker(spark, config.run_id) as attempts, \
             ReplicaGuard(spark, config.connection, config.output_topics, group=attempts.group) as guard:
@@ -164,7 +193,7 @@ def run_window(
         try:
             rows = (
                 out.select("partition", "offset", "outputs")
-                .mapInArrow(publish_task(config.to_json(), window.to_json(),
+                .mapInArrow(publish_task(task_config.to_json(), window.to_json(),
                                          answered=reachability.has_answered(config.connection)), result_schema())
                 .collect()
             )
@@ -181,16 +210,23 @@ def run_window(
     missed = publish_without_spark(config, {p: rng for p, rng in window.ranges.items()
                                             if p not in done and p not in early})
     summary.partitions = [*done.values(), *early.values(), *missed]
+    summary.visible_seconds = wait_visible(config.connection, last_written([*started, *summary.partitions]),
+                                           admin=visible)
     summary.seconds = round(time.monotonic() - t0, 3)
+    _log_finished(summary)
+    return summary
+
+
+def _log_finished(summary: RunSummary) -> None:
     a = summary.task_attempts
     log.info(
-        "run %s finished in %.1fs: read=%d published=%d skipped=%d outputs=%s transactions=%d task attempts=%s",
-        config.run_id, summary.seconds, summary.records_read, summary.records_published,
+        "run %s finished in %.1fs (%.3fs of it until read_committed readers saw its commits): read=%d "
+        "published=%d skipped=%d outputs=%s transactions=%d task attempts=%s",
+        summary.run_id, summary.seconds, summary.visible_seconds, summary.records_read, summary.records_published,
         summary.records_skipped, summary.outputs(), summary.transactions,
         f"{a.total} (failed {a.failed}, fenced {a.fenced}, killed {a.killed})" if a.visible
         else "not visible to a Spark Connect client",
     )
-    return summary
 
 
 def _tasks_partitions(done: dict[int, PartitionResult]) -> dict[int, str]:

@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from eos_etl.cli.pipeline import _partition_list
+from eos_etl.cli.offsets import partition_list as _partition_list
 from eos_etl.engine.checkpoint_log import CheckpointEntry, decode, key
 from eos_etl.engine.errors import InputDataLossError, PositionBeyondLogError, PositionLostError
 from eos_etl.engine.pipeline import PipelineConfig

@@ -23,6 +23,7 @@ from eos_etl.engine.errors import ProducerFencedError, PublishError, Transaction
 from eos_etl.engine.lineage import H_SOURCE_OFFSET, H_SOURCE_PARTITION
 from eos_etl.engine.publishing.publisher import PartitionResult
 from eos_etl.engine.publishing.transaction_loop import LineageWriter, TransactionLoop
+from eos_etl.engine.publishing.visibility import last_written
 
 
 class FakeProducer:
@@ -43,6 +44,12 @@ class FakeProducer:
         self.log: list[tuple[str, int]] = []  # (method, epoch) of every call, in order
         # commit_transaction numbers whose unknown outcome was in fact a commit (the answer was lost).
         self.landed: set[int] = set()
+        # Offsets as the real producer reports them (TransactionalProducer.written): every record takes the next
+        # offset of its partition (an output's: its input partition), aborted ones too.
+        self.next_offset: dict[tuple[str, int], int] = {}
+        self.open_written: dict[tuple[str, int], int] = {}
+        self.written: dict[tuple[str, int], int] = {}
+        self.committed_records: dict[tuple[str, int], int] = {}  # the last committed record's offset, per partition
 
     def _call(self, method: str) -> None:
         n = self.calls[method] = self.calls.get(method, 0) + 1
@@ -66,22 +73,35 @@ class FakeProducer:
         self.epoch += 1
         self.ended = False
         self.pending, self.pending_offsets, self.pending_records = None, {}, {}
+        self._fold()  # as the real one: an unknown outcome's records count (they may have landed)
 
     def begin_transaction(self):
         self._call("begin_transaction")
         assert self.pending is None, "begin while a transaction is open"
         self.pending, self.pending_offsets, self.pending_records = [], {}, {}
+        self.open_written = {}
 
     def produce_to(self, topic, partition, key, value):
         assert self.pending is not None, "produce outside a transaction"
         self._call("produce_to")
         self.pending_records[partition] = json.loads(value)["next_offset"]
+        self._deliver(topic, partition)
 
     def produce(self, topic, key, value, headers):
         assert self.pending is not None, "produce outside a transaction"
         self._call("produce")
+        self._deliver(topic, int(dict(headers)[H_SOURCE_PARTITION]))
         self.pending.append((topic, int(dict(headers)[H_SOURCE_OFFSET])) if len(self.checkpoints) == 1
                             else (topic, int(dict(headers)[H_SOURCE_PARTITION]), int(dict(headers)[H_SOURCE_OFFSET])))
+
+    def _deliver(self, topic: str, partition: int) -> None:
+        offset = self.next_offset[(topic, partition)] = self.next_offset.get((topic, partition), -1) + 1
+        self.open_written[(topic, partition)] = offset
+
+    def _fold(self) -> None:
+        for tp, offset in self.open_written.items():
+            self.written[tp] = max(offset, self.written.get(tp, -1))
+        self.open_written = {}
 
     def poll(self):
         pass
@@ -105,10 +125,13 @@ class FakeProducer:
         for partition, offset in self.pending_records.items():
             self.checkpoints[partition].logged_offset = offset
         self.pending, self.pending_offsets, self.pending_records = None, {}, {}
+        self.committed_records.update(self.open_written)
+        self._fold()
 
     def abort_transaction(self):
         self._call("abort_transaction")
         self.pending, self.pending_offsets, self.pending_records = None, {}, {}
+        self.open_written = {}
 
 
 class FakeCheckpoint:
@@ -487,3 +510,61 @@ def test_a_loop_of_one_partitions_transactions_takes_the_next_only_after_its_com
     loop.finish(2)
     _join(loop, producer, checkpoints, 1, end=2)
     assert checkpoints[0].committed_offset == 2 and producer.calls["commit_transaction"] == 1
+
+
+# -- what the committed transactions wrote: the run's end waits for a read_committed reader to see it -------
+
+def _reported(*results: PartitionResult) -> dict[tuple[str, int], int]:
+    return {(t, p): o for t, ps in last_written(results).items() for p, o in ps.items()}
+
+
+@pytest.mark.parametrize("fail", [
+    {},
+    {("commit_transaction", 2): TransactionAbortable("coordinator moved")},
+    {("produce", 8): TransactionAbortable("broker says abort")},
+    {("flush", 3): TransactionAbortable("messages undelivered")},
+], ids=["clean", "abort at a commit", "abort mid-transaction", "abort at the last flush"])
+def test_the_result_reports_the_last_committed_record_of_each_partition_never_an_aborted_one(fail):
+    producer, checkpoint, result, error = run(range(8), end=8, fail=fail)
+    assert error is None
+    # Outputs of the input partition 0 in invoices[0] and shipments[0]; checkpoint records in its partition 0.
+    assert _reported(result) == producer.committed_records
+    assert set(producer.committed_records) == {("invoices", 0), ("shipments", 0), ("shop.checkpoints", 0)}
+    if fail:  # the aborted records took offsets too (as in Kafka); the last ones are the replay's, committed
+        assert producer.next_offset[("invoices", 0)] > 7
+
+
+def test_a_fenced_attempt_reports_only_what_it_committed_before():
+    producer, checkpoint, result, error = run(
+        range(8), end=8, fail={("produce", 9): ProducerFencedError("fenced by a newer attempt")})
+    assert isinstance(error, ProducerFencedError)
+    assert _reported(result) == producer.committed_records == {
+        ("invoices", 0): 2, ("shipments", 0): 2, ("shop.checkpoints", 0): 0}
+    assert producer.next_offset[("invoices", 0)] > 2  # the open transaction's records: never reported
+
+
+def test_an_abandoned_transaction_is_not_reported():
+    producer, checkpoint, loop = _loop_over(range(5))  # 0-2 committed, 3-4 open, then aborted
+    loop.abandon()
+    assert _reported(loop._current.result) == {("invoices", 0): 2, ("shipments", 0): 2, ("shop.checkpoints", 0): 0}
+
+
+@pytest.mark.parametrize("landed", [False, True], ids=["commit lost", "commit landed, answer lost"])
+def test_a_commit_of_unknown_outcome_is_reported_as_if_it_landed(landed):
+    producer, checkpoint, result, error = run(
+        range(6), end=6, fail={("commit_transaction", 2): _unknown("commit_transaction")},
+        landed={2} if landed else set())
+    assert error is None
+    reported = _reported(result)
+    # Landed: the replay has nothing left but the end; lost: it produces records 3-5 again, after the lost ones.
+    assert all(reported[tp] >= offset for tp, offset in producer.committed_records.items())
+    assert reported == producer.written
+
+
+def test_a_slots_results_together_report_every_partition_its_transactions_wrote():
+    producer, checkpoints, loop = _slot({0: None, 1: None, 2: 3},
+                                        fail={("commit_transaction", 2): TransactionAbortable("abort")})
+    results = _slot_window(producer, checkpoints, loop)
+    assert _reported(*results.values()) == producer.committed_records
+    assert {tp for tp in producer.committed_records if tp[0] == "shop.checkpoints"} == {
+        ("shop.checkpoints", 0), ("shop.checkpoints", 1), ("shop.checkpoints", 2)}
