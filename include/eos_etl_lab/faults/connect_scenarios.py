@@ -9,8 +9,9 @@ run task does before every window) and a retry; then the checker.
 
 - **connect_server_kill**: SIGKILL of the server mid-publish.
 - **connect_server_stop**: SIGSTOP of the server past the stall bound (a stuck JVM).
-- **connect_client_kill**: SIGKILL of the client mid-window: the server must end
-  the orphaned operation (its tasks) within its detached-operation bound.
+- **connect_client_kill**: SIGKILL of the client mid-window: its tasks commit nothing
+  past its lease (``engine.publishing.client_lease``: they fail at their next commit once
+  it expired), and the server ends the orphaned operation within its detached-operation bound.
 - **connect_task_kill**: Airflow kills the run task: the operator's ``on_kill``
   (SIGTERM to the client), which interrupts the operations it tagged (the
   session is the pipeline's and stays).
@@ -62,6 +63,8 @@ EXTRA = ["--chunk-records", "200"]
 #: until the broker aborts it, and the checker before any retry waits for that (SETTLE_BOUND_S).
 FAULTED_TXN_TIMEOUT = ["--transaction-timeout-ms", "40000"]
 SETTLE_BOUND_S = 40 + 20
+#: What the server's log says of a task whose run's client is gone (engine.publishing.client_lease).
+LEASE_REFUSAL = "ClientLeaseError: the Spark Connect client that started this task's run is gone"
 
 
 def _server(lab: Lab) -> SparkConnectServer:
@@ -261,8 +264,9 @@ def _client_gone(lab: Lab, seed: int, scenario: str, end_client, window: MidStre
     """The client ended by ``end_client`` with its window in flight (``window``: streaming; None: one
     task asleep mid-transaction); once its tasks ended and its outputs settled, the checker before any
     retry, then the retry and the checker again.
-    A trial whose fault struck no work in progress (no task with records to come, none killed by Spark,
-    or, streaming, no range committed in part) fails as ``fault_not_mid_stream``."""
+    A trial whose fault struck no work in progress (no task with records to come, none killed by Spark nor
+    refused a commit by its client's lease, or, streaming, no range committed in part) fails as
+    ``fault_not_mid_stream``."""
     with trial(scenario, f"seed={seed}") as result:
         server = _server(lab)
         since = server.log_file.stat().st_size if server.log_file.is_file() else 0
@@ -277,15 +281,21 @@ def _client_gone(lab: Lab, seed: int, scenario: str, end_client, window: MidStre
         result.kills = 1
         ended_s = result.fail_s = _tasks_ended(lab, result, t_fault,
                                                ORPHAN_BOUND_S if how == "SIGKILL" else TERM_GRACE_S + 5)
-        killed = server.log_since(since).count("TaskKilled")
+        log_text = server.log_since(since)
+        killed = log_text.count("TaskKilled")
+        # A task whose client's lease expired fails at its next commit (one traceback per attempt, as often
+        # as Spark logs it): not killed, but stopped on work in progress all the same.
+        refused = log_text.count(LEASE_REFUSAL)
         landing.record(result, streaming=window is not None)
         result.counters["tasks_killed"] = killed
-        if not killed:
+        result.counters["lease_refusals_logged"] = refused
+        if not killed and not refused:
             result.violations["fault_not_mid_stream"] = 1
         lab.judge_before_retry(result, shop, SETTLE_BOUND_S)
         _recover(lab, result, shop, t_fault, extra)
         result.detail = (f"client {how} mid-window: {landing.describe()}; its tasks on the server ended "
-                         f"{ended_s}s later, {killed} killed by Spark; before any retry (outputs settled in "
+                         f"{ended_s}s later, {killed} killed by Spark, {refused} lease refusals logged; before any "
+                         "retry (outputs settled in "
                          f"{result.counters['settled_before_retry_s']}s) "
                          f"{result.counters['committed_before_retry']:,} inputs committed, "
                          f"{result.counters['published_before_retry']:,} published, "

@@ -44,6 +44,10 @@ def run_window_args(settings, extra: list[str] = ()) -> list[str]:
     return args + list(extra)
 
 
+#: How long :meth:`JobProcess.wait` waits for an exited process's output to be read to its end.
+DRAIN_S = 10.0
+
+
 class JobProcess:
     """One run of the job as an OS process group."""
 
@@ -63,9 +67,11 @@ class JobProcess:
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, errors="replace", start_new_session=True)
-        threading.Thread(target=self._read, args=(self.proc.stderr, True), daemon=True).start()
         self._stdout: list[str] = []
-        threading.Thread(target=self._read, args=(self.proc.stdout, False), daemon=True).start()
+        self._readers = [threading.Thread(target=self._read, args=(stream, is_stderr), daemon=True)
+                         for stream, is_stderr in ((self.proc.stderr, True), (self.proc.stdout, False))]
+        for reader in self._readers:
+            reader.start()
         return self
 
     def _read(self, stream, is_stderr: bool) -> None:
@@ -176,11 +182,17 @@ class JobProcess:
         return self.signal(signal.SIGCONT)
 
     def wait(self, timeout_s: float) -> int | None:
-        """The exit code, or None if it still runs after ``timeout_s``."""
+        """The exit code, or None if it still runs after ``timeout_s``. Once it has exited, its output is
+        read to its end before this returns (the readers drain the pipes after the exit: a caller that
+        reads ``stderr`` right after would otherwise miss its last lines), at most :data:`DRAIN_S` more (a
+        child that inherited the pipes may hold them open)."""
         try:
-            return self.proc.wait(timeout_s)
+            code = self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
             return None
+        for reader in self._readers:
+            reader.join(DRAIN_S)
+        return code
 
     def save(self, path) -> None:
         """Write everything the job printed (stderr, then stdout) to ``path``."""

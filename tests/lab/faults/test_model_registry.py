@@ -40,10 +40,10 @@ def test_a_seed_draws_the_history_it_always_drew():
     another place of the order would change it."""
     partitions, ops = ms.draw_history(1, 8)
     assert partitions == 2
-    assert [op.kind for op in ops] == ["produce", "signal", "produce", "signal", "produce", "idle_tick",
-                                       "truncate_input", "plan_during_run"]
-    assert ops[1] == Op("signal", (("sig", "TERM"), ("at", "time"), ("delay", 2.37)))
+    assert [op.kind for op in ops] == ["produce", "offsets_restore", "idle_tick", "hand_offset_reset", "produce",
+                                       "age_out", "run", "partitions_added_between_plan_and_run"]
+    assert ops[3] == Op("hand_offset_reset", (("to", "current"), ("seed", 511554)))
     _, ops = ms.draw_history(2, 10, broker_ops=False, connect=True)
-    assert ops[8] == Op("crash", (("point", "mid_produce"), ("action", "crash"), ("partition", 0), ("once", True),
-                                  ("after", 144), ("route", "local")))
-    assert ops[4] == Op("server_kill", (("sig", "TERM"), ("delay", 2.85)))
+    assert ops[4] == Op("signal", (("sig", "TERM"), ("at", "publishing"), ("delay", 1.63), ("route", "connect")))
+    assert ops[6] == Op("paused_run", (("line", 12), ("settings", "other_grouping"), ("slots", "3"),
+                                       ("route", "connect")))

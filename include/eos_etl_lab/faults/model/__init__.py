@@ -6,9 +6,14 @@ aborted, invalid), windows run, runs crashed at a failpoint or signalled, two ru
 once, ``plan-window`` during a run, a replay of a planned window, ``offsets restore``, input
 partitions added, the input topic deleted and re-created, its records deleted (retention) below or
 beyond the pipeline's position, the consumer group deleted, the broker restarted or paused under a
-run, the group's offsets left to expire (the private broker keeps them one minute), and, with a
-Spark Connect server, every run on either route (``route=local``: a spark-submit of its own;
-``route=connect``: a client of the server) and the server killed under a run.
+run, the group's offsets left to expire (the private broker keeps them one minute); and who may
+commit a partition (docs/pipeline-identity.md): the group's offsets written by hand with Kafka's
+own API (any value in the log, no metadata), a run of another ``--writer-slots`` or
+``--transactional-id-prefix`` racing the scheduled one, a run SIGSTOPped at a drawn log line and
+resumed after the scheduled run finished, input partitions added between ``plan-window`` and the
+run of its window, a run of the same group with another prefix; and, with a Spark Connect server,
+every run on either route (``route=local``: a spark-submit of its own; ``route=connect``: a client
+of the server) and the server killed under a run.
 :func:`~.executor.execute` runs a history on fresh topics and judges it after every step:
 
 * safety, by the independent checker (:mod:`eos_etl.checker`): nothing committed without its
@@ -19,7 +24,10 @@ Spark Connect server, every run on either route (``route=local``: a spark-submit
   recovers; exit 2 only where the operator really must act (the input topic was replaced);
 * per operation: ``plan-window`` writes and fences nothing (the run it overlaps is not fenced);
   a run after the input topic was re-created, or after records it had not processed were
-  deleted, stops with exit 2 naming the partition;
+  deleted, stops with exit 2 naming the partition; offsets written by hand are where the next
+  window starts (a range reset backwards is published again, judged from the outputs written
+  since); a run whose settings disagree with the pipeline's identity is refused (exit 2, nothing
+  moved) or publishes nothing; a paused run resumed publishes nothing more;
 * liveness, once the faults healed: at most :data:`~.executor.RETRIES` runs (exit 1 retried, the
   named command of an exit 2 run first) bring the committed offsets level with the input's end, and
   the checker is exact.
@@ -31,6 +39,7 @@ printed as a numbered list with its seed (:func:`~.history.describe`).
 
 The modules: :mod:`.registry` (what an operation is, the registry of kinds), :mod:`.harness` (a
 history's topics, model and judge), :mod:`.operations` (what each kind does, registered),
+:mod:`.pause_hook` (a run that SIGSTOPs itself after its Nth log line),
 :mod:`.history` (the generator), :mod:`.executor`, :mod:`.shrinker`, :mod:`.report` (the printed
 histories, the result rows, the model section of docs/reliability.md), :mod:`.options`.
 """

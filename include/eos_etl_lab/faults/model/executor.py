@@ -64,6 +64,7 @@ class History(Operations):
             ends = self.lab.input_ends(self.shop)
             if code == 0 and self.committed() == ends:
                 self.out.recovery_s = round(time.monotonic() - t0, 1)
+                self.follow_hand_reset()
                 report = check_shop(self.shop, expected_ends=ends, outputs_from=self.outputs_from)
                 for kind, n in report.violations.items():
                     self.violate(kind, f"x{n} after the pipeline caught up: {report.to_dict()['partitions']}"[:400])

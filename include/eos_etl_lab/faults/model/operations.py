@@ -31,7 +31,15 @@ from eos_etl.shop.generator import generate
 
 from ..clear_failure import error_lines, run_violations
 from ..job_process import FAILPOINT_FIRED, PUBLISHING, JobProcess, run_window_args
-from .harness import RUN_EXTRA, Harness, parse_recovery_command, wait_until
+from .harness import RUN_EXTRA, parse_recovery_command, wait_until
+from .identity_operations import (
+    IdentityOperations,
+    draw_hand_offset_reset,
+    draw_other_prefix,
+    draw_partitions_added_between_plan_and_run,
+    draw_paused_run,
+    draw_race_other_grouping,
+)
 from .registry import Registry
 
 #: Logged by the driver right before it commits the starts of partitions the group had no offset for.
@@ -45,7 +53,6 @@ CRASH_POINTS = ("after_init", "after_committed_read", "mid_produce", "before_sen
                 "before_commit", "after_commit", "before_report")
 #: The private broker's offsets retention: a group's offsets are deleted a minute after their last commit.
 OFFSETS_EXPIRE_S = 150.0
-
 #: Every operation kind, registered by the method that carries it out.
 OPERATIONS = Registry()
 
@@ -92,7 +99,7 @@ def _draw_server_kill(rng: random.Random) -> dict:
     return {"sig": rng.choice(("KILL", "KILL", "TERM")), "delay": round(rng.uniform(0.0, 3.0), 2)}
 
 
-class Operations(Harness):
+class Operations(IdentityOperations):
     """What each operation kind does to the history's pipeline, and how it judges what it saw."""
 
     # -- purchases and runs ----------------------------------------------------------------------
@@ -219,6 +226,7 @@ class Operations(Harness):
         for t in self.shop.topics.outputs:  # outputs before now are the old input's
             self.outputs_from[t] = {p: o.high_watermark for p, o in admin.offsets(t, admin.partitions(t)).items()}
         self.recreate_topic(topic, n, readable=True)
+        self.hand.clear()  # offsets written by hand went with the old topic
         if had_commits:
             self.replaced = True
             self.excused |= set(range(n))
@@ -232,6 +240,8 @@ class Operations(Harness):
         except Exception as exc:  # noqa: BLE001 - a group that never committed does not exist
             if "GROUP_ID_NOT_FOUND" not in str(exc):
                 raise
+        if self.hand:
+            self.hand_dropped = True  # offsets written by hand are gone with it
 
     @OPERATIONS.register(1, draw=_draw_truncate_input)
     def op_truncate_input(self, beyond, share) -> None:
@@ -294,6 +304,8 @@ class Operations(Harness):
         if any(c is not None for c in self.committed().values()):
             wait_until(lambda: all(c is None for c in self.committed().values()), OFFSETS_EXPIRE_S,
                        "the broker to expire the group's offsets")
+            if self.hand:
+                self.hand_dropped = True  # offsets written by hand expired too
 
     @OPERATIONS.register(1, draw=_draw_server_kill, needs="connect", starts_run=True)
     def op_server_kill(self, sig, delay) -> None:
@@ -392,6 +404,15 @@ class Operations(Harness):
                 return
         self.violate("second_pipeline_exit", "three runs did not publish its window")
 
+
+# The identity's kinds, registered after every other (the generator's draw order: docs/pipeline-identity.md).
+for _name, _weight, _draw in (("hand_offset_reset", 3, draw_hand_offset_reset),
+                              ("race_other_grouping", 2, draw_race_other_grouping),
+                              ("paused_run", 2, draw_paused_run),
+                              ("partitions_added_between_plan_and_run", 2, draw_partitions_added_between_plan_and_run),
+                              ("second_pipeline_same_group_other_prefix", 2, draw_other_prefix)):
+    OPERATIONS.register(_weight, draw=_draw, starts_run=_name != "hand_offset_reset")(
+        getattr(IdentityOperations, f"op_{_name}"))
 
 OPERATIONS.verify(Operations)
 

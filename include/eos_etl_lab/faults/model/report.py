@@ -28,6 +28,7 @@ def report_history(outcome: Outcome, shortest: Outcome | None) -> str:
     lines = [f"{describe(outcome.seed, outcome.partitions, outcome.ops)}\n  -> {head} "
              f"({outcome.seconds:.0f} s, recovery {outcome.recovery_s} s)"]
     lines += [f"     {v}" for v in outcome.violations]
+    lines += [f"     note: {n}" for n in outcome.notes]
     if shortest is not None:
         lines.append(f"  shortest history still showing {outcome.first_kind}:")
         lines.append("  " + describe(shortest.seed, shortest.partitions, shortest.ops).replace("\n", "\n  "))
