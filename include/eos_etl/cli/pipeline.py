@@ -77,8 +77,8 @@ def cmd_create_topics(args) -> int:
               f"{settings.topics.purchases}", file=sys.stderr)
     states = ensure_topics(admin, settings.specs(args.partitions), durability,
                            allow_existing=args.allow_existing)
-    recorded = _record_identity(settings.pipeline(), admin, input_created=states[settings.topics.purchases].created)
-    print(json.dumps({**{name: state.to_dict() for name, state in states.items()}, "identity": recorded.to_dict()}))
+    _record_identity(settings.pipeline(), admin, input_created=states[settings.topics.purchases].created)
+    print(json.dumps({name: state.to_dict() for name, state in states.items()}))  # topics only: its contract
     return 0
 
 
@@ -92,8 +92,8 @@ def _record_identity(pipeline, admin: ClusterAdmin, *, input_created: bool):
         return found.identity
     recorded = identity_keeper.establish(pipeline, found.identity, parts, change="create-topics")
     identity.check(recorded, pipeline)
-    print(f"create-topics: recorded the pipeline's identity (born {recorded.born}): {recorded.to_dict()}",
-          file=sys.stderr)
+    print(f"create-topics: recorded the pipeline's identity (born {recorded.born}; `offsets show` prints it): "
+          f"{json.dumps(recorded.to_dict())}", file=sys.stderr)
     return recorded
 
 
