@@ -50,6 +50,14 @@ def lab(connection) -> Lab:
     return Lab(connection)
 
 
+@pytest.fixture
+def connect_route(spark_connect_server, monkeypatch):
+    """The CLI's windows on the worker's shared Spark Connect server, the default route (a window there
+    costs no Spark application's start)."""
+    for name, value in spark_connect_server.client_env().items():
+        monkeypatch.setenv(name, value)
+
+
 def new_shop(lab: Lab, partitions: int, name: str) -> ShopSettings:
     """A new pipeline run as scheduled: no ``--writer-slots`` (the default, whatever the lab's env says)."""
     return lab.make_shop(partitions, name=name, writer_slots=slots.AS_COMMITTED)
@@ -168,7 +176,7 @@ def test_a_paused_run_with_another_grouping_never_publishes_a_window_twice(lab, 
                          (code == 2 or (code == 1 and "fenced" in errors[0]))), f"{ended}\n{hand.tail(30)}"
 
 
-def test_a_hand_reset_of_the_group_offsets_is_a_position_not_a_stall(lab):
+def test_a_hand_reset_of_the_group_offsets_is_a_position_not_a_stall(lab, connect_route):
     """One exact window (1,000 purchases, the default grouping); the group's offsets written again at
     their values with Kafka's own API (no metadata, as ``kafka-consumer-groups --reset-offsets``);
     500 new purchases: the next run exits 0 and publishes exactly those 500 (docs/how-it-works.md:
@@ -216,7 +224,7 @@ def test_a_hand_reset_of_the_group_offsets_is_a_position_not_a_stall(lab):
     assert report.partitions[0].covered_inputs == ends[0]
 
 
-def test_partitions_added_between_a_plan_and_its_run_start_from_their_beginning(lab, tmp_path: Path):
+def test_partitions_added_between_a_plan_and_its_run_start_from_their_beginning(lab, tmp_path: Path, connect_route):
     """A 2-partition shop publishes a window; retention deletes its first invoices record. The next
     window is planned (``plan-window``, saved as the DAG's plan task does); the input grows to 4
     partitions and ``create-topics --allow-existing`` runs (docs/operations.md); the planned window
@@ -260,7 +268,7 @@ def test_partitions_added_between_a_plan_and_its_run_start_from_their_beginning(
     assert_exact(lab, shop, outputs_from=outputs_before)
 
 
-def test_a_new_pipeline_on_shared_retained_outputs_starts_alone(lab):
+def test_a_new_pipeline_on_shared_retained_outputs_starts_alone(lab, connect_route):
     """Pipeline A publishes 500 purchases; pipeline B (its own input, group and transactional-id
     prefix, A's output topics) is made with ``create-topics --allow-existing``; retention deletes one
     of A's invoices. B's first run exits 0 and publishes its 100 purchases exactly once: its birth
@@ -288,7 +296,7 @@ def test_a_new_pipeline_on_shared_retained_outputs_starts_alone(lab):
     assert by_pipeline == {a.group: a_stats.valid - 1, b.group: b_stats.valid}
 
 
-def test_a_run_with_another_transactional_id_prefix_is_refused(lab):
+def test_a_run_with_another_transactional_id_prefix_is_refused(lab, connect_route):
     """After one run of a shop, ``run-window`` with the same group and input but another
     ``--transactional-id-prefix`` exits 2 with one error line, before it publishes or moves anything:
     its ids are not the ones that committed the positions, and nothing fences them. Before: it ran
