@@ -4,7 +4,7 @@ PY := .venv/bin/python
 # wait on schedules, retention and backfills (each worker starts its own broker and Spark session)
 TEST_WORKERS ?= 3
 
-.PHONY: setup lint demo test test-fast test-unit soak soak-cluster soak-partitions soak-model bench bench-breakdown bench-partitions up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
+.PHONY: setup lint demo test test-fast test-unit soak soak-cluster soak-partitions soak-model soak-connect-kills bench bench-breakdown bench-partitions up down status lock clean cluster-up cluster-down cluster-status demo-cluster compose-env compose-check
 
 setup:
 	@bash scripts/setup.sh
@@ -51,6 +51,12 @@ MODEL_SEEDS ?= 20
 MODEL_LENGTH ?= 10
 soak-model: setup
 	$(PY) -m eos_etl_lab soak --model --connect --seeds $(MODEL_SEEDS) --length $(MODEL_LENGTH)
+
+## Client SIGKILLs mid-window on one Spark Connect server (CLIENT_KILLS=300 by default, about 20 s each): the
+## server must outlive them all, every shop exact; writes its section of docs/reliability.md.
+CLIENT_KILLS ?= 300
+soak-connect-kills: setup
+	$(PY) -m eos_etl_lab soak --scenarios connect_client_kills --client-kills $(CLIENT_KILLS)
 
 ## Benchmarks (~40 min, not part of the tests): writes docs/benchmarks.md and docs/benchmarks.png.
 bench: setup

@@ -44,7 +44,10 @@ def register(sub) -> None:
     p.add_argument("--duration", type=float, default=0, help="repeat all scenarios until this many seconds passed")
     p.add_argument("--endurance-windows", type=int, default=500,
                    help="consecutive windows on one Spark Connect server in connect_endurance")
-    p.add_argument("--scenarios", help="comma-separated subset (default: all)")
+    p.add_argument("--client-kills", type=int, default=300,
+                   help="client SIGKILLs mid-window on one Spark Connect server in connect_client_kills "
+                        "(a scenario of its own: --scenarios connect_client_kills, `make soak-connect-kills`)")
+    p.add_argument("--scenarios", help="comma-separated subset (default: all but connect_client_kills)")
     p.add_argument("--out", help="results table (default: docs/reliability.md)")
     p.add_argument("--cluster", action="store_true",
                    help="broker faults on a private 3-node cluster (var/soak-cluster); --seeds trials per scenario, "
@@ -95,6 +98,7 @@ def cmd_soak(args) -> int:
     opts = SoakOptions(records=args.records, kills=args.kills, seeds=args.seeds,
                        broker_restarts=args.broker_restarts, start_phase_kills=args.start_phase_kills,
                        duration_s=args.duration, endurance_windows=args.endurance_windows,
+                       client_kills=args.client_kills,
                        scenarios=tuple(args.scenarios.split(",")) if args.scenarios else SCENARIOS,
                        out=Path(args.out) if args.out else None)
     results, wall = run_soak(opts)

@@ -51,7 +51,6 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import subprocess
 import sys
 import time
@@ -65,7 +64,7 @@ from .. import paths
 from ..arguments import switch_on
 from ..errors import StackError
 from ..host.ports import free_port, port_accepts, port_is_free, require_free_port
-from ..host.process import PidFile, ProcStat, all_pids
+from ..host.process import PidFile
 from ..spark.config import (
     CONNECT_DEFAULT_PORT,
     DEFAULT_MASTER,
@@ -80,6 +79,7 @@ from ..spark.config import (
 from ..spark.connect_probe import PROBE_TIMEOUT_S, STALL_BOUND_S, probe, wait_answering
 from ..spark.package_zip import package_dir, source_digest
 from ..spark.pyspark_daemon import IDLE_EXIT_ENV as DAEMON_IDLE_EXIT_ENV
+from . import connect_server_state as state
 from .spark_cluster import STOP_TIMEOUT_S
 
 log = logging.getLogger(__name__)
@@ -142,7 +142,6 @@ SESSION_TIMEOUT = "25h"
 # and never frees it (SPARK-54055). The pipeline's windows share a session per day, so one leaks a
 # day per pipeline; a server holding more than this many is restarted between windows.
 MAX_IDLE_WORKER_MONITORS = 16
-_IDLE_WORKER_MONITOR = "Idle Worker Mon"  # the thread's name as the kernel keeps it (15 characters)
 # Redaction of the Kafka login in what the server shows and logs (plans, event logs, the UI): Spark
 # redacts option and configuration values whose key matches; a JAAS string holds the password.
 REDACTION = {
@@ -457,6 +456,11 @@ class SparkConnectServer:
             if not self.is_running():
                 log.warning("the Spark Connect server (%s) is not running; starting it", self.home)
                 return self.start()
+            if self.context_stopped():  # it answers probes, and fails every window: "a stopped SparkContext"
+                log.warning("the Spark Connect server (pid %s) runs without its Spark application (it ended); "
+                            "restarting it", self.pid())
+                self.stop(timeout=10.0)
+                return self.start()
             reason = wait_answering(self.probe_url(), stall_bound_s)
             if reason is not None:
                 log.warning("the Spark Connect server (pid %s) answered no probe for %.0fs (%s); restarting it",
@@ -497,47 +501,22 @@ class SparkConnectServer:
 
     def python_workers(self) -> int:
         """The Python workers the server's executors hold now, running a task or kept idle for the next
-        one: the children of its pyspark daemons (the JVM's Python children); 0 when it is not running."""
-        pid = self.pid()
-        if pid is None:
-            return 0
-        parent = {p: stat.ppid for p in all_pids() if (stat := ProcStat.read(p)) is not None}
-        daemons = {p for p, ppid in parent.items() if ppid == pid}
-        return sum(1 for ppid in parent.values() if ppid in daemons)
+        one (:func:`.connect_server_state.python_workers`); 0 when it is not running."""
+        return state.python_workers(self.pid())
 
     def idle_worker_monitors(self) -> int:
         """Threads of the server JVM that watch a Python worker factory (one per factory)."""
-        pid = self.pid()
-        if pid is None:
-            return 0
-        count = 0
-        for tid in os.listdir(f"/proc/{pid}/task") if os.path.isdir(f"/proc/{pid}/task") else ():
-            try:
-                count += Path(f"/proc/{pid}/task/{tid}/comm").read_text().startswith(_IDLE_WORKER_MONITOR)
-            except OSError:
-                continue
-        return count
+        return state.idle_worker_monitors(self.pid())
+
+    def context_stopped(self) -> bool:
+        """The server's JVM runs but its Spark application ended (:func:`.connect_server_state.context_stopped`)."""
+        return self.is_running() and state.context_stopped(self.event_log_dir)
 
     def prune_event_log(self) -> None:
-        """Keep the newest :data:`EVENT_LOG_KEEP` event log files of the newest application (the
-        file being written among them) and nothing of earlier ones (earlier starts of the server)."""
-        apps = sorted(self.event_log_dir.glob("eventlog_v2_*"), key=lambda p: p.stat().st_mtime)
-        for ended in apps[:-1]:
-            shutil.rmtree(ended, ignore_errors=True)
-        if apps:
-            files = sorted(apps[-1].glob("events_*"), key=lambda p: int(p.name.split("_")[1]))
-            for old in files[:-EVENT_LOG_KEEP]:
-                old.unlink(missing_ok=True)
+        state.prune_event_log(self.event_log_dir, EVENT_LOG_KEEP)
 
     def rotate_log(self) -> None:
-        """Copy ``server.out`` to ``server.out.1`` and empty it once it passed :data:`LOG_ROTATE_BYTES`.
-
-        While the server runs: it writes with O_APPEND, so after the truncation its next line
-        starts the emptied file (lines written between the copy and the truncation are lost)."""
-        if self.log_file.is_file() and self.log_file.stat().st_size >= LOG_ROTATE_BYTES:
-            shutil.copyfile(self.log_file, self.log_file.with_name(self.log_file.name + ".1"))
-            with open(self.log_file, "r+b") as f:
-                f.truncate(0)
+        state.rotate_log(self.log_file, LOG_ROTATE_BYTES)
 
     def describe(self) -> str:
         state = self._state()
@@ -555,17 +534,10 @@ class SparkConnectServer:
     def log_since(self, offset: int) -> str:
         """What the server logged from byte ``offset`` of :attr:`log_file` on (a size read earlier, before
         a run started: what it logged since); "" while there is no log file."""
-        try:
-            with open(self.log_file, "rb") as f:
-                f.seek(offset)
-                return f.read().decode(errors="replace")
-        except FileNotFoundError:
-            return ""
+        return state.read_from(self.log_file, offset)
 
     def tail_log(self, lines: int = 25) -> str:
-        text = self.log_since(0)
-        return "\n".join(text.splitlines()[-lines:]) or "(empty)"
-
+        return "\n".join(self.log_since(0).splitlines()[-lines:]) or "(empty)"
 
 def start_for_windows(master: str | None = None) -> SparkConnectServer | None:
     """The project's server (:meth:`SparkConnectServer.local`), started, for the DAGs' windows

@@ -45,6 +45,8 @@ class Bundle:
     name: str
     artifacts: tuple[Artifact, ...]
     description: str = ""
+    # "sources": each artifact's sources jar instead of its classes (its dependencies' too, unless alone).
+    classifier: str = ""
 
     @property
     def directory(self) -> Path:
@@ -52,6 +54,7 @@ class Bundle:
 
     def fingerprint(self) -> str:
         text = "\n".join(a.coordinate + (" alone" if a.alone else "") for a in self.artifacts)
+        text += f"\nclassifier={self.classifier}" if self.classifier else ""
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def is_fetched(self) -> bool:
@@ -108,6 +111,8 @@ def fetch(bundle: Bundle, *, force: bool = False) -> Path:
             "-DincludeScope=runtime",
             f"-DoutputDirectory={staging}",
         ]
+        if bundle.classifier:
+            cmd.append(f"-Dclassifier={bundle.classifier}")
         # A separate local repository (e.g. a cold cache, or a CI cache directory).
         if os.environ.get("EOS_ETL_MAVEN_REPO"):
             cmd.append(f"-Dmaven.repo.local={os.environ['EOS_ETL_MAVEN_REPO']}")

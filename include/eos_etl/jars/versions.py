@@ -41,3 +41,14 @@ SPARK_KAFKA = Bundle(
         Artifact("org.apache.commons", "commons-pool2", COMMONS_POOL2_VERSION, alone=True),
     ),
 )
+
+# The sources of the Spark classes the project patches (eos_etl.jvm.spark_patches), to apply its diffs to.
+SPARK_SOURCES = Bundle(
+    name=f"spark-sources-{SPARK_VERSION}",
+    description="Sources of spark-core and spark-sql for the pinned pyspark (the patches' base)",
+    artifacts=(
+        Artifact("org.apache.spark", "spark-core_2.13", SPARK_VERSION, alone=True),
+        Artifact("org.apache.spark", "spark-sql_2.13", SPARK_VERSION, alone=True),
+    ),
+    classifier="sources",
+)

@@ -29,7 +29,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -38,6 +37,8 @@ from pathlib import Path
 from .. import paths
 from ..arguments import switch_on
 from ..errors import StackError
+from . import spark_patches
+from .java_binary import java_binary
 
 log = logging.getLogger(__name__)
 
@@ -58,17 +59,11 @@ def enabled() -> bool:
     return switch_on(SWITCH_ENV)
 
 
-def _java() -> Path | None:
-    home = os.environ.get("JAVA_HOME")
-    found = Path(home) / "bin" / "java" if home else shutil.which("java")
-    return Path(found).resolve() if found and Path(found).exists() else None
-
-
 def fingerprint() -> str | None:
     """What must not change for an archive to stay usable, hashed; None without a java."""
     import pyspark  # deferred: every JVM start (jvm.options) imports this module; only the fingerprint needs pyspark
 
-    java = _java()
+    java = java_binary()
     if java is None:
         return None
     release = java.parent.parent / "release"
@@ -80,6 +75,8 @@ def fingerprint() -> str | None:
     digest.update(f"\0{pyspark.__version__}\0{spark_jars}\0".encode())
     for jar in sorted(spark_jars.glob("*.jar")):
         digest.update(f"{jar.name}\0{jar.stat().st_size}\0".encode())
+    # The patches' jar comes first on the class path (.spark_patches): each build of it, another archive.
+    digest.update(f"\0{spark_patches.jar_path() or ''}".encode())
     return digest.hexdigest()[:16]
 
 

@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 
 from ..jars import maven
 from ..jars.versions import SPARK_KAFKA
+from ..jvm import spark_patches
 from ..jvm.options import spark_jvm_options_string
 from .package_zip import package_zip
 
@@ -116,9 +117,11 @@ def cluster_conf() -> dict[str, str]:
 
 
 def jvm_conf() -> dict[str, str]:
-    """The driver's and executors' extra JVM options (:func:`.jvm.spark_jvm_options_string`)."""
+    """The driver's and executors' extra JVM options (:func:`.jvm.spark_jvm_options_string`) and the class path
+    of the fixes of Spark's bugs they load ahead of Spark's jars (:mod:`eos_etl.jvm.spark_patches`)."""
     options = spark_jvm_options_string()
-    return {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options}
+    return {"spark.driver.extraJavaOptions": options, "spark.executor.extraJavaOptions": options,
+            **spark_patches.class_path_conf()}
 
 
 def spark_conf(extra: dict[str, str] | None = None, master: str = DEFAULT_MASTER) -> dict[str, str]:

@@ -8,6 +8,7 @@ fault, production's next steps: the supervisor's ``ensure_running`` (what the
 run task does before every window) and a retry; then the checker.
 
 - **connect_server_kill**: SIGKILL of the server mid-publish.
+- **connect_server_crash**: the server's JVM crashes mid-publish (SIGSEGV, its crash report written).
 - **connect_server_stop**: SIGSTOP of the server past the stall bound (a stuck JVM).
 - **connect_client_kill**: SIGKILL of the client mid-window: its tasks commit nothing
   past its lease (``engine.publishing.client_lease``: they fail at their next commit once
@@ -179,17 +180,30 @@ class ServerFault(FaultTrial):
         return _ended_within(self.result, self.job, self.t_fault, FAIL_BOUND_S, (1,))
 
     def retry(self) -> None:
-        """Whatever the faulted run did: production's next steps, the supervisor and a retry."""
+        """Whatever the faulted run did: production's next steps, the supervisor (timed: the fault to a
+        server that answers) and a retry."""
+        t0 = time.monotonic()
+        self.server.ensure_running()
+        self.result.counters["restart_s"] = round(time.monotonic() - t0, 1)
+        self.result.counters["answering_after_fault_s"] = round(time.monotonic() - self.t_fault, 1)
         _recover(self.lab, self.result, self.shop, self.t_fault)
 
     def describe(self) -> str:
         return (f"server {signal.Signals(self.sig).name} mid-publish; the window ended (exit {self.code}) after "
-                f"{self.result.fail_s}s; restarted (pid {self.pid} -> {self.server.pid()}), retry exact after "
+                f"{self.result.fail_s}s; restarted by the next window's supervisor in "
+                f"{self.result.counters.get('restart_s')}s (pid {self.pid} -> {self.server.pid()}, answering "
+                f"{self.result.counters.get('answering_after_fault_s')}s after the fault), retry exact after "
                 f"{self.result.recovery_s}s")
 
 
 def connect_server_kill(lab: Lab, seed: int) -> TrialResult:
     return ServerFault(lab=lab, scenario="connect_server_kill", seed=seed, sig=signal.SIGKILL).run()
+
+
+def connect_server_crash(lab: Lab, seed: int) -> TrialResult:
+    """The server's JVM crashes mid-publish (a SIGSEGV: HotSpot writes its crash report and aborts, as on a
+    native fault of its own): the window fails clearly, the next window's supervisor restarts the server."""
+    return ServerFault(lab=lab, scenario="connect_server_crash", seed=seed, sig=signal.SIGSEGV).run()
 
 
 def connect_server_stop(lab: Lab, seed: int) -> TrialResult:
@@ -406,6 +420,7 @@ def connect_broker_kill(lab: Lab, seed: int) -> TrialResult:
 
 CONNECT_SCENARIOS = {
     "connect_server_kill": connect_server_kill,
+    "connect_server_crash": connect_server_crash,
     "connect_server_stop": connect_server_stop,
     "connect_client_kill": connect_client_kill,
     "connect_task_kill": connect_task_kill,

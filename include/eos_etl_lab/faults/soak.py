@@ -32,6 +32,7 @@ from . import broker_scenarios as sc
 from . import reliability_page as page
 from .clear_failure import CLEAR_EXITS, by_signal, trial_failed_clearly
 from .cluster_scenarios import CLUSTER_SCENARIOS, MIN_ISR_BOUND_S, PAUSE_S, RUN_BOUND_S, rolling_restart
+from .connect_client_kills import client_kills
 from .connect_endurance import run_endurance
 from .connect_scenarios import CONNECT_SCENARIOS
 from .lab import Lab, TrialResult
@@ -63,6 +64,7 @@ class SoakOptions:
     start_phase_kills: int = 30  # broker SIGKILLs in a run's first 10 s (start_phase_broker_kill trials)
     duration_s: float = 0.0  # repeat the scenario list until this long has passed (0: once)
     endurance_windows: int = 500  # consecutive windows of the connect_endurance run
+    client_kills: int = 300  # client SIGKILLs mid-window of the connect_client_kills run (not in the default list)
     scenarios: tuple[str, ...] = SCENARIOS
     out: Path | None = None  # the markdown table; default docs/reliability.md
 
@@ -104,6 +106,8 @@ def _plan(opts: SoakOptions, round_: int, short_retention: Callable[[], Lab], co
             steps.append((name, lambda lab: [run_endurance(connect(lab), opts.endurance_windows,
                                                            out_dir=(opts.out or paths.project_root() / "docs" /
                                                                     "reliability.md").parent)]))
+        elif name == "connect_client_kills":  # `make soak-connect-kills`: about 20 s a kill
+            steps.append((name, lambda lab: [client_kills(connect(lab), base + 1, opts.client_kills)]))
         elif name == "start_phase_broker_kill":
             steps += [(name, lambda lab, s=s: [sc.start_phase_broker_kill(lab, base + s)])
                       for s in range(1, opts.start_phase_kills + 1)]
