@@ -52,7 +52,7 @@ MODEL_LENGTH ?= 10
 soak-model: setup
 	$(PY) -m eos_etl_lab soak --model --connect --seeds $(MODEL_SEEDS) --length $(MODEL_LENGTH)
 
-## Client SIGKILLs mid-window on one Spark Connect server (CLIENT_KILLS=300 by default, about 20 s each): the
+## Client SIGKILLs mid-window on one Spark Connect server (CLIENT_KILLS=300 by default, about 35 s each, 3 h): the
 ## server must outlive them all, every shop exact; writes its section of docs/reliability.md.
 CLIENT_KILLS ?= 300
 soak-connect-kills: setup

@@ -12,7 +12,7 @@ from ..embedded.spark_cluster import SparkStandalone
 from ..embedded.spark_connect import SparkConnectServer, start_for_windows
 from ..jars import maven
 from ..jars.versions import KAFKA_BROKER, SPARK_KAFKA
-from ..jvm import class_data
+from ..jvm import class_data, spark_patches
 from ..shop.jvm_training import SHOP_JVM_WORKLOAD
 
 
@@ -24,7 +24,8 @@ def register(sub) -> None:
 
 
 def _add_fetch_jars(sub) -> None:
-    p = sub.add_parser("fetch-jars", help="fetch the Kafka broker and Spark connector jars from Maven Central")
+    p = sub.add_parser("fetch-jars", help="fetch the Kafka broker and Spark connector jars from Maven Central, and "
+                                          "build the fixes of Spark's bugs every Spark JVM loads")
     p.add_argument("--force", action="store_true")
     p.set_defaults(func=cmd_fetch_jars)
 
@@ -33,6 +34,8 @@ def cmd_fetch_jars(args) -> int:
     for bundle in (KAFKA_BROKER, SPARK_KAFKA):
         path = maven.fetch(bundle, force=args.force)
         print(f"{bundle.name}: {len(bundle.jars())} jars in {path}")
+    # Built from the pinned Spark's sources (fetched too) once per machine (docs/spark-python-task-kill.md).
+    print(f"Spark patches: {spark_patches.jar() or 'off ($' + spark_patches.SWITCH_ENV + ')'}")
     return 0
 
 

@@ -18,6 +18,11 @@ and it is restarted the way the next window would (``ensure_running``: the time 
 to a server answering is recorded). When a shop's window is nearly done, a clean run finishes it and the
 independent checker judges it exact before the next shop starts; every :data:`CHECK_EVERY` kills the
 checker also runs before the next run could hide a loss (every committed input has its outputs).
+
+Cost, on 2 cores: about 35 s a kill. The client's start (about 5 s); the end of its tasks on the server
+(about 20 s: the lease's 6 s, the refused task's three retries, then Spark's abort of the stage or the
+server's cancellation of the orphan, whichever comes first); a new shop every 8 kills or so (generated,
+finished, judged: about 90 s).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from eos_etl.embedded.connect_server_state import jobs_in_flight
@@ -81,6 +87,17 @@ def _hs_errs(server) -> set[str]:
     return {str(p) for where in (server.home, server.home / "local") for p in where.glob("hs_err_pid*.log")}
 
 
+@dataclass
+class _Tally:
+    """What the kills of one trial did, summed up into its result at the end."""
+
+    landed: int = 0
+    crashes: int = 0
+    shops: int = 0
+    restart_s: list[float] = field(default_factory=list)
+    tasks_ended_s: list[float] = field(default_factory=list)
+
+
 def client_kills(lab: Lab, seed: int, kills: int = 300, *, shop_purchases: int = SHOP_PURCHASES,
                  min_left: int = MIN_LEFT, check_every: int = CHECK_EVERY, duration_s: float | None = None
                  ) -> TrialResult:
@@ -94,81 +111,86 @@ def client_kills(lab: Lab, seed: int, kills: int = 300, *, shop_purchases: int =
         known_crashes = _hs_errs(server)
         log_start = server.log_file.stat().st_size if server.log_file.is_file() else 0
         result.counters["patched"] = patched_class_path(server)
-        landed = crashes = shops = 0
-        restart_s: list[float] = []
-        tasks_ended_s: list[float] = []
+        tally = _Tally()
         shop = ends = None
         deadline = time.monotonic() + duration_s if duration_s else float("inf")
         while result.kills < kills and time.monotonic() < deadline:
             if shop is None or _left(lab, shop, ends) < min_left:
                 if shop is not None:
                     _judge(lab, result, shop, ends, server)
-                shop, ends = shop_with_purchases(lab, TrialResult("", ""), PARTITIONS, f"client-kills-{shops}",
-                                                 shop_purchases, invalid_share=0.05, seed=seed * 1000 + shops,
+                shop, ends = shop_with_purchases(lab, TrialResult("", ""), PARTITIONS, f"client-kills-{tally.shops}",
+                                                 shop_purchases, invalid_share=0.05, seed=seed * 1000 + tally.shops,
                                                  transaction_size=10_000, abort_share=0.02)
                 result.records += sum(ends.values())
-                shops += 1
-            pid = server.pid()
-            job = lab.job(shop, FAULTED_TXN_TIMEOUT, env=server.client_env()).start()
-            if not job.wait_for("publishing tasks", 300) or not _tasks_started(server, job):
-                # A run may fail before it publishes (after a kill, a retryable error: exit 1); not a kill, but
-                # counted, and one that keeps failing ends the trial.
-                job.kill()
-                code = job.wait(10)
-                not_started = result.counters.get("runs_not_publishing", 0) + 1
-                result.counters["runs_not_publishing"] = not_started
-                log.warning("a run exited %s before its tasks published:\n%s", code, job.tail(20))
-                if not_started > max(5, kills // 20):
-                    raise RuntimeError(f"{not_started} runs never started publishing; the last (exit {code}):\n"
-                                       f"{job.tail(40)}")
+                tally.shops += 1
+            if not _kill_one(lab, server, shop, rng, result, tally, known_crashes, kills):
                 continue
-            time.sleep(rng.uniform(0.0, MAX_DELAY_S))
-            streaming = job.alive and bool(task_workers(server))
-            if not streaming:
-                log.warning("kill %d found no task running (client %s):\n%s", result.kills + 1,
-                            "alive" if job.alive else f"exited {job.proc.poll()}", job.tail(8))
-            job.kill()
-            job.wait(10)
-            t_kill = time.monotonic()
-            result.kills += 1
-            landed += streaming
-            ended = _tasks_ended(server, pid, t_kill)
-            tasks_ended_s.append(ended - t_kill)
-            if server.pid() != pid:
-                crashes += 1
-                t_noticed = time.monotonic()
-                log.error("kill %d: the Spark Connect server (pid %s) died; crash files %s", result.kills, pid,
-                          sorted(_hs_errs(server) - known_crashes))
-                server.ensure_running()
-                restart_s.append(round(time.monotonic() - t_noticed, 1))
-            elif task_workers(server):
-                result.violations["orphan_outlived_its_bound"] = result.violations.get(
-                    "orphan_outlived_its_bound", 0) + 1
             if result.kills % check_every == 0:
                 _judge_before_retry(lab, result, shop)
             if result.kills % 25 == 0:
                 log.info("client kills: %d of %d, %d landed mid-window, %d server crashes", result.kills, kills,
-                         landed, crashes)
+                         tally.landed, tally.crashes)
         _judge(lab, result, shop, ends, server)
-        new_crash_files = sorted(_hs_errs(server) - known_crashes)
-        log_text = server.log_since(log_start)
-        result.counters.update(tasks_killed_by_spark=log_text.count("TaskKilled ("),
-                               lease_refusals_logged=log_text.count(LEASE_REFUSAL))
-        result.counters.update(landed_mid_window=landed, server_crashes=crashes, crash_files=new_crash_files,
-                               shops=shops, restart_s=restart_s, same_server=crashes == 0,
-                               tasks_ended_median_s=round(sorted(tasks_ended_s)[len(tasks_ended_s) // 2], 1),
-                               tasks_ended_max_s=round(max(tasks_ended_s), 1))
-        if crashes:
-            result.violations["server_crashed"] = crashes
-        if landed < result.kills:
-            result.violations["fault_not_mid_stream"] = result.kills - landed
-        result.detail = (f"{result.kills} client SIGKILLs mid-window on one Spark Connect server ({landed} landed "
-                         f"on running tasks; {result.counters['tasks_killed_by_spark']} tasks killed by Spark, "
-                         f"{result.counters['lease_refusals_logged']} lease refusals logged), {crashes} server "
-                         "crashes; "
-                         f"each kill's tasks ended within {result.counters['tasks_ended_max_s']}s (median "
-                         f"{result.counters['tasks_ended_median_s']}s); {shops} shops, each judged after its kills")
+        _summarize(result, tally, server, log_start, sorted(_hs_errs(server) - known_crashes))
     return result
+
+
+def _kill_one(lab: Lab, server, shop, rng: random.Random, result: TrialResult, tally: _Tally,
+              known_crashes: set[str], kills: int) -> bool:
+    """One run of the shop's window, SIGKILLed once its tasks run; then its tasks' end and the server's fate.
+    False when the run failed before it published (not a kill; counted, and too many end the trial)."""
+    pid = server.pid()
+    job = lab.job(shop, FAULTED_TXN_TIMEOUT, env=server.client_env()).start()
+    if not job.wait_for("publishing tasks", 300) or not _tasks_started(server, job):
+        # After a kill a run may fail before it publishes (a retryable error: exit 1).
+        job.kill()
+        code = job.wait(10)
+        not_started = result.counters["runs_not_publishing"] = result.counters.get("runs_not_publishing", 0) + 1
+        log.warning("a run exited %s before its tasks published:\n%s", code, job.tail(20))
+        if not_started > max(5, kills // 20):
+            raise RuntimeError(f"{not_started} runs never started publishing; the last (exit {code}):\n"
+                               f"{job.tail(40)}")
+        return False
+    time.sleep(rng.uniform(0.0, MAX_DELAY_S))
+    streaming = job.alive and bool(task_workers(server))
+    if not streaming:
+        log.warning("kill %d found no task running (client %s):\n%s", result.kills + 1,
+                    "alive" if job.alive else f"exited {job.proc.poll()}", job.tail(8))
+    job.kill()
+    job.wait(10)
+    t_kill = time.monotonic()
+    result.kills += 1
+    tally.landed += streaming
+    tally.tasks_ended_s.append(_tasks_ended(server, pid, t_kill) - t_kill)
+    if server.pid() != pid:
+        tally.crashes += 1
+        t_noticed = time.monotonic()
+        log.error("kill %d: the Spark Connect server (pid %s) died; crash files %s", result.kills, pid,
+                  sorted(_hs_errs(server) - known_crashes))
+        server.ensure_running()
+        tally.restart_s.append(round(time.monotonic() - t_noticed, 1))
+    elif task_workers(server):
+        result.violations["orphan_outlived_its_bound"] = result.violations.get("orphan_outlived_its_bound", 0) + 1
+    return True
+
+
+def _summarize(result: TrialResult, tally: _Tally, server, log_start: int, crash_files: list[str]) -> None:
+    log_text = server.log_since(log_start)
+    ended = sorted(tally.tasks_ended_s) or [0.0]
+    c = result.counters
+    c.update(tasks_killed_by_spark=log_text.count("TaskKilled ("), lease_refusals_logged=log_text.count(LEASE_REFUSAL),
+             landed_mid_window=tally.landed, server_crashes=tally.crashes, crash_files=crash_files, shops=tally.shops,
+             restart_s=tally.restart_s, same_server=tally.crashes == 0,
+             tasks_ended_median_s=round(ended[len(ended) // 2], 1), tasks_ended_max_s=round(ended[-1], 1))
+    if tally.crashes:
+        result.violations["server_crashed"] = tally.crashes
+    if tally.landed < result.kills:
+        result.violations["fault_not_mid_stream"] = result.kills - tally.landed
+    result.detail = (f"{result.kills} client SIGKILLs mid-window on one Spark Connect server ({tally.landed} landed "
+                     f"on running tasks; {c['tasks_killed_by_spark']} tasks killed by Spark, "
+                     f"{c['lease_refusals_logged']} lease refusals logged), {tally.crashes} server crashes; each "
+                     f"kill's tasks ended within {c['tasks_ended_max_s']}s (median {c['tasks_ended_median_s']}s); "
+                     f"{tally.shops} shops, each judged after its kills")
 
 
 def _judge_before_retry(lab: Lab, result: TrialResult, shop) -> None:

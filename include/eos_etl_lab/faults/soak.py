@@ -106,7 +106,7 @@ def _plan(opts: SoakOptions, round_: int, short_retention: Callable[[], Lab], co
             steps.append((name, lambda lab: [run_endurance(connect(lab), opts.endurance_windows,
                                                            out_dir=(opts.out or paths.project_root() / "docs" /
                                                                     "reliability.md").parent)]))
-        elif name == "connect_client_kills":  # `make soak-connect-kills`: about 20 s a kill
+        elif name == "connect_client_kills":  # `make soak-connect-kills`: about 35 s a kill on 2 cores
             steps.append((name, lambda lab: [client_kills(connect(lab), base + 1, opts.client_kills)]))
         elif name == "start_phase_broker_kill":
             steps += [(name, lambda lab, s=s: [sc.start_phase_broker_kill(lab, base + s)])
