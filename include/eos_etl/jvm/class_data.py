@@ -24,7 +24,6 @@ saves work.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
@@ -38,6 +37,7 @@ from .. import paths
 from ..arguments import switch_on
 from ..errors import StackError
 from . import spark_patches
+from .build_lock import build_lock
 from .java_binary import java_binary
 
 log = logging.getLogger(__name__)
@@ -122,13 +122,7 @@ def build(workload: str, *, force: bool = False) -> Path:
     if key is None:
         raise ClassDataError("no java found (JAVA_HOME or PATH): cannot build the class-data archive")
     archive = archive_path(key)
-    try:
-        archive.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(archive.parent / ".lock", "w")
-    except OSError as exc:
-        raise ClassDataError(f"cannot write the class-data archive under {archive.parent}: {exc}") from exc
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build_lock(archive.parent, ClassDataError, "the class-data archive"):
         if not force and usable_archive() == archive:
             return archive
         for leftover in archive.parent.glob("*.partial"):  # of a builder killed mid-way (we hold the lock)

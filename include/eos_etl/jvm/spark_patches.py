@@ -33,7 +33,6 @@ unless the same jar is there (the docker-compose images build it: docker/Dockerf
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import re
 import subprocess
@@ -47,6 +46,7 @@ from ..arguments import switch_on
 from ..errors import StackError
 from ..jars import maven
 from ..jars.versions import SPARK_SOURCES, SPARK_VERSION
+from .build_lock import build_lock
 from .java_binary import java_binary
 
 SWITCH_ENV = "EOS_ETL_SPARK_PATCHES"
@@ -214,13 +214,7 @@ def _compile(files: list[Path], classes: Path) -> list[Path]:
 
 def _build(path: Path) -> Path:
     check_wheel()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = open(path.parent / ".lock", "w")
-    except OSError as exc:
-        raise SparkPatchError(f"cannot write the Spark patches under {path.parent}: {exc}") from exc
-    with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build_lock(path.parent, SparkPatchError, "the Spark patches"):
         if path.is_file():  # another process built it while this one waited
             return path
         with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
