@@ -107,7 +107,9 @@ def _plan(opts: SoakOptions, round_: int, short_retention: Callable[[], Lab], co
                                                            out_dir=(opts.out or paths.project_root() / "docs" /
                                                                     "reliability.md").parent)]))
         elif name == "connect_client_kills":  # `make soak-connect-kills`: about 35 s a kill on 2 cores
-            steps.append((name, lambda lab: [client_kills(connect(lab), base + 1, opts.client_kills)]))
+            # --duration bounds this loop itself (the count it reached is reported), not a repeat of it.
+            steps.append((name, lambda lab: [client_kills(connect(lab), base + 1, opts.client_kills,
+                                                          duration_s=opts.duration_s or None)]))
         elif name == "start_phase_broker_kill":
             steps += [(name, lambda lab, s=s: [sc.start_phase_broker_kill(lab, base + s)])
                       for s in range(1, opts.start_phase_kills + 1)]
