@@ -47,18 +47,9 @@ from ..engine.tasks.kafka_source import read_window
 from ..engine.window import Window
 from . import window_reads
 from .checked_outputs import record_outputs
+from .fingerprint import NULL_FIELD, fingerprint
 from .row_checks import failing, value_checks
 from .value_schema import checked_columns, parse_value
-
-#: Mixed into every position hash, so that the fingerprints are their own hash family.
-FINGERPRINT_SALT = "eos-etl-quality"
-_SUM = "decimal(38,0)"  # 10^6 hashes below 2^63 each: far inside 38 digits
-_NULL = "\u0000"  # stands for a missing field in the pair hash (no field holds it)
-
-
-def fingerprint(*columns):
-    """One record's contribution to a fingerprint: a 64-bit hash of ``columns``, as a decimal to sum."""
-    return F.xxhash64(F.lit(FINGERPRINT_SALT), *columns).cast(_SUM)
 
 
 def _position(partition, offset):
@@ -69,7 +60,7 @@ def _pair(j, outputs):
     """What a primary record and its companion share, hashed: lineage, the pair key, the shared fields
     (the shop: invoice id, purchase id, quantity)."""
     return fingerprint(F.col("source_partition"), F.col("source_offset"),
-                       *(F.coalesce(j[name].cast("string"), F.lit(_NULL))
+                       *(F.coalesce(j[name].cast("string"), F.lit(NULL_FIELD))
                          for name in (outputs.pair_key, *outputs.pair_shared)))
 
 

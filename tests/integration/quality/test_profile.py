@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pyspark.sql import functions as F
 
-from eos_etl.quality.profile import fingerprint
+from eos_etl.quality.fingerprint import fingerprint
 
 
 def test_fingerprints_tell_a_repeated_record_from_the_one_it_replaced(spark):
