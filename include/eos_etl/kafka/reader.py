@@ -58,9 +58,12 @@ def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple
 
     ``end`` must be at most what the partition holds for that isolation (its last stable offset for
     read_committed): reading stops when the consumer's position reaches it, which skips over
-    aborted records and markers. Raises TimeoutError if that takes longer than ``timeout_s``.
+    aborted records and markers. Raises TimeoutError when the read makes no progress (no record, no
+    position moved) for ``timeout_s``: a bound on a stalled read, not on a long one (a read of millions of
+    records on a loaded machine takes as long as it takes, and it is not a fault).
     """
     todo = {p for p, (start, end) in ranges.items() if end > start}
+    positions: dict[int, int] = {}
     conf = connection.client_config()
     conf.update({"group.id": f"eos-etl-reader-{time.monotonic_ns()}", "isolation.level": isolation,
                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 3,
@@ -71,7 +74,8 @@ def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple
         _assign(consumer, topic, [TopicPartition(topic, p, ranges[p][0]) for p in todo], timeout_s)
         while todo:
             if time.monotonic() > deadline:
-                raise TimeoutError(f"reading {topic} ({isolation}) did not reach {ranges} within {timeout_s}s")
+                raise TimeoutError(f"reading {topic} ({isolation}) did not reach {ranges}: no progress for "
+                                   f"{timeout_s}s (at {positions})")
             # consume() returns at its timeout when fewer records come: the read's last call always
             # waits it out, so it is short (a two-record read took 0.56 s at 0.5 s); each call still
             # takes every record already fetched, up to the batch.
@@ -81,6 +85,9 @@ def iter_ranges(connection: KafkaConnection, topic: str, ranges: dict[int, tuple
                 yield ConsumedRecord(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(),
                                      dict(msg.headers() or []), msg.timestamp()[1])
             for tp in consumer.position([TopicPartition(topic, p) for p in list(todo)]):
+                if tp.offset > positions.get(tp.partition, -1):
+                    positions[tp.partition] = tp.offset
+                    deadline = time.monotonic() + timeout_s
                 if tp.offset >= ranges[tp.partition][1]:
                     todo.discard(tp.partition)
     finally:
