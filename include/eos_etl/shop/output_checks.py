@@ -58,6 +58,9 @@ class CheckedRecords:
     columns: Callable
     id_from_lineage: Callable
     checks: tuple
+    #: The shop's own rules as Great Expectations expectations of the record's asset
+    #: (:mod:`eos_etl.quality.window_suites`): ``{"type", "kwargs", "notes"}``, plain values.
+    expectations: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -109,6 +112,21 @@ def _wrong_total(e: dict) -> str:
             f"{_money(e['unit_price'])} = {_money(e['expected_total_text'])}")
 
 
+def _rule(type_: str, notes: str, **kwargs) -> dict:
+    return {"type": type_, "kwargs": kwargs, "notes": notes}
+
+
+_QUANTITY_RULE = _rule("expect_column_values_to_be_between", "A purchase orders at least one item. Cost: counted in "
+                       "the asset's one aggregate.", column="quantity", min_value=1)
+_INVOICE_RULES = (
+    _QUANTITY_RULE,
+    _rule("expect_column_values_to_equal_product", "The total is quantity x unit_price exactly, in decimal "
+          "arithmetic (no float rounding). Cost: counted in the asset's one aggregate.", column="total",
+          factors=[["quantity", "decimal(10,0)"], ["unit_price", _EXACT_PRICE]], as_type=_EXACT_TOTAL),
+    _rule("expect_column_values_to_match_regex", "An ISO 4217 code: three capital letters. Cost: counted in the "
+          "asset's one aggregate.", column="currency", regex=CURRENCY_REGEX),
+)
+
 # Both outputs carry the purchase's quantity.
 _QUANTITY_POSITIVE = ValueCheck("quantity_positive", "quantity", lambda q: q <= 0, "quantity > 0",
                                 "with quantity <= 0")
@@ -127,12 +145,12 @@ INVOICES = CheckedRecords(
         "invoice_id_unique", "source_offset_unique",
         ValueCheck("currency_iso", "currency", lambda cur: ~cur.rlike(CURRENCY_REGEX),
                    f"the currency matches {CURRENCY_REGEX}", f"with a currency not matching {CURRENCY_REGEX}"),
-    ))
+    ), expectations=_INVOICE_RULES)
 SHIPMENTS = CheckedRecords(
     "shipments", "shipment", SHIPMENT_FIELDS, (), SHIPMENT_REQUIRED, "shipment_id", shipment_columns,
     lambda topic, partition, offset: output_ids(topic, partition, offset)[1],
     checks=("value_matches_schema", "required_fields_present", "shipment_id_unique", "source_offset_unique",
-            _QUANTITY_POSITIVE))
+            _QUANTITY_POSITIVE), expectations=(_QUANTITY_RULE,))
 
 #: What the data-quality checks judge of the shop's outputs.
 SHOP_OUTPUTS = CheckedOutputs(INVOICES, SHIPMENTS, pair_key="invoice_id", pair_shared=("purchase_id", "quantity"))

@@ -35,6 +35,9 @@ class ShopSettings:
     #: Writer slots (engine.slots): as committed (a new pipeline: slots.DEFAULT_WRITER_SLOTS), a count, or None
     #: for one transactional id per input partition.
     writer_slots: int | None | str = slots.AS_COMMITTED
+    #: The user's own Great Expectations rules, asset -> [{"type", "kwargs", "severity", "notes"}]
+    #: (:func:`eos_etl.quality.window_suites.user_rules`); validated with the window's suites.
+    expectations: Mapping | None = None
 
     def pipeline(self, **overrides) -> PipelineConfig:
         """The engine's configuration: built once per run and handed down (``overrides``: the run's
@@ -79,14 +82,15 @@ class ShopSettings:
         """The settings a JSON object gives (the DAGs' Airflow Variable), every key optional:
         ``topics`` (``purchases``, ``invoices``, ``shipments``, ``dead_letters``), ``group``,
         ``transactional_id_prefix``, ``max_payload_bytes``, ``chunk_records``, ``writer_slots`` (a count,
-        ``"per-partition"``, or absent/null: as committed)."""
+        ``"per-partition"``, or absent/null: as committed), ``expectations`` (the user's own rules, see
+        :attr:`expectations`)."""
         chunk = data.get("chunk_records")
         return cls(connection=connection, topics=ShopTopics(**data.get("topics", {})),
                    group=data.get("group", DEFAULT_GROUP),
                    transactional_id_prefix=data.get("transactional_id_prefix", DEFAULT_TRANSACTIONAL_ID_PREFIX),
                    max_payload_bytes=int(data.get("max_payload_bytes", DEFAULT_MAX_PAYLOAD_BYTES)),
                    chunk_records=int(chunk) if chunk is not None else None,
-                   writer_slots=slots.parse(data.get("writer_slots")))
+                   writer_slots=slots.parse(data.get("writer_slots")), expectations=data.get("expectations"))
 
     def replay(self, version: str) -> "ShopSettings":
         """The settings of a replay under output version ``version``: its own output topics

@@ -1,0 +1,219 @@
+"""One window validated by Great Expectations on its own data: the window's assets (:mod:`.window_assets`,
+Spark DataFrames behind views of :mod:`.spark_views`), the suites of :mod:`.window_suites`, and one
+Checkpoint per pipeline run for the run's window, whose action updates the Data Docs.
+
+1. The inputs' counts are validated first (``inputs.counts`` at BASIC): their observed row counts are the
+   suite parameters ``$valid_inputs`` and ``$invalid_inputs`` of the output suites. Measured by GE on the
+   window's inputs, never given.
+2. The Checkpoint validates every asset at BOOLEAN_ONLY: a clean window pays one bundled aggregate per
+   asset and lists nothing.
+3. A window with a failure is validated again under the same run id at SUMMARY, with the uniqueness rules
+   added and ``unexpected_index_column_names`` the source position, so that its Data Docs list the
+   unexpected values and the rows with the partition and offset of their input.
+
+A critical failure fails the run; a warning is shown and does not (:attr:`WindowValidation.success`).
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..engine.window import Window
+from ..paths import safe_name
+from . import data_docs_site, window_reads
+from .ge_project import VALIDATION_RESULTS_KEPT, open_context, prune_validation_results, quiet_great_expectations
+from .window_assets import INDEX_COLUMNS, WindowAssets, lineage_shape, window_assets
+from .window_suites import COUNTS_SUITE, suite_asset, window_rules
+
+DATASOURCE = "eos_etl_window"
+SUMMARY = {"result_format": "SUMMARY", "unexpected_index_column_names": list(INDEX_COLUMNS),
+           "partial_unexpected_count": 20, "return_unexpected_index_query": False}
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One expectation's outcome as GE reported it."""
+
+    suite: str
+    type: str
+    kwargs: dict
+    severity: str
+    success: bool
+    observed_value: object = None
+    unexpected_count: int | None = None
+    unexpected_percent: float | None = None
+    unexpected_rows: tuple = ()  # the rows GE lists at SUMMARY, with their index columns
+    notes: str = ""
+    added_by_settings: bool = False
+
+
+@dataclass
+class WindowValidation:
+    run_id: str
+    window: Window
+    rules: list[RuleResult]
+    parameters: dict[str, int]
+    data_docs: dict[str, str | None]  # suite -> its validation page
+    index: str | None
+    summary_run: bool  # validated again at SUMMARY
+    seconds: float
+    timings: dict[str, float] = field(default_factory=dict)
+    #: Spark jobs per step (read, counts, checkpoint, summary); empty on Spark Connect, whose client
+    #: sees no job list.
+    spark_jobs: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def success(self) -> bool:
+        return not any(not r.success and r.severity == "critical" for r in self.rules)
+
+    @property
+    def failures(self) -> list[RuleResult]:
+        return [r for r in self.rules if not r.success]
+
+
+def _expectation(rule: dict):
+    """The GE expectation of one rule of :mod:`.window_suites`."""
+    # Great Expectations (seconds to import) loads when a validation runs, not with this module.
+    from great_expectations.expectations.expectation_configuration import ExpectationConfiguration
+
+    from . import expectations  # noqa: F401 - registers the project's expectations by their type
+
+    return ExpectationConfiguration(type=rule["type"], kwargs=rule["kwargs"], meta=rule.get("meta") or {},
+                                    notes=rule.get("notes"), severity=rule.get("severity", "critical")).to_domain_obj()
+
+
+def _checkpoint(context, prefix: str, assets: WindowAssets, rules: dict[str, list[dict]], result_format):
+    """The pipeline's window Checkpoint with these suites (written on every run: they follow the settings)
+    and its Data Docs action; and the counts' validation definition."""
+    import great_expectations as gx  # deferred: see _expectation
+
+    from . import spark_views  # noqa: F401 - registers the data source type
+
+    try:
+        source = context.data_sources.get(DATASOURCE)
+    except KeyError:
+        # Not persisted by GE: the frames are materialised already (a second cache would cost a job).
+        source = context.data_sources.add_spark_views(name=DATASOURCE, persist=False)
+    definitions = {}
+    for suite_name, suite_rules in rules.items():
+        asset = suite_asset(suite_name)
+        batch = source.view_asset(asset, assets.views[asset]).whole_view()
+        name = f"{prefix}.{suite_name}"
+        suite = context.suites.add_or_update(gx.ExpectationSuite(name=name, expectations=[
+            _expectation(r) for r in suite_rules]))
+        definitions[suite_name] = context.validation_definitions.add_or_update(
+            gx.ValidationDefinition(name=name, data=batch, suite=suite))
+    checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
+        name=f"{prefix}.window", validation_definitions=list(definitions.values()),
+        actions=[gx.checkpoint.UpdateDataDocsAction(name="update_data_docs")], result_format=result_format))
+    return checkpoint, definitions[COUNTS_SUITE]
+
+
+def _parameters(counts_result) -> dict[str, int]:
+    out = {}
+    for r in counts_result.results:
+        parameter = (r.expectation_config.meta or {}).get("parameter")
+        if parameter:
+            out[parameter] = int(r.result["observed_value"])
+    return out
+
+
+def _rules(checkpoint_result) -> list[RuleResult]:
+    out = []
+    for key, vr in checkpoint_result.run_results.items():
+        suite = key.expectation_suite_identifier.name.split(".", 1)[1]
+        for r in vr.results:
+            cfg, res = r.expectation_config, r.result or {}
+            rows = tuple(dict(row) for row in res.get("partial_unexpected_index_list") or ())
+            out.append(RuleResult(
+                suite=suite, type=cfg.type, kwargs={k: v for k, v in cfg.kwargs.items() if k != "batch_id"},
+                severity=str(getattr(cfg.severity, "value", cfg.severity)), success=bool(r.success),
+                observed_value=res.get("observed_value"), unexpected_count=res.get("unexpected_count"),
+                unexpected_percent=res.get("unexpected_percent"), unexpected_rows=rows,
+                notes=cfg.notes if isinstance(cfg.notes, str) else "\n".join(cfg.notes or []),
+                added_by_settings=(cfg.meta or {}).get("added_by") == "settings"))
+    return out
+
+
+def _pages(context, checkpoint_result) -> dict[str, str | None]:
+    return {key.expectation_suite_identifier.name.split(".", 1)[1]: data_docs_site.page_location(context, key)
+            for key in checkpoint_result.run_results}
+
+
+def _job_count(spark) -> int | None:
+    try:
+        return spark.sparkContext._jsc.sc().statusStore().jobsList(None).size()
+    except Exception:  # noqa: BLE001 - a Connect client has no SparkContext: not counted
+        return None
+
+
+class _Steps:
+    """Seconds and Spark jobs per step of one validation."""
+
+    def __init__(self, spark):
+        self.spark, self.timings, self.jobs = spark, {}, {}
+
+    def __call__(self, name: str):
+        return _Step(self, name)
+
+
+class _Step:
+    def __init__(self, steps: _Steps, name: str):
+        self.steps, self.name = steps, name
+
+    def __enter__(self):
+        self.t, self.j = time.monotonic(), _job_count(self.steps.spark)
+
+    def __exit__(self, *exc):
+        self.steps.timings[self.name] = round(time.monotonic() - self.t, 3)
+        j = _job_count(self.steps.spark)
+        if j is not None and self.j is not None:
+            self.steps.jobs[self.name] = j - self.j
+
+
+def validate_window(spark, settings, window: Window, *, run_id: str, context_root: Path,
+                    committed_input_offsets: dict[int, int | None] | None = None, exact_offsets: bool = True,
+                    clock_skew_margin_ms: int = window_reads.CLOCK_SKEW_MARGIN_MS) -> WindowValidation:
+    """Validate what a read_committed reader sees of ``window`` with GE (the module docstring's steps);
+    never raises on bad data."""
+    from great_expectations.core.run_identifier import RunIdentifier  # deferred: see _expectation
+
+    t0 = time.monotonic()
+    quiet_great_expectations()
+    steps = _Steps(spark)
+    roles, pair_columns = lineage_shape(settings.checked_outputs())
+    # The rules first: a user's rule that cannot be one is refused before anything is read.
+    rules = window_rules(settings, roles, pair_columns, exact_offsets=exact_offsets)
+    committed = (committed_input_offsets if committed_input_offsets is not None
+                 else window_reads.committed_offsets(settings, window))
+    with steps("read"):
+        assets = window_assets(spark, settings, window, committed, clock_skew_margin_ms=clock_skew_margin_ms)
+    context = open_context(Path(context_root))
+    prefix = safe_name(settings.group)
+    run = RunIdentifier(run_name=safe_name(run_id), run_time=datetime.now(timezone.utc))
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*force_reuse_spark_context.*")
+            prune_validation_results(context, {f"{prefix}.{s}" for s in rules}, VALIDATION_RESULTS_KEPT)
+            checkpoint, counts = _checkpoint(context, prefix, assets, rules, "BOOLEAN_ONLY")
+            with steps("counts"):
+                parameters = _parameters(counts.run(result_format="BASIC"))
+            with steps("checkpoint"):
+                result = checkpoint.run(expectation_parameters=parameters, run_id=run)
+            summary = not result.success
+            if summary:
+                with steps("summary"):
+                    failing = window_rules(settings, roles, pair_columns, exact_offsets=exact_offsets,
+                                           failing=True)
+                    checkpoint, _ = _checkpoint(context, prefix, assets, failing, SUMMARY)
+                    result = checkpoint.run(expectation_parameters=parameters, run_id=run)
+    finally:
+        assets.release(spark)
+    return WindowValidation(run_id=run_id, window=window, rules=_rules(result), parameters=parameters,
+                            data_docs=_pages(context, result), index=data_docs_site.page_location(context, None),
+                            summary_run=summary, seconds=round(time.monotonic() - t0, 3), timings=steps.timings,
+                            spark_jobs=steps.jobs)
