@@ -31,7 +31,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import FileResponse, HTMLResponse, RedirectResponse
 
 from . import backfills, data_docs, store
-from .pages import STATIC, RunLinks, dag_page_context, render, run_page_context, seg
+from .pages import LANDING_RUNS, STATIC, RunLinks, dag_page_context, landing_rows, render, run_page_context, seg
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
        "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'self'")
@@ -59,8 +59,12 @@ def create_app(*, current_user: Callable, require_dag_read: Callable,
     def index(request: Request, user=Depends(current_user)) -> str:
         base = _base(request)
         dags = sorted(readable_dag_ids(user, set(store.dags_with_reports())))
-        return render("reports_index.html", static=base + "static",
-                      dags=[{"dag_id": d, "url": f"{base}reports/{seg(d)}/"} for d in dags])
+        rows = []
+        for d in dags:
+            dag_dir = _dag_dir(d)
+            runs = store.recent_reports(dag_dir, limit=LANDING_RUNS) if dag_dir else []
+            rows.append(landing_rows(d, runs, base=base))
+        return render("reports_index.html", static=base + "static", dags=rows)
 
     @app.get("/reports/{dag_id}", dependencies=dag_read)
     def dag_redirect(dag_id: str):

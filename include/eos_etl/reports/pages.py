@@ -208,6 +208,29 @@ def dag_page_context(dag_id: str, runs: list[dict], *, static: str, index_url: s
             "links": {"index": index_url}, "limit": limit}
 
 
+#: Runs per DAG on the landing page (newest first), and failing expectations shown per run.
+LANDING_RUNS = 5
+LANDING_FAILURES = 3
+
+
+def landing_rows(dag_id: str, runs: list[dict], *, base: str) -> dict:
+    """One DAG on the reports' landing page: its newest runs (``runs`` oldest first, as
+    :func:`eos_etl.reports.store.recent_reports` gives them) with their verdicts and failing expectations,
+    and the links to its trends and its Data Docs."""
+    latest = []
+    for r in reversed(runs[-LANDING_RUNS:]):
+        quality = r.get("quality") or {}
+        failures = [str(f) for f in (quality.get("failures") or r.get("verdict_reasons") or [])]
+        run_id = r.get("run_id") or r.get("_dir", "")
+        latest.append({"run_id": run_id, "url": f"{base}runs/{seg(dag_id)}/{seg(run_id)}",
+                       "window_end": (r.get("window_end") or {}).get("time") or r.get("generated_at"),
+                       "verdict": r.get("verdict") or "–", "verdict_class": verdict_class(r.get("verdict")),
+                       "failures": failures[:LANDING_FAILURES],
+                       "more_failures": max(0, len(failures) - LANDING_FAILURES)})
+    return {"dag_id": dag_id, "trends": f"{base}reports/{seg(dag_id)}/",
+            "data_docs": f"{base}data-docs/{seg(dag_id)}/index.html", "runs": latest}
+
+
 # -- the convenience copies written next to the reports (opened as files, without Airflow) ---------
 
 

@@ -209,6 +209,24 @@ def test_trends_page_reads_a_bounded_number_of_reports_on_window_end_time(var, c
     assert "chart.js@4.6.1/dist/chart.umd.min.js" in page and "trends.js" in page
 
 
+def test_the_landing_page_shows_each_dags_latest_runs_newest_first_with_what_failed(var, client, monkeypatch):
+    for i in range(7):
+        r = store.build_report(dag_id=DAG, run_id=f"run-{i}", plan=plan(until_ms=1_795_000_000_000 + i * 3_600_000),
+                               summary=summary(), quality=quality(success=i != 6))
+        r["generated_at"] = f"2026-11-18T1{i}:00:00Z"  # written in this order
+        write(var, DAG, f"run-{i}", r)
+    opened = []
+    real = store.read_report
+    monkeypatch.setattr(store, "read_report", lambda d: opened.append(d.name) or real(d))
+    page = client.get("/reports/").text
+    assert len(opened) == 5  # the landing page reads only the runs it shows
+    assert re.findall(r'href="/runs/shop_invoicing/(run-\d)"', page) == ["run-6", "run-5", "run-4", "run-3", "run-2"]
+    newest = page[page.index("run-6"):page.index("run-5")]
+    assert 'class="fail">failed<' in newest and "invoices: 2 duplicate invoice ids" in newest
+    assert page.count('class="ok">passed<') == 4
+    assert f'href="/reports/{DAG}/"' in page and f'href="/data-docs/{DAG}/index.html"' in page
+
+
 # -- access ------------------------------------------------------------------------------------
 
 
