@@ -14,10 +14,15 @@ holds one opens only after the import.
 
 The views are the session's (``DataFrame.createOrReplaceTempView``): a Spark Connect client's live in
 its own server-side session, so two validations through one Connect server do not see each other's.
+The session is the validation's own, given by :func:`session_of` around the Checkpoint's run, never
+one GE would make: GE's Spark engine, given none, starts a classic session (a local JVM) even in a
+Spark Connect client.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import ClassVar, List, Literal, Type
 
 from great_expectations.core.batch import LegacyBatchDefinition
@@ -32,6 +37,19 @@ from ..errors import ConfigurationError
 
 #: The one batch definition of a view asset: the whole view.
 WHOLE_VIEW = "whole_view"
+# The session whose views are validated now (session_of); GE's objects are rebuilt from its stores
+# between calls, so the session cannot live on them.
+_SESSION: list = []
+
+
+@contextmanager
+def session_of(spark) -> Iterator[None]:
+    """Within: view assets read ``spark``'s views, and GE's Spark engine runs on ``spark``."""
+    _SESSION.append(spark)
+    try:
+        yield
+    finally:
+        _SESSION.pop()
 
 
 class SparkViewAsset(DataAsset):
@@ -63,7 +81,7 @@ class SparkViewAsset(DataAsset):
 
     def get_batch(self, batch_request: BatchRequest) -> Batch:
         self._validate_batch_request(batch_request)
-        spec = RuntimeDataBatchSpec(batch_data=_active_spark().table(self.view))
+        spec = RuntimeDataBatchSpec(batch_data=_session().table(self.view))
         data, markers = self.datasource.get_execution_engine().get_batch_data_and_markers(batch_spec=spec)
         legacy = LegacyBatchDefinition(datasource_name=self.datasource.name, data_connector_name=_DATA_CONNECTOR_NAME,
                                        data_asset_name=self.name, batch_identifiers=IDDict({"view": self.view}),
@@ -87,6 +105,12 @@ class SparkViewsDatasource(_SparkDatasource):
     type: Literal["spark_views"] = "spark_views"
     assets: List[SparkViewAsset] = []
 
+    def get_execution_engine(self):
+        session = _session()
+        if self._spark is not session:  # the engine of this validation's session, not one GE would start
+            self._spark, self._execution_engine = session, None
+        return super().get_execution_engine()
+
     def add_view_asset(self, name: str, view: str) -> SparkViewAsset:
         return self._add_asset(asset=SparkViewAsset(name=name, view=view))
 
@@ -102,11 +126,7 @@ class SparkViewsDatasource(_SparkDatasource):
         return asset
 
 
-def _active_spark():
-    # The session that registered the views: a classic one, or a Spark Connect client's.
-    from pyspark.sql import SparkSession
-
-    session = SparkSession.getActiveSession()
-    if session is None:
-        raise ConfigurationError("no active Spark session holds the window's views")
-    return session
+def _session():
+    if not _SESSION:
+        raise ConfigurationError("a view asset is read only within spark_views.session_of(spark)")
+    return _SESSION[-1]

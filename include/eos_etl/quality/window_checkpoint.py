@@ -91,8 +91,6 @@ def _checkpoint(context, prefix: str, assets: WindowAssets, rules: dict[str, lis
     and its Data Docs action; and the counts' validation definition."""
     import great_expectations as gx  # deferred: see _expectation
 
-    from . import spark_views  # noqa: F401 - registers the data source type
-
     try:
         source = context.data_sources.get(DATASOURCE)
     except KeyError:
@@ -182,6 +180,8 @@ def validate_window(spark, settings, window: Window, *, run_id: str, context_roo
     never raises on bad data."""
     from great_expectations.core.run_identifier import RunIdentifier  # deferred: see _expectation
 
+    from . import spark_views  # deferred with GE (it is GE's); registers the data source type
+
     t0 = time.monotonic()
     quiet_great_expectations()
     steps = _Steps(spark)
@@ -196,7 +196,7 @@ def validate_window(spark, settings, window: Window, *, run_id: str, context_roo
     prefix = safe_name(settings.group)
     run = RunIdentifier(run_name=safe_name(run_id), run_time=datetime.now(timezone.utc))
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), spark_views.session_of(spark):
             warnings.filterwarnings("ignore", message=".*force_reuse_spark_context.*")
             prune_validation_results(context, {f"{prefix}.{s}" for s in rules}, VALIDATION_RESULTS_KEPT)
             checkpoint, counts = _checkpoint(context, prefix, assets, rules, "BOOLEAN_ONLY")

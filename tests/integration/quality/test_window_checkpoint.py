@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from confluent_kafka import Producer
@@ -101,3 +105,48 @@ def test_clean_window_then_a_forged_invoice_and_a_users_warning(spark, shop_fact
     one = _by(bad, "lineage.one_to_one", "expect_outputs_to_be_one_per_input")
     assert one.observed_value == {"invoice": stats.valid + 1, "shipment": stats.valid,
                                   "dead_letter": sum(stats.invalid.values())}
+
+
+# One process has one kind of Spark session: the Connect client runs in a child process.
+_ON_CONNECT = textwrap.dedent("""
+    import json, sys
+    from pathlib import Path
+    from eos_etl.kafka.connection import KafkaConnection
+    from eos_etl.quality.window_checkpoint import validate_window
+    from eos_etl.shop.pipeline import run_shop_window
+    from eos_etl.shop.settings import ShopSettings
+    from eos_etl.spark.session import spark_route, spark_session, stop_session
+
+    spec = json.loads(sys.argv[1])
+    shop = ShopSettings.from_mapping(spec, KafkaConnection(spec["bootstrap_servers"]))
+    session = spark_session("eos-etl-validate-connect")
+    try:
+        window = shop.plan()
+        summary = run_shop_window(session, shop, window)
+        r = validate_window(session, shop, window, run_id=summary.run_id, context_root=Path(spec["gx"]))
+        print(json.dumps({"route": spark_route(session), "success": r.success, "parameters": r.parameters,
+                          "failures": [(f.suite, f.type) for f in r.failures], "summary_run": r.summary_run,
+                          "spark_jobs": r.spark_jobs, "pages": list(r.data_docs.values())}))
+    finally:
+        stop_session(session)
+""")
+
+
+def test_a_window_validates_on_the_spark_connect_route(spark_connect_server, shop_factory, tmp_path):
+    """The default route: the window and its validation are clients of one Connect server; GE's engine runs
+    on the client's session (none of its own: that would start a local JVM in the client)."""
+    shop = shop_factory(partitions=2)
+    stats = generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1)
+    t = shop.topics
+    spec = {"bootstrap_servers": shop.connection.bootstrap_servers, "group": shop.group, "gx": str(tmp_path / "gx"),
+            "transactional_id_prefix": shop.transactional_id_prefix, "writer_slots": shop.writer_slots,
+            "topics": {"purchases": t.purchases, "invoices": t.invoices, "shipments": t.shipments,
+                       "dead_letters": t.dead_letters}}
+    proc = subprocess.run([sys.executable, "-c", _ON_CONNECT, json.dumps(spec)], check=False, capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **spark_connect_server.client_env()})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["route"] == "connect" and out["success"] and out["failures"] == [] and not out["summary_run"], out
+    assert out["parameters"] == {"valid_inputs": stats.valid, "invalid_inputs": sum(stats.invalid.values())}
+    assert out["spark_jobs"] == {}  # a Connect client sees no job list: not counted, not guessed
+    assert all(page and page.endswith(".html") for page in out["pages"])
