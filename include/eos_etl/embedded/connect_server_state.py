@@ -71,6 +71,20 @@ def jobs_in_flight(event_log_dir: Path) -> set[int]:
     return started - ended
 
 
+def jobs_ended(event_log_dir: Path) -> int:
+    """How many jobs the newest application has ended, per its event log (job ids count up from 0, so the
+    highest ended id + 1): the difference over a span is the jobs of the span when nothing else ran."""
+    apps = _applications(event_log_dir)
+    last = -1
+    for path in apps[-1].glob("events_*") if apps else ():
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:  # pruned, or rolled and renamed, while read
+            continue
+        last = max([last, *(int(job) for kind, job in _JOB_EVENT.findall(data) if kind == b"End")])
+    return last + 1
+
+
 def prune_event_log(event_log_dir: Path, keep: int) -> None:
     """Keep the newest ``keep`` event log files of the newest application (the file being written among
     them) and nothing of earlier ones (earlier starts of the server)."""

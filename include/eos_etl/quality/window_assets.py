@@ -1,6 +1,6 @@
 """A window's data as Great Expectations validates it: one Spark DataFrame per asset, each a temporary
 view of the session (:mod:`.spark_views`), computed from one read_committed read of the inputs and one
-of the outputs (:mod:`.window_reads`) and materialised, so that GE's metric levels scan the result instead
+of each output topic (:mod:`.window_reads`) and materialised, so that GE's metric levels scan the result instead
 of reading Kafka again.
 
 ====================  ==========================================================================
@@ -68,13 +68,12 @@ def lineage_shape(outputs) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return (VALID_INPUT, INVALID_INPUT, *output_roles(outputs).values()), (outputs.pair_key, *outputs.pair_shared)
 
 
-def _record_asset(rows, topic: str, record, input_topic: str):
+def _record_asset(rows, record, input_topic: str):
     parsed = parse_value(F.col("value"), record.fields)
     fields = [(parsed[name].try_cast(_DECIMAL) if name in record.decimals else parsed[name]).alias(name)
               for name, _type in record.fields]
     lineage_id = record.id_from_lineage(F.lit(input_topic), F.col("source_partition"), F.col("source_offset"))
-    return materialise(rows.where(F.col("topic") == F.lit(topic))
-                       .select("value", *fields, lineage_id.alias("lineage_id"), *LINEAGE_COLUMNS))
+    return materialise(rows.select("value", *fields, lineage_id.alias("lineage_id"), *LINEAGE_COLUMNS))
 
 
 def _lineage(frames: dict, outputs, roles: dict[str, str]):
@@ -115,16 +114,19 @@ def window_assets(spark, settings, window: Window, committed: dict[int, int | No
     since = window_reads.output_bound_ms(earliest, clock_skew_margin_ms)
     from ..kafka.admin import ClusterAdmin  # a Kafka client: only once a validation runs
 
-    names = {r.name: getattr(topics, r.name) for r in record_outputs(outputs)}
+    records = {r.name: r for r in record_outputs(outputs)}
+    names = {name: getattr(topics, name) for name in records}
     names[DEAD_LETTERS] = topics.dead_letters
     starts, ends = window_reads.output_start_offsets(ClusterAdmin(settings.connection), tuple(names.values()), since)
-    rows = materialise(attributed_outputs(window_reads.read_outputs(spark, settings.connection, starts), window)
-                       .where("in_window OR NOT attributable")
-                       .select("topic", F.col("value").cast("string").alias("value"), "dlq_reason", *LINEAGE_COLUMNS))
-    for record in record_outputs(outputs):
-        frames[record.name] = _record_asset(rows, names[record.name], record, window.topic)
-    frames[DEAD_LETTERS] = rows.where(F.col("topic") == F.lit(names[DEAD_LETTERS])).select("dlq_reason",
-                                                                                          *LINEAGE_COLUMNS)
+    for name, topic in names.items():
+        # Each output topic read once, straight into its asset: no frame of every output's value between.
+        rows = (attributed_outputs(window_reads.read_outputs(spark, settings.connection, {topic: starts[topic]}),
+                                   window)
+                .where("in_window OR NOT attributable")
+                .select(F.col("value").cast("string").alias("value"), "dlq_reason", *LINEAGE_COLUMNS))
+        record = records.get(name)
+        frames[name] = (_record_asset(rows, record, window.topic) if record is not None
+                        else materialise(rows.select("dlq_reason", *LINEAGE_COLUMNS)))
     frames[LINEAGE] = _lineage(frames, outputs, output_roles(outputs))
     frames[POSITIONS] = _positions(spark, window, committed)
     views = {name: f"{view_prefix}_{name}" for name in frames}

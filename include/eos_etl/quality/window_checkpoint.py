@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -111,6 +113,25 @@ def _checkpoint(context, prefix: str, assets: WindowAssets, rules: dict[str, lis
     return checkpoint, definitions[COUNTS_SUITE]
 
 
+_ADAPTIVE = "spark.sql.adaptive.enabled"
+
+
+@contextmanager
+def _aggregates_as_one_job(spark) -> Iterator[None]:
+    """GE's metrics are global aggregates of materialised frames: adaptive execution runs each as two
+    jobs (its shuffle's map stage first, to re-plan what follows), and on Spark Connect a job is a round
+    trip; there is nothing to re-plan in a global aggregate. The session's own setting comes back after."""
+    before = spark.conf.get(_ADAPTIVE, None)
+    spark.conf.set(_ADAPTIVE, "false")
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(_ADAPTIVE)
+        else:
+            spark.conf.set(_ADAPTIVE, before)
+
+
 def _parameters(counts_result) -> dict[str, int]:
     out = {}
     for r in counts_result.results:
@@ -196,7 +217,7 @@ def validate_window(spark, settings, window: Window, *, run_id: str, context_roo
     prefix = safe_name(settings.group)
     run = RunIdentifier(run_name=safe_name(run_id), run_time=datetime.now(timezone.utc))
     try:
-        with warnings.catch_warnings(), spark_views.session_of(spark):
+        with warnings.catch_warnings(), spark_views.session_of(spark), _aggregates_as_one_job(spark):
             warnings.filterwarnings("ignore", message=".*force_reuse_spark_context.*")
             prune_validation_results(context, {f"{prefix}.{s}" for s in rules}, VALIDATION_RESULTS_KEPT)
             checkpoint, counts = _checkpoint(context, prefix, assets, rules, "BOOLEAN_ONLY")

@@ -40,6 +40,12 @@ DATA_DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' 'unsafe-
                  "object-src 'none'; base-uri 'self'; form-action 'none'; frame-ancestors 'self'")
 
 
+def _landing(dag_id: str, base: str) -> dict:
+    """A DAG's rows on the landing page: only the runs it shows are read."""
+    dag_dir = _dag_dir(dag_id)
+    return landing_rows(dag_id, store.recent_reports(dag_dir, limit=LANDING_RUNS) if dag_dir else [], base=base)
+
+
 def create_app(*, current_user: Callable, require_dag_read: Callable,
                readable_dag_ids: Callable[[object, set[str]], set[str]],
                list_backfills: Callable[[str, int], list[dict]] | None = None) -> FastAPI:
@@ -59,12 +65,7 @@ def create_app(*, current_user: Callable, require_dag_read: Callable,
     def index(request: Request, user=Depends(current_user)) -> str:
         base = _base(request)
         dags = sorted(readable_dag_ids(user, set(store.dags_with_reports())))
-        rows = []
-        for d in dags:
-            dag_dir = _dag_dir(d)
-            runs = store.recent_reports(dag_dir, limit=LANDING_RUNS) if dag_dir else []
-            rows.append(landing_rows(d, runs, base=base))
-        return render("reports_index.html", static=base + "static", dags=rows)
+        return render("reports_index.html", static=base + "static", dags=[_landing(d, base) for d in dags])
 
     @app.get("/reports/{dag_id}", dependencies=dag_read)
     def dag_redirect(dag_id: str):

@@ -73,6 +73,7 @@ from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
 from eos_etl.spark.session import spark_session, stop_session
 
+from .ge_native_cost import ge_native_cost
 from .targets import KafkaTarget, stop_leftovers
 
 log = logging.getLogger(__name__)
@@ -345,6 +346,8 @@ def size_phase(target: KafkaTarget, server: SparkConnectServer, spark, opts: Sca
         "target": validate_vs_run_target(records),
     })
     out["ok"] = out["validate_vs_run"] <= out["target"]
+    out.update(ge_native_cost(server, spark, shop.settings, window, run_id=summary["run_id"], run_s=run_s,
+                              gx_root=shop.gx_root / "native", repeats=opts.repeats, margin_ms=opts.margin_ms))
     floor = read_floor(spark, shop.settings, window, best["output_read"])
     floor_task = _task(READ_FLOOR_TASK, shop.spec(window, output_read=best["output_read"]), client_env)
     # The task's floor: a client process that only reads (imports, session, the reads), and Great
@@ -409,9 +412,10 @@ def summary(data: dict) -> str:
              f"{h.get('ge_history_results', 0):,} earlier GE results: ratio {h['ratio']:.2f} "
              f"(target <= {HISTORY_RATIO_TARGET}) {'ok' if h['ok'] else 'MISSED'}",
              "| purchases | run_window task | validate task (x run) | target | validate_run in process | "
-             "GE share | read floor in process / task | contract floor | before: fresh local Spark (x run) | "
+             "GE share | GE on the data in process (x run; server jobs) | read floor in process / task | "
+             "contract floor | before: fresh local Spark (x run) | "
              "server JVM peak RSS | client peak RSS |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for s in data["sizes"]:
         before = s.get("before")
         floor = s["read_floor"]
@@ -419,6 +423,7 @@ def summary(data: dict) -> str:
             f"| {s['records']:,} | {s['run_window_s']:.1f} s | {s['validate_task_s']:.1f} s "
             f"({s['validate_vs_run']:.2f}x) {'ok' if s['ok'] else 'MISSED'} | <= {s['target']}x | "
             f"{s['validate_s']:.1f} s ({s['validate_in_process_vs_run']:.2f}x) | {s['ge_share']:.0%} | "
+            f"{s['ge_native_s']:.1f} s ({s['ge_native_vs_run']:.2f}x; {s['ge_native_jobs']} jobs) | "
             f"{floor['total_s']:.1f} s ({floor['vs_run']:.2f}x) / {floor['task_s']:.1f} s "
             f"({floor['task_vs_run']:.2f}x; {floor['task_with_ge_import_vs_run']:.2f}x with GE's import) | "
             + (f"{floor['contract_floor_s']:.1f} s ({floor['contract_vs_run']:.2f}x) | " if "contract_floor_s" in floor

@@ -59,3 +59,16 @@ def test_jobs_that_started_and_did_not_end_are_in_flight(tmp_path):
     assert state.jobs_in_flight(events) == {1}
     (app / "events_2_local-1").write_text('{"Event":"SparkListenerJobEnd","Job ID":1}\n')
     assert state.jobs_in_flight(events) == set()
+
+
+def test_jobs_ended_counts_up_from_the_highest_ended_id_even_once_older_files_are_pruned(tmp_path):
+    events = tmp_path / "events"
+    assert state.jobs_ended(events) == 0
+    app = _app(events, "local-1", running=True, files=2)
+    (app / "events_1_local-1").write_text('{"Event":"SparkListenerJobEnd","Job ID":0}\n'
+                                          '{"Event":"SparkListenerJobStart","Job ID":1}\n')
+    assert state.jobs_ended(events) == 1  # job 1 started, not ended
+    (app / "events_2_local-1").write_text('{"Event":"SparkListenerJobEnd","Job ID":1}\n'
+                                          '{"Event":"SparkListenerJobEnd","Job ID":2}\n')
+    (app / "events_1_local-1").unlink()
+    assert state.jobs_ended(events) == 3
