@@ -16,6 +16,7 @@ A critical failure fails the run; a warning is shown and does not (:attr:`Window
 
 from __future__ import annotations
 
+import json
 import time
 import warnings
 from collections.abc import Iterator
@@ -36,30 +37,14 @@ SUMMARY = {"result_format": "SUMMARY", "unexpected_index_column_names": list(IND
            "partial_unexpected_count": 20, "return_unexpected_index_query": False}
 
 
-@dataclass(frozen=True)
-class RuleResult:
-    """One expectation's outcome as GE reported it."""
-
-    suite: str
-    type: str
-    kwargs: dict
-    severity: str
-    success: bool
-    observed_value: object = None
-    unexpected_count: int | None = None
-    unexpected_percent: float | None = None
-    unexpected_rows: tuple = ()  # the rows GE lists at SUMMARY, with their index columns
-    notes: str = ""
-    added_by_settings: bool = False
-
-
 @dataclass
 class WindowValidation:
     run_id: str
     window: Window
-    rules: list[RuleResult]
+    rules: list  # report_action.RuleResult
     parameters: dict[str, int]
-    data_docs: dict[str, str | None]  # suite -> its validation page
+    data_docs: dict[str, str | None]  # suite -> its validation page of this run
+    report: str | None  # the report action's file (report_action.WindowReportAction)
     index: str | None
     summary_run: bool  # validated again at SUMMARY
     seconds: float
@@ -70,10 +55,12 @@ class WindowValidation:
 
     @property
     def success(self) -> bool:
-        return not any(not r.success and r.severity == "critical" for r in self.rules)
+        from .report_action import passed  # GE's (deferred with it)
+
+        return passed(self.rules)
 
     @property
-    def failures(self) -> list[RuleResult]:
+    def failures(self) -> list:
         return [r for r in self.rules if not r.success]
 
 
@@ -107,9 +94,13 @@ def _checkpoint(context, prefix: str, assets: WindowAssets, rules: dict[str, lis
             _expectation(r) for r in suite_rules]))
         definitions[suite_name] = context.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=name, data=batch, suite=suite))
+    from .report_action import WindowReportAction  # GE's (deferred with it); registers the action type
+
+    actions = [gx.checkpoint.UpdateDataDocsAction(name="update_data_docs"),
+               WindowReportAction(name="window_report", reports_dir=str(Path(context.root_directory) / "reports"))]
     checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
-        name=f"{prefix}.window", validation_definitions=list(definitions.values()),
-        actions=[gx.checkpoint.UpdateDataDocsAction(name="update_data_docs")], result_format=result_format))
+        name=f"{prefix}.window", validation_definitions=list(definitions.values()), actions=actions,
+        result_format=result_format))
     return checkpoint, definitions[COUNTS_SUITE]
 
 
@@ -139,28 +130,6 @@ def _parameters(counts_result) -> dict[str, int]:
         if parameter:
             out[parameter] = int(r.result["observed_value"])
     return out
-
-
-def _rules(checkpoint_result) -> list[RuleResult]:
-    out = []
-    for key, vr in checkpoint_result.run_results.items():
-        suite = key.expectation_suite_identifier.name.split(".", 1)[1]
-        for r in vr.results:
-            cfg, res = r.expectation_config, r.result or {}
-            rows = tuple(dict(row) for row in res.get("partial_unexpected_index_list") or ())
-            out.append(RuleResult(
-                suite=suite, type=cfg.type, kwargs={k: v for k, v in cfg.kwargs.items() if k != "batch_id"},
-                severity=str(getattr(cfg.severity, "value", cfg.severity)), success=bool(r.success),
-                observed_value=res.get("observed_value"), unexpected_count=res.get("unexpected_count"),
-                unexpected_percent=res.get("unexpected_percent"), unexpected_rows=rows,
-                notes=cfg.notes if isinstance(cfg.notes, str) else "\n".join(cfg.notes or []),
-                added_by_settings=(cfg.meta or {}).get("added_by") == "settings"))
-    return out
-
-
-def _pages(context, checkpoint_result) -> dict[str, str | None]:
-    return {key.expectation_suite_identifier.name.split(".", 1)[1]: data_docs_site.page_location(context, key)
-            for key in checkpoint_result.run_results}
 
 
 def _job_count(spark) -> int | None:
@@ -202,6 +171,7 @@ def validate_window(spark, settings, window: Window, *, run_id: str, context_roo
     from great_expectations.core.run_identifier import RunIdentifier  # deferred: see _expectation
 
     from . import spark_views  # deferred with GE (it is GE's); registers the data source type
+    from .report_action import rules_of  # GE's, deferred with it
 
     t0 = time.monotonic()
     quiet_great_expectations()
@@ -234,7 +204,8 @@ def validate_window(spark, settings, window: Window, *, run_id: str, context_roo
                     result = checkpoint.run(expectation_parameters=parameters, run_id=run)
     finally:
         assets.release(spark)
-    return WindowValidation(run_id=run_id, window=window, rules=_rules(result), parameters=parameters,
-                            data_docs=_pages(context, result), index=data_docs_site.page_location(context, None),
-                            summary_run=summary, seconds=round(time.monotonic() - t0, 3), timings=steps.timings,
-                            spark_jobs=steps.jobs)
+    report_path = Path(context.root_directory, "reports", f"{run.run_name}.json")  # the report action's
+    return WindowValidation(run_id=run_id, window=window, rules=rules_of(result), parameters=parameters,
+                            data_docs=json.loads(report_path.read_text())["pages"], report=str(report_path),
+                            index=data_docs_site.page_location(context, None), summary_run=summary,
+                            seconds=round(time.monotonic() - t0, 3), timings=steps.timings, spark_jobs=steps.jobs)

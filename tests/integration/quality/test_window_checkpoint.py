@@ -66,6 +66,12 @@ def test_clean_window_then_a_forged_invoice_and_a_users_warning(spark, shop_fact
     assert clean.index and clean.index.endswith("index.html")
     page = open(clean.data_docs["invoices.records"]).read()
     assert "source_partition" in page  # the unexpected rows' index columns, in the Data Docs page
+    # The report action wrote what GE said, with each suite's page of this run.
+    report = json.loads(open(clean.report).read())
+    assert report["success"] is True and report["pages"] == clean.data_docs
+    [user_rule] = [r for r in report["rules"] if not r["success"]]
+    assert (user_rule["type"], user_rule["severity"], user_rule["unexpected_count"]) == (
+        "expect_column_values_to_be_between", "warning", user.unexpected_count)
 
     # Without the user's warning a clean window is one BOOLEAN_ONLY pass: nothing re-validated.
     relaxed = dataclasses.replace(shop, expectations={"invoices": [

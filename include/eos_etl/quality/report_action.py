@@ -1,0 +1,93 @@
+"""The window's data-quality report as a Great Expectations action of its Checkpoint.
+
+:class:`WindowReportAction` runs after the Checkpoint's Data Docs action: from the Checkpoint's result
+it writes ``<reports_dir>/<run name>.json``, each rule's outcome as GE reported it (:class:`RuleResult`:
+severity, observed value, unexpected count and percent, the unexpected rows with their source position)
+with the Data Docs page of its validation result, and the run's verdict (a critical failure fails it, a
+warning does not). The file is what GE said, nothing computed beside it: the run report reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+from urllib.parse import unquote, urlparse
+
+from great_expectations.checkpoint.actions import UpdateDataDocsAction, ValidationAction
+
+REPORT_ACTION = "eos_etl_window_report"
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One expectation's outcome as GE reported it."""
+
+    suite: str  # the suite's name without the pipeline's prefix (invoices.records, ...)
+    type: str
+    kwargs: dict
+    severity: str
+    success: bool
+    observed_value: object = None
+    unexpected_count: int | None = None
+    unexpected_percent: float | None = None
+    unexpected_rows: tuple = ()  # the rows GE lists at SUMMARY, with their index columns
+    notes: str = ""
+    added_by_settings: bool = False
+
+
+def short_suite(name: str) -> str:
+    """``<group>.invoices.records`` -> ``invoices.records``."""
+    return name.split(".", 1)[1]
+
+
+def rules_of(checkpoint_result) -> list[RuleResult]:
+    """Every rule's outcome in a Checkpoint's result."""
+    out = []
+    for key, vr in checkpoint_result.run_results.items():
+        suite = short_suite(key.expectation_suite_identifier.name)
+        for r in vr.results:
+            cfg, res = r.expectation_config, r.result or {}
+            rows = tuple(dict(row) for row in res.get("partial_unexpected_index_list") or ())
+            out.append(RuleResult(
+                suite=suite, type=cfg.type, kwargs={k: v for k, v in cfg.kwargs.items() if k != "batch_id"},
+                severity=str(getattr(cfg.severity, "value", cfg.severity)), success=bool(r.success),
+                observed_value=res.get("observed_value"), unexpected_count=res.get("unexpected_count"),
+                unexpected_percent=res.get("unexpected_percent"), unexpected_rows=rows,
+                notes=cfg.notes if isinstance(cfg.notes, str) else "\n".join(cfg.notes or []),
+                added_by_settings=(cfg.meta or {}).get("added_by") == "settings"))
+    return out
+
+
+def _local(url: str | None) -> str | None:
+    """A file site's page as its path; any other site's URL as it is."""
+    return unquote(urlparse(url).path) if url and url.startswith("file://") else url
+
+
+def passed(rules: list[RuleResult]) -> bool:
+    """No critical rule failed (a warning is shown, it does not fail the run)."""
+    return not any(not r.success and r.severity == "critical" for r in rules)
+
+
+class WindowReportAction(ValidationAction):
+    """Writes the run's rules and their Data Docs pages to ``<reports_dir>/<run name>.json``."""
+
+    type: Literal["eos_etl_window_report"] = REPORT_ACTION
+    reports_dir: str
+
+    def run(self, checkpoint_result, action_context=None) -> dict:
+        pages: dict[str, str | None] = {}
+        for result in (action_context.filter_results(class_=UpdateDataDocsAction) if action_context else []):
+            for key, sites in result.items():
+                pages[short_suite(key.expectation_suite_identifier.name)] = _local(next(iter(sites.values()), None))
+        rules = rules_of(checkpoint_result)
+        path = Path(self.reports_dir) / f"{checkpoint_result.run_id.run_name}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        report = {"run_name": checkpoint_result.run_id.run_name, "success": passed(rules), "pages": pages,
+                  "rules": [asdict(r) for r in rules]}
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(report, default=str, indent=1))
+        os.replace(tmp, path)  # whole or not at all: a reader never sees half a report
+        return {"report": str(path)}
