@@ -41,10 +41,10 @@ SUMMARY = {"result_format": "SUMMARY", "unexpected_index_column_names": list(IND
 class WindowValidation:
     run_id: str
     window: Window
-    rules: list  # report_action.RuleResult
+    rules: list  # checkpoint_actions.RuleResult
     parameters: dict[str, int]
     data_docs: dict[str, str | None]  # suite -> its validation page of this run
-    report: str | None  # the report action's file (report_action.WindowReportAction)
+    report: str | None  # the report action's file (checkpoint_actions.WindowReportAction)
     index: str | None
     summary_run: bool  # validated again at SUMMARY
     seconds: float
@@ -55,7 +55,7 @@ class WindowValidation:
 
     @property
     def success(self) -> bool:
-        from .report_action import passed  # GE's (deferred with it)
+        from .checkpoint_actions import passed  # GE's (deferred with it)
 
         return passed(self.rules)
 
@@ -94,9 +94,9 @@ def _checkpoint(context, prefix: str, assets: WindowAssets, rules: dict[str, lis
             _expectation(r) for r in suite_rules]))
         definitions[suite_name] = context.validation_definitions.add_or_update(
             gx.ValidationDefinition(name=name, data=batch, suite=suite))
-    from .report_action import WindowReportAction  # GE's (deferred with it); registers the action type
+    from .checkpoint_actions import WindowDataDocsAction, WindowReportAction  # GE's (deferred with it)
 
-    actions = [gx.checkpoint.UpdateDataDocsAction(name="update_data_docs"),
+    actions = [WindowDataDocsAction(name="update_data_docs"),
                WindowReportAction(name="window_report", reports_dir=str(Path(context.root_directory) / "reports"))]
     checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
         name=f"{prefix}.window", validation_definitions=list(definitions.values()), actions=actions,
@@ -171,7 +171,7 @@ def validate_window(spark, settings, window: Window, *, run_id: str, context_roo
     from great_expectations.core.run_identifier import RunIdentifier  # deferred: see _expectation
 
     from . import spark_views  # deferred with GE (it is GE's); registers the data source type
-    from .report_action import rules_of  # GE's, deferred with it
+    from .checkpoint_actions import rules_of  # GE's, deferred with it
 
     t0 = time.monotonic()
     quiet_great_expectations()

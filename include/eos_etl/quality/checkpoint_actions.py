@@ -1,6 +1,11 @@
-"""The window's data-quality report as a Great Expectations action of its Checkpoint.
+"""The actions of a window's Checkpoint: its Data Docs update, and its data-quality report.
 
-:class:`WindowReportAction` runs after the Checkpoint's Data Docs action: from the Checkpoint's result
+:class:`WindowDataDocsAction` is GE's ``UpdateDataDocsAction`` building the run's pages in one build: GE's
+builds once per validation result, and every build renders the site's index again, which parses each
+result it lists (up to :data:`eos_etl.quality.data_docs_site.INDEX_VALIDATIONS`): six builds per run for
+the window's six suites, where one does.
+
+:class:`WindowReportAction` runs after it: from the Checkpoint's result
 it writes ``<reports_dir>/<run name>.json``, each rule's outcome as GE reported it (:class:`RuleResult`:
 severity, observed value, unexpected count and percent, the unexpected rows with their source position)
 with the Data Docs page of its validation result, and the run's verdict (a critical failure fails it, a
@@ -17,8 +22,10 @@ from typing import Literal
 from urllib.parse import unquote, urlparse
 
 from great_expectations.checkpoint.actions import UpdateDataDocsAction, ValidationAction
+from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
 
 REPORT_ACTION = "eos_etl_window_report"
+DATA_DOCS_ACTION = "eos_etl_update_data_docs"
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,20 @@ def _local(url: str | None) -> str | None:
 def passed(rules: list[RuleResult]) -> bool:
     """No critical rule failed (a warning is shown, it does not fail the run)."""
     return not any(not r.success and r.severity == "critical" for r in rules)
+
+
+class WindowDataDocsAction(UpdateDataDocsAction):
+    """The run's validation pages and their suites' pages, and the index, in one Data Docs build."""
+
+    type: Literal["eos_etl_update_data_docs"] = DATA_DOCS_ACTION  # type: ignore[assignment]
+
+    def run(self, checkpoint_result, action_context=None) -> dict:
+        keys = list(checkpoint_result.run_results)
+        suites = {ExpectationSuiteIdentifier(name=vr.suite_name) for vr in checkpoint_result.run_results.values()}
+        self._build_data_docs(site_names=self.site_names, resource_identifiers=[*keys, *suites])
+        return {key: {site["site_name"]: site["site_url"]
+                      for site in self._get_docs_sites_urls(resource_identifier=key, site_names=self.site_names)}
+                for key in keys}
 
 
 class WindowReportAction(ValidationAction):
