@@ -43,7 +43,10 @@ from eos_etl_lab.faults.lab import lab_writer_slots
 # tasks start) with the C1 compiler only: the suite's JVMs live for seconds over hundreds of records
 # and spent more CPU JIT-compiling with C2 than running (see eos_etl.jvm.options; one event-driven DAG
 # test: 272 -> 155 CPU s). Semantics are untouched; `make bench` runs with the default JIT.
-os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1")
+# C1 alone makes HotSpot reserve 48 MB of code cache, not 240 MB: a worker's session-long Spark JVM
+# filled it within a few quality tests ("CodeCache is full. Compiler has been disabled") and ran every
+# later query's code interpreted.
+os.environ.setdefault(JVM_OPTIONS_ENV, "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m")
 # The suite's Airflows parse their DAG files once at start and never see them change; Airflow's default
 # re-parse every 30 s cost ~12 CPU s per Airflow test on a 2-core machine the tests share.
 os.environ.setdefault("AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL", "120")
