@@ -44,17 +44,19 @@ class SecretsFilter(logging.Filter):
 _FILTER = SecretsFilter()
 
 
-def configure(level: str | None = None) -> None:
+def configure(level: str | None = None, roots: tuple[str, ...] = ("eos_etl",)) -> None:
+    """Log ``roots`` (the package's loggers; a command of the lab adds its own) to stderr at ``level``."""
     level = level or os.environ.get("EOS_ETL_LOG_LEVEL", "INFO")
-    root = logging.getLogger("eos_etl")
-    if not any(getattr(h, "_eos_etl", False) for h in root.handlers):
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter(FORMAT))
-        handler._eos_etl = True  # type: ignore[attr-defined]
-        handler.addFilter(_FILTER)
-        root.addHandler(handler)
-        root.propagate = False
-    root.setLevel(level)
+    for name in roots:
+        root = logging.getLogger(name)
+        if not any(getattr(h, "_eos_etl", False) for h in root.handlers):
+            handler = logging.StreamHandler(sys.stderr)
+            handler.setFormatter(logging.Formatter(FORMAT))
+            handler._eos_etl = True  # type: ignore[attr-defined]
+            handler.addFilter(_FILTER)
+            root.addHandler(handler)
+            root.propagate = False
+        root.setLevel(level)
     for name in FOREIGN_LOGGERS:
         if _FILTER not in logging.getLogger(name).filters:
             logging.getLogger(name).addFilter(_FILTER)

@@ -33,4 +33,4 @@ def main(argv: list[str] | None = None) -> int:
         from .bench.__main__ import main as bench_main  # deferred: the benchmarks import matplotlib
 
         return bench_main(argv[1:])
-    return run(build_parser(), argv)
+    return run(build_parser(), argv, log_roots=("eos_etl", "eos_etl_lab"))

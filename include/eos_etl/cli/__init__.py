@@ -45,12 +45,14 @@ def main(argv: list[str] | None = None) -> int:
     return run(build_parser(), argv)
 
 
-def run(parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
+def run(parser: argparse.ArgumentParser, argv: list[str] | None = None, log_roots: tuple[str, ...] = ("eos_etl",)
+        ) -> int:
     """Parse ``argv`` with ``parser`` and run the chosen command's handler: one ``error:`` line and the
-    error's exit code for a diagnosed problem, never a traceback (the lab's command line runs the same)."""
+    error's exit code for a diagnosed problem, never a traceback (the lab's command line runs the same, its
+    own loggers among ``log_roots``)."""
     logging_setup.enable_crash_stacks()  # a native crash (librdkafka, py4j) must leave a stack in the log
     args = parser.parse_args(argv)
-    logging_setup.configure(args.log_level)
+    logging_setup.configure(args.log_level, log_roots)
     try:
         return args.func(args)
     except EosEtlError as exc:

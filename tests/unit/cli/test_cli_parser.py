@@ -76,3 +76,31 @@ def test_a_bad_argument_is_one_error_line_and_exit_2(argv, says, capsys):
 def test_a_refused_combination_is_one_error_line_and_exit_2_before_anything_runs(capsys):
     assert lab_cli.main(["soak", "--cluster", "--partitions"]) == 2
     assert _one_error(capsys) == "error: soak: --cluster and --partitions are two soaks; run one, then the other"
+
+
+def test_the_labs_commands_log_the_labs_own_info_lines(monkeypatch, capfd):
+    """A soak's progress lines (the lab's loggers at INFO) reach its stderr as the product's do."""
+    import logging
+
+    def handler(args) -> int:
+        logging.getLogger("eos_etl_lab.faults.probe").info("client kills: 25 of 300")
+        return 0
+
+    parser = lab_cli.build_parser()
+    [sub] = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    sub.add_parser("probe").set_defaults(func=handler)
+    monkeypatch.setattr(lab_cli, "build_parser", lambda: parser)
+    lab_logger = logging.getLogger("eos_etl_lab")
+
+    def drop_handlers() -> None:  # another test's, bound to its own captured stderr
+        for h in [h for h in lab_logger.handlers if getattr(h, "_eos_etl", False)]:
+            lab_logger.removeHandler(h)
+
+    drop_handlers()
+    try:
+        assert lab_cli.main(["--log-level", "INFO", "probe"]) == 0
+    finally:
+        drop_handlers()
+        lab_logger.propagate = True
+    err = capfd.readouterr().err
+    assert "INFO eos_etl_lab.faults.probe" in err and "client kills: 25 of 300" in err
