@@ -20,6 +20,7 @@ from eos_etl.quality import QualityError, raise_for_failures, validate_run
 from eos_etl.quality.window_reads import CLOCK_SKEW_MARGIN_MS
 from eos_etl.shop.generator import generate
 from eos_etl.shop.pipeline import run_shop_window
+from tests.support.forged_outputs import forge_second_invoice
 
 pytestmark = pytest.mark.spark
 
@@ -92,12 +93,7 @@ def test_orphan_invoice_fails_uniqueness_pairing_and_reconciliation(spark, shop_
 
     # Seed a defect: a second invoice for an input record inside the window (same
     # lineage headers), with a new invoice_id and no shipment, written outside any transaction.
-    victim = read_topic(shop.connection, shop.topics.invoices)[0]
-    forged = dict(json.loads(victim.value), invoice_id="inv_orphan_0001")
-    p = Producer(shop.connection.client_config())
-    p.produce(shop.topics.invoices, json.dumps(forged).encode(), victim.key, partition=victim.partition,
-              headers=list(victim.headers.items()))
-    assert p.flush(10) == 0
+    victim = forge_second_invoice(shop, "inv_orphan_0001")
 
     report = validate_run(spark, shop, window, run_id="after-forgery", context_root=tmp_path / "gx")
     assert "records" in report.timings  # the profile could not pass it: read row by row for the counts

@@ -11,12 +11,11 @@ import sys
 import textwrap
 
 import pytest
-from confluent_kafka import Producer
 
-from eos_etl.checker import read_topic
 from eos_etl.quality.window_checkpoint import validate_window
 from eos_etl.shop.generator import generate
 from eos_etl.shop.pipeline import run_shop_window
+from tests.support.forged_outputs import forge_second_invoice
 
 pytestmark = pytest.mark.spark
 
@@ -86,12 +85,7 @@ def test_clean_window_then_a_forged_invoice_and_a_users_warning(spark, shop_fact
 
     # A forged invoice: a second one for an input of the window, its own id, no shipment, outside any
     # transaction. GE's own rules find it and list it with its source position.
-    victim = read_topic(shop.connection, shop.topics.invoices)[0]
-    forged = dict(json.loads(victim.value), invoice_id="inv_forged_0001")
-    p = Producer(shop.connection.client_config())
-    p.produce(shop.topics.invoices, json.dumps(forged).encode(), victim.key, partition=victim.partition,
-              headers=list(victim.headers.items()))
-    assert p.flush(10) == 0
+    victim = forge_second_invoice(shop, "inv_forged_0001")
     bad = validate_window(spark, relaxed, window, run_id="forged", context_root=root)
     assert not bad.success and bad.summary_run
     failed = {(r.suite, r.type) for r in bad.failures}
