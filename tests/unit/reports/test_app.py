@@ -225,6 +225,7 @@ def test_the_landing_page_shows_each_dags_latest_runs_newest_first_with_what_fai
     assert 'class="fail">failed<' in newest and "invoices: 2 duplicate invoice ids" in newest
     assert page.count('class="ok">passed<') == 4
     assert f'href="/reports/{DAG}/"' in page and f'href="/data-docs/{DAG}/index.html"' in page
+    assert f'<h2><a href="/reports/{DAG}/">{DAG}</a></h2>' in page  # the DAG's name opens its trends
 
 
 # -- access ------------------------------------------------------------------------------------
