@@ -208,14 +208,15 @@ def _validation_spark(settings):
 
 def _validate(ctx, plan: dict) -> dict:
     # Deferred: Great Expectations and Spark at task time only (see the module docstring).
-    from ..quality.validation import raise_for_failures, validate_run
+    from ..quality.results import raise_for_failures
+    from ..quality.window_checkpoint import validate_window
 
     out = run_dir(ctx["dag"].dag_id, ctx["run_id"])
     (out / QUALITY).unlink(missing_ok=True)  # never let a previous attempt's verdict stand
     settings = ShopDagConfig.load().settings(get_kafka_connection(), version=plan["version"])
     with _validation_spark(settings) as spark:
-        result = validate_run(spark, settings, Window.from_dict(plan["window"]), run_id=ctx["run_id"],
-                              context_root=paths.var_dir() / "gx")
+        result = validate_window(spark, settings, Window.from_dict(plan["window"]), run_id=ctx["run_id"],
+                                 context_root=paths.var_dir() / "gx")
     data = result.to_dict()
     out.mkdir(parents=True, exist_ok=True)
     (out / QUALITY).write_text(json.dumps(data, indent=2, default=str) + "\n")

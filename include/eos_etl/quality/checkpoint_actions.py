@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Literal
 from urllib.parse import unquote, urlparse
@@ -24,25 +24,10 @@ from urllib.parse import unquote, urlparse
 from great_expectations.checkpoint.actions import UpdateDataDocsAction, ValidationAction
 from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
 
+from .results import RuleResult, passed
+
 REPORT_ACTION = "eos_etl_window_report"
 DATA_DOCS_ACTION = "eos_etl_update_data_docs"
-
-
-@dataclass(frozen=True)
-class RuleResult:
-    """One expectation's outcome as GE reported it."""
-
-    suite: str  # the suite's name without the pipeline's prefix (invoices.records, ...)
-    type: str
-    kwargs: dict
-    severity: str
-    success: bool
-    observed_value: object = None
-    unexpected_count: int | None = None
-    unexpected_percent: float | None = None
-    unexpected_rows: tuple = ()  # the rows GE lists at SUMMARY, with their index columns
-    notes: str = ""
-    added_by_settings: bool = False
 
 
 def short_suite(name: str) -> str:
@@ -62,20 +47,31 @@ def rules_of(checkpoint_result) -> list[RuleResult]:
                 suite=suite, type=cfg.type, kwargs={k: v for k, v in cfg.kwargs.items() if k != "batch_id"},
                 severity=str(getattr(cfg.severity, "value", cfg.severity)), success=bool(r.success),
                 observed_value=res.get("observed_value"), unexpected_count=res.get("unexpected_count"),
-                unexpected_percent=res.get("unexpected_percent"), unexpected_rows=rows,
+                unexpected_percent=res.get("unexpected_percent"), element_count=res.get("element_count"),
+                unexpected_rows=rows,
                 notes=cfg.notes if isinstance(cfg.notes, str) else "\n".join(cfg.notes or []),
-                added_by_settings=(cfg.meta or {}).get("added_by") == "settings"))
+                added_by_settings=(cfg.meta or {}).get("added_by") == "settings",
+                error=_exception_message(r.exception_info)))
     return out
+
+
+def _exception_message(info) -> str | None:
+    """GE's ``exception_info`` (flat, or keyed by metric) as one message."""
+    if not info:
+        return None
+    if isinstance(info, dict):
+        if info.get("raised_exception"):
+            return str(info.get("exception_message") or "unknown error")
+        for value in info.values():
+            msg = _exception_message(value) if isinstance(value, dict) else None
+            if msg:
+                return msg
+    return None
 
 
 def _local(url: str | None) -> str | None:
     """A file site's page as its path; any other site's URL as it is."""
     return unquote(urlparse(url).path) if url and url.startswith("file://") else url
-
-
-def passed(rules: list[RuleResult]) -> bool:
-    """No critical rule failed (a warning is shown, it does not fail the run)."""
-    return not any(not r.success and r.severity == "critical" for r in rules)
 
 
 class WindowDataDocsAction(UpdateDataDocsAction):
@@ -93,10 +89,12 @@ class WindowDataDocsAction(UpdateDataDocsAction):
 
 
 class WindowReportAction(ValidationAction):
-    """Writes the run's rules and their Data Docs pages to ``<reports_dir>/<run name>.json``."""
+    """Writes the run's rules and their Data Docs pages to ``<reports_dir>/<run name>.json`` (a directory per
+    pipeline: two pipelines' runs share names), keeping the newest ``kept`` reports: no file per run forever."""
 
     type: Literal["eos_etl_window_report"] = REPORT_ACTION
     reports_dir: str
+    kept: int = 100
 
     def run(self, checkpoint_result, action_context=None) -> dict:
         pages: dict[str, str | None] = {}
@@ -111,4 +109,7 @@ class WindowReportAction(ValidationAction):
         tmp = path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(report, default=str, indent=1))
         os.replace(tmp, path)  # whole or not at all: a reader never sees half a report
+        older = sorted(path.parent.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)[self.kept:]
+        for old in older:
+            old.unlink(missing_ok=True)
         return {"report": str(path)}

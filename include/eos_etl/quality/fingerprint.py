@@ -2,7 +2,7 @@
 
 Two multisets with the same count and the same sum are the same multiset, except with the chance of a
 64-bit collision; so equal outputs and inputs are decided by two aggregates, no join and no shuffle of the
-records (the profile, :mod:`.profile`; the lineage expectations, :mod:`.expectations.lineage`).
+records (the lineage expectations, :mod:`.expectations.lineage`).
 """
 
 from __future__ import annotations

@@ -17,51 +17,28 @@ A critical failure fails the run; a warning is shown and does not (:attr:`Window
 from __future__ import annotations
 
 import json
+import logging
 import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..engine.tasks.connect_route import is_connect
 from ..engine.window import Window
 from ..paths import safe_name
 from . import data_docs_site, window_reads
 from .ge_project import VALIDATION_RESULTS_KEPT, open_context, prune_validation_results, quiet_great_expectations
-from .window_assets import INDEX_COLUMNS, WindowAssets, lineage_shape, window_assets
+from .results import WindowValidation
+from .window_assets import DEAD_LETTERS, INDEX_COLUMNS, WindowAssets, lineage_shape, window_assets
 from .window_suites import COUNTS_SUITE, suite_asset, window_rules
+
+log = logging.getLogger(__name__)
 
 DATASOURCE = "eos_etl_window"
 SUMMARY = {"result_format": "SUMMARY", "unexpected_index_column_names": list(INDEX_COLUMNS),
            "partial_unexpected_count": 20, "return_unexpected_index_query": False}
-
-
-@dataclass
-class WindowValidation:
-    run_id: str
-    window: Window
-    rules: list  # checkpoint_actions.RuleResult
-    parameters: dict[str, int]
-    data_docs: dict[str, str | None]  # suite -> its validation page of this run
-    report: str | None  # the report action's file (checkpoint_actions.WindowReportAction)
-    index: str | None
-    summary_run: bool  # validated again at SUMMARY
-    seconds: float
-    timings: dict[str, float] = field(default_factory=dict)
-    #: Spark jobs per step (read, counts, checkpoint, summary); empty on Spark Connect, whose client
-    #: sees no job list.
-    spark_jobs: dict[str, int] = field(default_factory=dict)
-
-    @property
-    def success(self) -> bool:
-        from .checkpoint_actions import passed  # GE's (deferred with it)
-
-        return passed(self.rules)
-
-    @property
-    def failures(self) -> list:
-        return [r for r in self.rules if not r.success]
 
 
 def _expectation(rule: dict):
@@ -97,11 +74,17 @@ def _checkpoint(context, prefix: str, assets: WindowAssets, rules: dict[str, lis
     from .checkpoint_actions import WindowDataDocsAction, WindowReportAction  # GE's (deferred with it)
 
     actions = [WindowDataDocsAction(name="update_data_docs"),
-               WindowReportAction(name="window_report", reports_dir=str(Path(context.root_directory) / "reports"))]
+               WindowReportAction(name="window_report", reports_dir=str(_reports_dir(context, prefix)),
+                                  kept=VALIDATION_RESULTS_KEPT)]
     checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
         name=f"{prefix}.window", validation_definitions=list(definitions.values()), actions=actions,
         result_format=result_format))
     return checkpoint, definitions[COUNTS_SUITE]
+
+
+def _reports_dir(context, prefix: str) -> Path:
+    """Where the report action writes the pipeline's reports (:class:`.checkpoint_actions.WindowReportAction`)."""
+    return Path(context.root_directory) / "reports" / prefix
 
 
 _ADAPTIVE = "spark.sql.adaptive.enabled"
@@ -130,6 +113,20 @@ def _parameters(counts_result) -> dict[str, int]:
         if parameter:
             out[parameter] = int(r.result["observed_value"])
     return out
+
+
+def where_spark_ran(spark) -> dict:
+    """The session's kind (``connect``: a client of a Spark Connect server; ``classic``: this
+    process's own application), the application's id and master, as the report records them."""
+    conf = spark.conf
+    return {"session": "connect" if is_connect(spark) else "classic",
+            "application_id": conf.get("spark.app.id", None), "master": conf.get("spark.master", None)}
+
+
+def _reasons(frame) -> dict[str, int]:
+    """The dead letters by reason, for the report's chart: the dead_letters asset grouped (one small job on
+    a materialised frame); shown beside the rules, never an input of one."""
+    return {str(row[0]): int(row[1]) for row in frame.groupBy("dlq_reason").count().collect()}
 
 
 def _job_count(spark) -> int | None:
@@ -187,6 +184,8 @@ def validate_window(spark, settings, window: Window, *, run_id: str, context_roo
     prefix = safe_name(settings.group)
     run = RunIdentifier(run_name=safe_name(run_id), run_time=datetime.now(timezone.utc))
     try:
+        with steps("reasons"):
+            reasons = _reasons(assets.frames[DEAD_LETTERS])
         with warnings.catch_warnings(), spark_views.session_of(spark), _aggregates_as_one_job(spark):
             warnings.filterwarnings("ignore", message=".*force_reuse_spark_context.*")
             prune_validation_results(context, {f"{prefix}.{s}" for s in rules}, VALIDATION_RESULTS_KEPT)
@@ -204,8 +203,16 @@ def validate_window(spark, settings, window: Window, *, run_id: str, context_roo
                     result = checkpoint.run(expectation_parameters=parameters, run_id=run)
     finally:
         assets.release(spark)
-    report_path = Path(context.root_directory, "reports", f"{run.run_name}.json")  # the report action's
-    return WindowValidation(run_id=run_id, window=window, rules=rules_of(result), parameters=parameters,
-                            data_docs=json.loads(report_path.read_text())["pages"], report=str(report_path),
-                            index=data_docs_site.page_location(context, None), summary_run=summary,
-                            seconds=round(time.monotonic() - t0, 3), timings=steps.timings, spark_jobs=steps.jobs)
+    report_path = _reports_dir(context, prefix) / f"{run.run_name}.json"  # the report action's
+    validation = WindowValidation(
+        run_id=run_id, window=window, rules=rules_of(result), parameters=parameters,
+        data_docs=json.loads(report_path.read_text())["pages"], report=str(report_path),
+        index=data_docs_site.page_location(context, None), summary_run=summary,
+        seconds=round(time.monotonic() - t0, 3), timings=steps.timings, spark_jobs=steps.jobs,
+        committed_offsets={int(p): o for p, o in committed.items()}, dead_letters_by_reason=reasons,
+        output_read=assets.output_read.to_dict(), spark=where_spark_ran(spark), context_root=str(context_root))
+    log.info("data quality of run %s (%s): %s in %.1fs (%s); counts %s%s", run_id, window,
+             "passed" if validation.success else f"FAILED {len(validation.critical_failures)} critical rule(s)",
+             validation.seconds, validation.timings, validation.counts(),
+             "".join(f"\n  - {r.message}" for r in validation.failures))
+    return validation

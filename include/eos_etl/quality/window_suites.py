@@ -78,7 +78,7 @@ def record_rules(record) -> list[dict]:
                 column=c) for c in ("source_partition", "source_offset")),
     ]
     return rules + [dict(r, severity=r.get("severity", "critical"), meta=r.get("meta", {}))
-                    for r in getattr(record, "expectations", ())]
+                    for r in record.expectations]
 
 
 def dead_letter_rules() -> list[dict]:

@@ -96,7 +96,9 @@ def _timings(r: dict, quality: dict) -> list[tuple[str, object]]:
 
 def _partitions(r: dict, quality: dict) -> list[dict]:
     """The Spark job's per-partition results joined with what validation counted per partition."""
+    # Reports written before Great Expectations validated the window's own data counted per partition.
     counted = {int(p["partition"]): p for p in quality.get("per_partition") or [] if "partition" in p}
+    committed = {int(o["partition"]): o.get("committed") for o in quality.get("offsets") or [] if "partition" in o}
     rows = []
     published = {int(p["partition"]): p for p in r.get("partitions") or []}
     window = {int(p): se for p, se in ((r.get("window") or {}).get("partitions") or {}).items()}
@@ -107,7 +109,8 @@ def _partitions(r: dict, quality: dict) -> list[dict]:
         rows.append({
             "partition": part, "transactional_id": _dash(p.get("transactional_id")),
             "start": _dash(start), "end": _dash(end),
-            "committed_before": _dash(p.get("committed_before")), "committed_after": _dash(q.get("committed_offset")),
+            "committed_before": _dash(p.get("committed_before")),
+            "committed_after": _dash(q.get("committed_offset", committed.get(part))),
             "read": _dash(p.get("records_read")), "published": _dash(p.get("records_published")),
             "skipped": _dash(p.get("records_skipped")), "inputs": _dash(q.get("inputs")),
             "invoices": _dash(q.get("invoices")),
@@ -148,6 +151,7 @@ def _expectations(quality: dict) -> list[dict]:
                 e.get("unexpected_percent")),
             "element_count": _dash(e.get("element_count")),
             "examples": None if success else _examples(e.get("examples")),
+            "notes": e.get("notes") or "", "added_by_settings": bool(e.get("added_by_settings")),
         })
     return out
 
@@ -162,6 +166,7 @@ def run_page_context(report: dict, links: RunLinks, static: str) -> dict:
         "cards": _cards(report), "timings": _timings(report, quality),
         "validation_timings": sorted((quality.get("timings") or {}).items()),
         "partitions": _partitions(report, quality), "quality": quality or None,
+        "partition_counts": bool(quality.get("per_partition")),
         "expectations": _expectations(quality), "failure_messages": quality.get("failures") or [],
         # A list, not a dict: tojson sorts a dict's keys, and the chart should keep the count order.
         "dead_letters": dead_sorted, "dead_letter_json": [list(kv) for kv in dead_sorted],

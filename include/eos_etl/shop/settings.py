@@ -120,7 +120,7 @@ class ShopSettings:
 
     def checked_outputs(self):
         """What the data-quality checks judge of the outputs (:data:`.output_checks.SHOP_OUTPUTS`): a
-        validation of the pipeline (:func:`eos_etl.quality.validate_run`) takes it from here."""
+        validation of the pipeline (:func:`eos_etl.quality.validate_window`) takes it from here."""
         from .output_checks import SHOP_OUTPUTS  # pyspark: see the module's docstring
 
         return SHOP_OUTPUTS

@@ -1,6 +1,7 @@
 """The validation bench's stand-in for the DAG's validate task, run as a fresh process by file path
 (``python .../validate_task.py SPEC_JSON``): a session (a Connect client with ``$SPARK_REMOTE``,
-else a local Spark application of its own), then ``validate_run``; prints its figures as JSON.
+else a local Spark application of its own), then the validation (``validate_window``; an older checkout's
+``validate_run``); prints its figures as JSON.
 
 Run by path, not as ``-m eos_etl...``: the before column runs it with ``PYTHONPATH`` on an older
 checkout's code, which has no such module, and only with APIs that code has too.
@@ -19,9 +20,13 @@ def main(spec_json: str) -> None:
     # The package under test is whichever PYTHONPATH gives (this checkout's, or the before column's).
     from eos_etl.engine.window import Window
     from eos_etl.kafka.connection import KafkaConnection
-    from eos_etl.quality import validate_run
     from eos_etl.shop.schema import ShopTopics
     from eos_etl.spark.session import spark_session, stop_session
+
+    try:  # the validation, newest first
+        from eos_etl.quality import validate_window as validate  # this checkout's
+    except ImportError:
+        from eos_etl.quality import validate_run as validate  # before GE validated the window's own data
 
     try:  # where the settings class lives, newest first
         from eos_etl.shop.settings import ShopSettings  # this checkout's
@@ -38,8 +43,8 @@ def main(spec_json: str) -> None:
     spark = spark_session(spec["app_name"], master=spec.get("master"))
     t1 = time.monotonic()
     try:
-        result = validate_run(spark, settings, Window.from_dict(spec["window"]), run_id=spec["run_id"],
-                              context_root=Path(spec["gx"]), clock_skew_margin_ms=spec["margin_ms"])
+        result = validate(spark, settings, Window.from_dict(spec["window"]), run_id=spec["run_id"],
+                          context_root=Path(spec["gx"]), clock_skew_margin_ms=spec["margin_ms"])
         seconds = time.monotonic() - t0
     finally:
         stop_session(spark)

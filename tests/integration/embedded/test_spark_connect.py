@@ -19,7 +19,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-from confluent_kafka import Producer
 
 from eos_etl.checker import check_shop, read_topic
 from eos_etl.embedded.spark_connect import SparkConnectServer
@@ -240,90 +239,10 @@ def test_the_dag_runs_its_window_on_the_connect_server(shop_factory, kafka_broke
     assert token not in logs and SASL_PASSWORD not in logs
 
 
-VALIDATE_ON_THE_SERVER = """
-import json, sys
-from pathlib import Path
-import psutil
-import pyspark
-from eos_etl.engine.window import Window
-from eos_etl.kafka.connection import KafkaConnection
-from eos_etl.quality import validate_run
-from eos_etl.shop.settings import ShopSettings
-from eos_etl.shop.schema import ShopTopics
-from eos_etl.spark.session import spark_session, stop_session
-
-spec = json.loads(sys.argv[1])
-settings = ShopSettings(connection=KafkaConnection(spec["bootstrap_servers"]), topics=ShopTopics(**spec["topics"]),
-                        group=spec["group"], transactional_id_prefix=spec["group"])
-spark = spark_session(f"eos-etl-{settings.topics.purchases}")
-try:
-    result = validate_run(spark, settings, Window.from_dict(spec["window"]), run_id=spec["run_id"],
-                          context_root=Path(spec["gx"]))
-    print(json.dumps({"result": result.to_dict(),
-                      "classic_context": pyspark.SparkContext._active_spark_context is not None,
-                      "children": [p.pid for p in psutil.Process().children(recursive=True)]}), flush=True)
-finally:
-    stop_session(spark)
-"""
-
-
 def server_application_id(server) -> str:
     """The server's Spark application, as its own event log names it."""
     newest = max(server.event_log_dir.glob("eventlog_v2_*"), key=lambda d: d.stat().st_mtime)
     return newest.name.removeprefix("eventlog_v2_")
-
-
-def test_validation_runs_on_the_server_the_window_ran_on_and_catches_what_it_catches_locally(
-        shop_factory, connect_server, tmp_path):
-    """The default route's validation is a client of the server: Great Expectations on Spark Connect
-    DataFrames, the Spark work in the server's application, no JVM in the client. It passes a clean
-    window and names the same failures as on a local Spark (test_quality) for a forged invoice."""
-    shop = shop_factory(partitions=2)
-    stats = generate(shop.connection, shop.topics.purchases, 400, invalid_share=0.1, seed=23)
-    window = shop.plan()
-    env = connect_server.client_env()
-    run = cli("run-window", "--bootstrap-servers", shop.connection.bootstrap_servers, *shop_args(shop),
-              "--window-json", window.to_json(), "--compact", env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    t = shop.topics
-    spec = {"bootstrap_servers": shop.connection.bootstrap_servers, "group": shop.group, "gx": str(tmp_path / "gx"),
-            "window": window.to_dict(), "topics": {"purchases": t.purchases, "invoices": t.invoices,
-                                                   "shipments": t.shipments, "dead_letters": t.dead_letters}}
-
-    def validate(run_id: str) -> dict:
-        proc = subprocess.run([sys.executable, "-c", VALIDATE_ON_THE_SERVER, json.dumps({**spec, "run_id": run_id})],
-                              capture_output=True, text=True, timeout=240, env={**os.environ, **env})
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-
-    clean = validate("clean")
-    result = clean["result"]
-    assert result["success"] is True, result["failures"]
-    assert (result["counts"]["committed_inputs"], result["counts"]["invoices"]) == (400, stats.valid)
-    assert result["dead_letters_by_reason"] == dict(stats.invalid)
-    assert result["spark"]["session"] == "connect"
-    assert result["spark"]["application_id"] == server_application_id(connect_server)
-    assert clean["classic_context"] is False and clean["children"] == []  # no JVM of the client's own
-
-    # A second invoice for an input record, with its quantity as text: no shipment, not the schema.
-    victim = read_topic(shop.connection, t.invoices)[0]
-    value = json.loads(victim.value)
-    forged = dict(value, invoice_id="inv_orphan_0001", quantity=str(value["quantity"]))
-    p = Producer(shop.connection.client_config())
-    p.produce(t.invoices, json.dumps(forged).encode(), victim.key, partition=victim.partition,
-              headers=list(victim.headers.items()))
-    assert p.flush(10) == 0
-    faulty = validate("forged")["result"]
-    assert faulty["success"] is False
-    assert {(f["suite"], f["check"]) for f in faulty["failed_expectations"]} == {
-        ("invoices", "source_offset_unique"), ("invoices", "value_matches_schema"),
-        ("pairing", "invoice_has_shipment"), ("reconciliation", "invoices_equal_valid_inputs"),
-        ("reconciliation", "shipments_equal_invoices"),
-        ("reconciliation", "invoices_plus_dead_letters_equal_committed_inputs"),
-    }, faulty["failures"]
-    assert "pairing: 1 invoice(s) without shipment (e.g. inv_orphan_0001)" in faulty["failures"]
-    [unpaired] = [e for e in faulty["expectations"] if e["check"] == "invoice_has_shipment"]
-    assert [r["invoice_without_shipment"] for r in unpaired["examples"]] == ["inv_orphan_0001"]
 
 
 STALE_CLIENT = """

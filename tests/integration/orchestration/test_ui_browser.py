@@ -24,6 +24,7 @@ EOS_ETL_UPDATE_SCREENSHOTS set, docs/screenshots/reports-*.png are refreshed.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -44,6 +45,7 @@ from eos_etl.shop.generator import generate
 from tests.conftest import SASL_PASSWORD
 from tests.integration.orchestration.test_dag import _api, _unpause, airflow_for
 from tests.support import ROOT
+from tests.support.forged_outputs import forge_second_invoice
 
 DOCS_SCREENSHOT = ROOT / "docs" / "screenshots" / "airflow-backfill.png"
 CHROMIUM = os.environ.get("EOS_ETL_CHROMIUM", "/usr/bin/chromium")
@@ -381,7 +383,8 @@ def _backfill_in_the_ui(af, token: str, start: float, end: float, shots: Path, s
 # -- the reports plugin behind Airflow's login -------------------------------------------------
 
 REPORT_SCREENSHOTS = {name: ROOT / "docs" / "screenshots" / f"{name}.png"
-                      for name in ("reports-run", "reports-data-docs", "reports-trends")}
+                      for name in ("reports-run", "reports-data-docs", "reports-trends", "reports-landing",
+                                   "reports-data-docs-failing")}
 # A JWT for a user the Simple auth manager knows but gives no role: authenticated, allowed nothing.
 _ROLELESS_TOKEN = """
 from airflow.api_fastapi.app import create_auth_manager
@@ -404,10 +407,9 @@ def _get(url: str, token: str | None = None) -> tuple[int, dict, str]:
 
 
 def _write_reports(shop, spark, var) -> list[str]:
-    """Two runs' reports through the project's own functions, with real Great Expectations Data Docs."""
-    import json as _json
-
-    from eos_etl.quality import validate_run
+    """Two runs' reports through the project's own functions, with real Great Expectations Data Docs: the
+    older run's window with a forged invoice (failed, validated again at SUMMARY), the newer one clean."""
+    from eos_etl.quality import validate_window
     from eos_etl.reports.store import build_report, write_run_report
     from eos_etl.run_files import run_dir
     from eos_etl.shop.pipeline import run_shop_window, summary_dict
@@ -415,17 +417,17 @@ def _write_reports(shop, spark, var) -> list[str]:
     generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.1, seed=61)
     window = shop.plan()
     summary = run_shop_window(spark, shop, window)
-    quality = validate_run(spark, shop, window, run_id=summary.run_id, context_root=var / "gx")
-    quality_data = _json.loads(_json.dumps(quality.to_dict(), default=str))
-    run_ids = []
-    for hours_ago in (2, 1):
-        until = int((time.time() - hours_ago * 3600) * 1000)
-        run_id = f"scheduled__{time.strftime('%Y-%m-%dT%H:00:00+00:00', time.gmtime(until / 1000))}"
+    untils = [int((time.time() - hours_ago * 3600) * 1000) for hours_ago in (2, 1)]
+    run_ids = [f"scheduled__{time.strftime('%Y-%m-%dT%H:00:00+00:00', time.gmtime(u / 1000))}" for u in untils]
+    clean = validate_window(spark, shop, window, run_id=run_ids[1], context_root=var / "gx")
+    forge_second_invoice(shop, "inv_forged_0001")
+    failing = validate_window(spark, shop, window, run_id=run_ids[0], context_root=var / "gx")
+    assert clean.success and not failing.success and failing.summary_run
+    for run_id, until, quality in zip(run_ids, untils, (failing, clean), strict=True):
         plan = {"window": window.to_dict(), "empty": False, "dry_run": False, "until_ms": until, "seconds": 0.4}
         report = build_report(dag_id=DAG_ID, run_id=run_id, plan=plan, summary=summary_dict(shop, summary),
-                              quality=quality_data)
+                              quality=json.loads(json.dumps(quality.to_dict(), default=str)))
         write_run_report(run_dir(DAG_ID, run_id), report)
-        run_ids.append(run_id)
     return run_ids
 
 
@@ -505,6 +507,25 @@ def test_reports_plugin_behind_the_airflow_login(shop_factory, spark, tmp_path, 
                         let n = 0; for (let i = 3; i < d.length; i += 4) { if (d[i]) n++; } return n; }""")
                     assert drawn > 1000, drawn
                     page.screenshot(path=shots / "reports-trends.png", full_page=True)
+
+                    # The landing page: each run's verdict and what failed, newest first.
+                    page.goto(f"{af.url}/eos-etl/reports/")
+                    landing = page.get_by_test_id(f"dag-{DAG_ID}")
+                    expect(landing.locator("tr").nth(1)).to_contain_text("passed")
+                    expect(landing.locator("tr").nth(2)).to_contain_text("failed")
+                    expect(landing).to_contain_text("column_values_to_be_lineage_ids(invoice_id): 1 unexpected")
+                    expect(landing).to_contain_text("and 2 more")
+                    page.screenshot(path=shots / "reports-landing.png", full_page=True)
+
+                    # The failed run's report links its failing suite's Data Docs page of the run, which
+                    # lists the forged invoice's row with its source position (GE's SUMMARY).
+                    page.goto(f"{af.url}/eos-etl/runs/{DAG_ID}/{run_ids[0]}")
+                    expect(page.get_by_test_id("verdict")).to_have_text("failed")
+                    page.get_by_test_id("expectations").get_by_role("link", name="invoices.records").first.click()
+                    page.wait_for_url(re.compile(r"/eos-etl/data-docs/.*validations/"))
+                    expect(page.locator("body")).to_contain_text("source_partition")
+                    expect(page.locator("body")).to_contain_text("inv_forged_0001")
+                    page.screenshot(path=shots / "reports-data-docs-failing.png", full_page=True)
                 except Exception:
                     _keep_failure_screenshot(page, shots)
                     raise

@@ -15,6 +15,7 @@ import pytest
 from eos_etl.quality.window_checkpoint import validate_window
 from eos_etl.shop.generator import generate
 from eos_etl.shop.pipeline import run_shop_window
+from tests.integration.embedded.test_spark_connect import server_application_id
 from tests.support.forged_outputs import forge_second_invoice
 
 pytestmark = pytest.mark.spark
@@ -111,6 +112,8 @@ def test_clean_window_then_a_forged_invoice_and_a_users_warning(spark, shop_fact
 _ON_CONNECT = textwrap.dedent("""
     import json, sys
     from pathlib import Path
+    import psutil
+    import pyspark
     from eos_etl.kafka.connection import KafkaConnection
     from eos_etl.quality.window_checkpoint import validate_window
     from eos_etl.shop.pipeline import run_shop_window
@@ -126,7 +129,9 @@ _ON_CONNECT = textwrap.dedent("""
         r = validate_window(session, shop, window, run_id=summary.run_id, context_root=Path(spec["gx"]))
         print(json.dumps({"route": spark_route(session), "success": r.success, "parameters": r.parameters,
                           "failures": [(f.suite, f.type) for f in r.failures], "summary_run": r.summary_run,
-                          "spark_jobs": r.spark_jobs, "pages": list(r.data_docs.values())}))
+                          "spark_jobs": r.spark_jobs, "pages": list(r.data_docs.values()), "result": r.to_dict(),
+                          "classic_context": pyspark.SparkContext._active_spark_context is not None,
+                          "children": [p.pid for p in psutil.Process().children(recursive=True)]}))
     finally:
         stop_session(session)
 """)
@@ -150,3 +155,13 @@ def test_a_window_validates_on_the_spark_connect_route(spark_connect_server, sho
     assert out["parameters"] == {"valid_inputs": stats.valid, "invalid_inputs": sum(stats.invalid.values())}
     assert out["spark_jobs"] == {}  # a Connect client sees no job list: not counted, not guessed
     assert all(page and page.endswith(".html") for page in out["pages"])
+    # Where the window ran: the server's application; no JVM of the client's own.
+    result = out["result"]
+    assert result["spark"]["session"] == "connect"
+    assert result["spark"]["application_id"] == server_application_id(spark_connect_server)
+    assert out["classic_context"] is False and out["children"] == []
+    # The report's counts are GE's: the inputs' observed, the outputs' proven equal to them.
+    assert result["counts"] == {"committed_inputs": 300, "valid_inputs": stats.valid,
+                                "invalid_inputs": sum(stats.invalid.values()), "invoices": stats.valid,
+                                "shipments": stats.valid, "dead_letters": sum(stats.invalid.values())}
+    assert result["dead_letters_by_reason"] == dict(stats.invalid)
