@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlparse
 from great_expectations.checkpoint.actions import UpdateDataDocsAction, ValidationAction
 from great_expectations.data_context.types.resource_identifiers import ExpectationSuiteIdentifier
 
+from .ge_project import VALIDATION_RESULTS_KEPT
 from .results import RuleResult, passed
 
 REPORT_ACTION = "eos_etl_window_report"
@@ -94,7 +95,7 @@ class WindowReportAction(ValidationAction):
 
     type: Literal["eos_etl_window_report"] = REPORT_ACTION
     reports_dir: str
-    kept: int = 100
+    kept: int = VALIDATION_RESULTS_KEPT
 
     def run(self, checkpoint_result, action_context=None) -> dict:
         pages: dict[str, str | None] = {}

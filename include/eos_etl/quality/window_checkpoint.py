@@ -74,8 +74,7 @@ def _checkpoint(context, prefix: str, assets: WindowAssets, rules: dict[str, lis
     from .checkpoint_actions import WindowDataDocsAction, WindowReportAction  # GE's (deferred with it)
 
     actions = [WindowDataDocsAction(name="update_data_docs"),
-               WindowReportAction(name="window_report", reports_dir=str(_reports_dir(context, prefix)),
-                                  kept=VALIDATION_RESULTS_KEPT)]
+               WindowReportAction(name="window_report", reports_dir=str(_reports_dir(context, prefix)))]
     checkpoint = context.checkpoints.add_or_update(gx.Checkpoint(
         name=f"{prefix}.window", validation_definitions=list(definitions.values()), actions=actions,
         result_format=result_format))
