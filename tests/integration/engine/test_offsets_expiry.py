@@ -2,11 +2,11 @@
 
 A real broker of its own deletes a group's committed offsets one minute after
 their last commit (``offsets.retention.minutes=1``, Kafka's least, checked every
-2 s): the scenarios wait until Kafka really deleted them, then run on; those that
-need no scheduler share one wait. The pipeline's
-position comes from its checkpoint topic (written in every transaction), a
-pipeline that keeps running keeps its offsets alive, and a position that is
-gone for good stops the run with one error line instead of republishing.
+2 s): the scenarios wait until Kafka really deleted them, then run on, all of them
+after one shared wait (the scheduled DAG's too). The pipeline's position comes
+from its checkpoint topic (written in every transaction), a pipeline that keeps
+running keeps its offsets alive, and a position that is gone for good stops the
+run with one error line instead of republishing.
 """
 
 from __future__ import annotations
@@ -67,8 +67,45 @@ def run_cli(shop: ShopSettings) -> tuple[dict, str]:
 
 
 @pytest.fixture(scope="module")
-def past_the_retention(lab) -> dict:
-    """Four pipelines brought to where each scenario waits past the retention, then one wait for all:
+def scheduled_then_paused(lab, short_broker, spark_connect_server, tmp_path_factory):
+    """The DAG scenario's first half, before the shared wait: Airflow's scheduler (every minute) publishes
+    the backlog and the DAG is paused. Airflow keeps running through the wait (paused, it schedules
+    nothing) until the scenario's test unpauses it."""
+    from tests.integration.orchestration.test_dag import _api, _unpause, airflow_for
+
+    shop = lab.make_shop(2, name="dag-pause")
+    first = generate(shop.connection, shop.topics.purchases, 600, invalid_share=0.05, seed=51,
+                     transaction_size=100, abort_share=0.1)
+    af = airflow_for(shop, tmp_path_factory.mktemp("af"), short_broker, overrides={"EOS_ETL_SCHEDULE": "* * * * *"},
+                     spark_connect=spark_connect_server)
+    af.start()
+    try:
+        token = af.rest.token()
+        _unpause(af, token, "shop_invoicing")
+        _wait_published(af, token, shop, first.valid, 600)
+        _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": True}, token)
+        assert None not in group_offsets(shop).values()  # the runs renewed the group's commits until the pause
+        yield {"af": af, "token": token, "shop": shop, "first": first, "paused_at": time.monotonic()}
+    finally:
+        af.stop()
+
+
+def _dag_runs(af, token: str) -> list[dict]:
+    from tests.integration.orchestration.test_dag import _api
+
+    return _api(af, "GET", "/api/v2/dags/shop_invoicing/dagRuns?order_by=-logical_date", None, token)["dag_runs"]
+
+
+def _wait_published(af, token: str, shop: ShopSettings, count: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(read_topic(shop.connection, shop.topics.invoices)) < count:
+        assert time.monotonic() < deadline, f"{count} invoices not published in {timeout_s}s: {_dag_runs(af, token)}"
+        time.sleep(5)
+
+
+@pytest.fixture(scope="module")
+def past_the_retention(lab, scheduled_then_paused) -> dict:
+    """Five pipelines brought to where each scenario waits past the retention, then one wait for all:
 
     * ``paused``, the scenario as a new user met it: 3,000 purchases, a run, a pause until Kafka deleted
       the group's offsets (through the CLI);
@@ -76,11 +113,13 @@ def past_the_retention(lab) -> dict:
       the group's older commit while a transactional commit is pending;
     * ``living``: a pipeline that runs no-op windows every 15 s keeps its offsets through the same minute;
     * ``lost``: outputs published, then the checkpoint topic deleted, so that once the group's offsets
-      expire neither source of its position is left.
+      expire neither source of its position is left;
+    * the paused DAG (:func:`scheduled_then_paused`).
 
-    The wait lasts until the paused and lost groups' offsets are gone and the living pipeline has run
-    for longer than the retention; what each test checks after it is its own.
+    The wait lasts until the paused, lost and DAG groups' offsets are gone and the living pipeline has
+    run for longer than the retention; what each test checks after it is its own.
     """
+    dag_shop = scheduled_then_paused["shop"]
     paused, open_, living, lost = (lab.make_shop(2, name=n) for n in ("paused", "open", "living", "lost"))
     first = generate(paused.connection, paused.topics.purchases, 3000, invalid_share=0.05, seed=31,
                      transaction_size=100, abort_share=0.1)
@@ -107,8 +146,9 @@ def past_the_retention(lab) -> dict:
     lab.recover(living)
     living_since, refreshes = time.monotonic(), 0
     gone = {0: None, 1: None}
-    while group_offsets(paused) != gone or group_offsets(lost) != gone or time.monotonic() - living_since < 75:
-        assert time.monotonic() - paused_at < 240, "the broker never deleted the paused and lost groups' offsets"
+    while (group_offsets(paused) != gone or group_offsets(lost) != gone or group_offsets(dag_shop) != gone
+           or time.monotonic() - living_since < 75):
+        assert time.monotonic() - paused_at < 240, "the broker never deleted the paused, lost and DAG groups' offsets"
         run_shop_window(None, living, living.plan())  # nothing new: only renews the commit
         refreshes += 1
         assert None not in group_offsets(living).values(), "a living pipeline lost its offsets"
@@ -206,52 +246,28 @@ def test_a_first_run_and_a_new_partition_still_start_from_the_start_policy(lab):
     assert check_shop(shop, expected_ends=lab.input_ends(shop)).ok
 
 
-def test_a_scheduled_run_after_a_pause_past_the_retention_publishes_only_what_is_new(lab, short_broker,
-                                                                                   spark_connect_server, tmp_path):
-    """Through Airflow's scheduler (every minute): the first scheduled run publishes the backlog; the DAG
-    is paused until Kafka deleted the group's offsets; purchases arrive; the first scheduled run after
-    the unpause publishes exactly those. The plan task warns that the retention (1 minute) is shorter
-    than twice the schedule's interval."""
-    from tests.integration.orchestration.test_dag import _api, _unpause, airflow_for, task_logs
+def test_a_scheduled_run_after_a_pause_past_the_retention_publishes_only_what_is_new(lab, scheduled_then_paused,
+                                                                                   past_the_retention):
+    """Through Airflow's scheduler (every minute): the first scheduled run published the backlog; the DAG
+    was paused until Kafka deleted the group's offsets (the shared wait); purchases arrive; the first
+    scheduled run after the unpause publishes exactly those. The plan task warns that the retention
+    (1 minute) is shorter than twice the schedule's interval."""
+    from tests.integration.orchestration.test_dag import _api, task_logs
 
-    shop = lab.make_shop(2, name="dag-pause")
-    first = generate(shop.connection, shop.topics.purchases, 600, invalid_share=0.05, seed=51,
-                     transaction_size=100, abort_share=0.1)
-    af = airflow_for(shop, tmp_path / "af", short_broker, overrides={"EOS_ETL_SCHEDULE": "* * * * *"},
-                     spark_connect=spark_connect_server)
-    af.start()
-    try:
-        token = af.rest.token()
-        _unpause(af, token, "shop_invoicing")
-
-        def runs() -> list[dict]:
-            return _api(af, "GET", "/api/v2/dags/shop_invoicing/dagRuns?order_by=-logical_date", None,
-                        token)["dag_runs"]
-
-        def wait_published(count: int, timeout_s: float) -> None:
-            deadline = time.monotonic() + timeout_s
-            while len(read_topic(shop.connection, shop.topics.invoices)) < count:
-                assert time.monotonic() < deadline, f"{count} invoices not published in {timeout_s}s: {runs()}"
-                time.sleep(5)
-
-        wait_published(first.valid, 600)
-        _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": True}, token)
-        assert all(r["run_type"] == "scheduled" for r in runs())
-        paused_at = time.monotonic()
-        lab.wait_for_expired_offsets(shop, 300)
-        assert time.monotonic() - paused_at >= 10  # the runs' commits were renewed until the pause
-        more = generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.05, seed=52)
-        unpaused = {r["dag_run_id"] for r in runs()}
-        _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": False}, token)
-        wait_published(first.valid + more.valid, 600)
-        deadline = time.monotonic() + 300
-        while not [r for r in runs() if r["dag_run_id"] not in unpaused and r["state"] == "success"]:
-            assert time.monotonic() < deadline, runs()
-            time.sleep(5)
-        _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": True}, token)
-        logs = task_logs(af)
-    finally:
-        af.stop()
+    af, token, shop = scheduled_then_paused["af"], scheduled_then_paused["token"], scheduled_then_paused["shop"]
+    first = scheduled_then_paused["first"]
+    assert all(r["run_type"] == "scheduled" for r in _dag_runs(af, token))
+    assert group_offsets(shop) == {0: None, 1: None}  # the shared wait outlived the group's offsets
+    more = generate(shop.connection, shop.topics.purchases, 300, invalid_share=0.05, seed=52)
+    unpaused = {r["dag_run_id"] for r in _dag_runs(af, token)}
+    _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": False}, token)
+    _wait_published(af, token, shop, first.valid + more.valid, 600)
+    deadline = time.monotonic() + 300
+    while not [r for r in _dag_runs(af, token) if r["dag_run_id"] not in unpaused and r["state"] == "success"]:
+        assert time.monotonic() < deadline, _dag_runs(af, token)
+        time.sleep(5)
+    _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": True}, token)
+    logs = task_logs(af)
     assert len(read_topic(shop.connection, shop.topics.invoices)) == first.valid + more.valid
     report = check_shop(shop, expected_ends=lab.input_ends(shop))
     assert report.ok, report.to_dict()["violations"]
