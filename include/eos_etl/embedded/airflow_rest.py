@@ -26,11 +26,14 @@ HEALTH_PATH = "/api/v2/monitor/health"
 TOKEN_PATH = "/auth/token"
 FINISHED_RUN_STATES = ("success", "failed")
 
-# Calls that delete dag_run rows, or that delete them when SQLite is locked (a backfill's creation
-# cleans up after itself with DELETE ... WHERE backfill_id, taking a reprocessed run with it): a run
-# deleted under the scheduler makes its next flush fail with StaleDataError and the scheduler exit
-# (docs/airflow-supervision.md). This client never makes them; re-running a run is its /clear.
-_DELETES_RUNS = (("DELETE", "/api/v2/dags/"), ("POST", "/api/v2/backfills"))
+# Calls that delete dag_run rows: a run deleted under the scheduler makes its next flush fail with
+# StaleDataError and the scheduler exit (docs/airflow-supervision.md). This client never makes them;
+# re-running a run is its /clear.
+_DELETES_RUNS = (("DELETE", "/api/v2/dags/"),)
+# ... and one that deletes them only when SQLite is locked: a backfill's creation refused by the lock
+# cleans up after itself with DELETE ... WHERE backfill_id, taking a reprocessed run with it. Refused on
+# the embedded SQLite stack (``db_file``) only; on PostgreSQL (compose) a backfill is an ordinary call.
+_DELETES_RUNS_ON_SQLITE = (("POST", "/api/v2/backfills"),)
 
 # How long a call keeps asking: longer than a SQLite writer waits for the lock
 # (embedded.airflow.SQLITE_BUSY_TIMEOUT_S, 30 s), so a call the lock held up gets the API's
@@ -89,10 +92,11 @@ class AirflowRestClient:
         transaction fails with "database is locked" and the API answers 500. A call left
         unanswered, or refused by the lock until ``timeout``, names the lock's holder.
         """
-        for refused_method, prefix in _DELETES_RUNS:
+        refused = _DELETES_RUNS + (_DELETES_RUNS_ON_SQLITE if self.db_file is not None else ())
+        for refused_method, prefix in refused:
             if method.upper() == refused_method and path.startswith(prefix):
                 raise StackError(
-                    f"{method} {path} can delete DAG runs the scheduler holds (on SQLite it crashes the scheduler); "
+                    f"{method} {path} can delete DAG runs the scheduler holds (and then the scheduler crashes); "
                     "re-run a run with POST /api/v2/dags/<dag_id>/dagRuns/<run_id>/clear instead"
                 )
         deadline = time.monotonic() + timeout

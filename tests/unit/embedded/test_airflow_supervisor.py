@@ -120,19 +120,29 @@ def test_the_reaper_speaks_supervisors_event_protocol():
     assert fields("a:1 b:x:y junk") == {"a": "1", "b": "x:y"}
 
 
-def test_the_rest_client_never_makes_a_call_that_deletes_runs():
-    """Deleting a run the scheduler holds (directly, or through a backfill's clean-up after a SQLite lock)
-    crashes the scheduler with StaleDataError: the client refuses before any request is sent."""
+def test_the_rest_client_never_makes_a_call_that_deletes_runs(tmp_path):
+    """Deleting a run the scheduler holds crashes the scheduler with StaleDataError: the client refuses
+    before any request is sent. A backfill's creation deletes runs only when SQLite's lock refuses it, so
+    the client refuses it on the embedded SQLite stack (its db_file) and sends it to any other Airflow
+    (compose's, on PostgreSQL)."""
+    import urllib.error
+
     from eos_etl.embedded.airflow_rest import AirflowRestClient
     from eos_etl.errors import StackError
 
-    client = AirflowRestClient("http://127.0.0.1:9", "admin", "pw")  # nothing listens on port 9
-    for method, path in (("DELETE", "/api/v2/dags/shop/dagRuns/r1"), ("delete", "/api/v2/dags/shop"),
-                         ("POST", "/api/v2/backfills")):
-        with pytest.raises(StackError, match="/clear instead"):
-            client.call(method, path, {}, "token")
+    unreachable = "http://127.0.0.1:9"  # nothing listens on port 9
+    on_sqlite = AirflowRestClient(unreachable, "admin", "pw", db_file=tmp_path / "airflow.db")
+    elsewhere = AirflowRestClient(unreachable, "admin", "pw")
+    for client in (on_sqlite, elsewhere):
+        for method, path in (("DELETE", "/api/v2/dags/shop/dagRuns/r1"), ("delete", "/api/v2/dags/shop")):
+            with pytest.raises(StackError, match="/clear instead"):
+                client.call(method, path, {}, "token")
+    with pytest.raises(StackError, match="/clear instead"):
+        on_sqlite.call("POST", "/api/v2/backfills", {}, "token")
+    with pytest.raises(urllib.error.URLError):
+        elsewhere.call("POST", "/api/v2/backfills", {}, "token", timeout=2)  # sent: nothing answers
     with pytest.raises(StackError, match="does not answer"):
-        client.token(timeout=2)  # the same client reaches the network for anything else
+        elsewhere.token(timeout=2)  # the same client reaches the network for anything else
 
 
 def test_stop_also_stops_an_airflow_standalone_the_project_started_before(tmp_path):
