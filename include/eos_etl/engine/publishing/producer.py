@@ -230,10 +230,13 @@ class TransactionalProducer:
 
     def produce(self, topic: str, key: bytes | None, value: bytes | None, headers: list) -> None:
         # Runs once per output record: the client's call first, the full-queue helper only when needed.
+        # Positional (topic, value, key, partition, on_delivery, callback, timestamp, headers; -1: the
+        # partitioner's choice, 0: the producer's clock): confluent-kafka 2.16 parses keywords about
+        # 0.25 us slower a call (2.26-2.34 vs 2.00-2.07 us with four lineage headers).
         producer = self._producer or self.producer  # the property only to raise (closed)
         try:
             try:
-                producer.produce(topic, value, key, headers=headers)
+                producer.produce(topic, value, key, -1, None, None, 0, headers)
             except BufferError:
                 produce_waiting(producer, topic, value, key, headers=headers)
         except KafkaException as exc:
