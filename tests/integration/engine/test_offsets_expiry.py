@@ -85,7 +85,7 @@ def scheduled_then_paused(lab, short_broker, spark_connect_server, tmp_path_fact
         _wait_published(af, token, shop, first.valid, 600)
         _api(af, "PATCH", "/api/v2/dags/shop_invoicing", {"is_paused": True}, token)
         assert None not in group_offsets(shop).values()  # the runs renewed the group's commits until the pause
-        yield {"af": af, "token": token, "shop": shop, "first": first, "paused_at": time.monotonic()}
+        yield {"af": af, "token": token, "shop": shop, "first": first}
     finally:
         af.stop()
 
