@@ -44,8 +44,11 @@ class Handle:
         self.queue: list[Message] = []
         self.fail: set[tuple[str, int]] = set()
 
-    def produce(self, topic, value, key, headers=None, partition=None):
-        p = len(key) % 2 if partition is None else partition
+    def produce(
+        self, topic, value=None, key=None, partition=-1, on_delivery=None, callback=None, timestamp=0, headers=None
+    ):
+        # confluent-kafka's own signature, positional or by keyword; -1: the partitioner's choice
+        p = len(key) % 2 if partition == -1 else partition
         offset = self.logs.get((topic, p), 0)
         self.logs[(topic, p)] = offset + 1
         self.queue.append(Message(topic, p, offset))
