@@ -29,6 +29,7 @@ from ..engine.tasks.connect_route import is_connect
 from ..engine.window import Window
 from ..paths import safe_name
 from . import data_docs_site, window_reads
+from .ge_import import await_great_expectations, start_importing_great_expectations
 from .ge_project import VALIDATION_RESULTS_KEPT, open_context, prune_validation_results, quiet_great_expectations
 from .results import WindowValidation
 from .window_assets import DEAD_LETTERS, INDEX_COLUMNS, WindowAssets, lineage_shape, window_assets
@@ -164,13 +165,9 @@ def validate_window(spark, settings, window: Window, *, run_id: str, context_roo
                     clock_skew_margin_ms: int = window_reads.CLOCK_SKEW_MARGIN_MS) -> WindowValidation:
     """Validate what a read_committed reader sees of ``window`` with GE (the module docstring's steps);
     never raises on bad data."""
-    from great_expectations.core.run_identifier import RunIdentifier  # deferred: see _expectation
-
-    from . import spark_views  # deferred with GE (it is GE's); registers the data source type
-    from .checkpoint_actions import rules_of  # GE's, deferred with it
-
     t0 = time.monotonic()
     quiet_great_expectations()
+    start_importing_great_expectations()  # while the read below waits on the server
     steps = _Steps(spark)
     roles, pair_columns = lineage_shape(settings.checked_outputs())
     # The rules first: a user's rule that cannot be one is refused before anything is read.
@@ -179,6 +176,12 @@ def validate_window(spark, settings, window: Window, *, run_id: str, context_roo
                  else window_reads.committed_offsets(settings, window))
     with steps("read"):
         assets = window_assets(spark, settings, window, committed, clock_skew_margin_ms=clock_skew_margin_ms)
+    with steps("ge_import"):  # what is left of it once the read is done
+        await_great_expectations()
+        from great_expectations.core.run_identifier import RunIdentifier  # deferred: see _expectation
+
+        from . import spark_views  # deferred with GE (it is GE's); registers the data source type
+        from .checkpoint_actions import rules_of  # GE's, deferred with it
     context = open_context(Path(context_root))
     prefix = safe_name(settings.group)
     run = RunIdentifier(run_name=safe_name(run_id), run_time=datetime.now(timezone.utc))
