@@ -1,7 +1,7 @@
 """A window's data as Great Expectations validates it: one Spark DataFrame per asset, each a temporary
 view of the session (:mod:`.spark_views`), computed from one read_committed read of the inputs and one
-of each output topic (:mod:`.window_reads`) and materialised, so that GE's metric levels scan the result instead
-of reading Kafka again.
+of each output topic (:mod:`.window_reads`; the output topics side by side) and materialised, so that GE's metric
+levels scan the result instead of reading Kafka again.
 
 ====================  ==========================================================================
 asset                 rows and columns
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import functions as F
 
+from ..engine.tasks.connect_route import concurrently
 from ..engine.window import Window
 from . import window_reads
 from .checked_outputs import record_outputs
@@ -118,15 +119,20 @@ def window_assets(spark, settings, window: Window, committed: dict[int, int | No
     names = {name: getattr(topics, name) for name in records}
     names[DEAD_LETTERS] = topics.dead_letters
     starts, ends = window_reads.output_start_offsets(ClusterAdmin(settings.connection), tuple(names.values()), since)
-    for name, topic in names.items():
+
+    def output_asset(name: str, topic: str):
         # Each output topic read once, straight into its asset: no frame of every output's value between.
         rows = (attributed_outputs(window_reads.read_outputs(spark, settings.connection, {topic: starts[topic]}),
                                    window)
                 .where("in_window OR NOT attributable")
                 .select(F.col("value").cast("string").alias("value"), "dlq_reason", *LINEAGE_COLUMNS))
         record = records.get(name)
-        frames[name] = (_record_asset(rows, record, window.topic) if record is not None
-                        else materialise(rows.select("dlq_reason", *LINEAGE_COLUMNS)))
+        return (_record_asset(rows, record, window.topic) if record is not None
+                else materialise(rows.select("dlq_reason", *LINEAGE_COLUMNS)))
+
+    # Side by side: a small window's reads wait on the broker more than they compute.
+    made = concurrently(spark, [lambda n=n, t=t: output_asset(n, t) for n, t in names.items()])
+    frames.update(zip(names, made, strict=True))
     frames[LINEAGE] = _lineage(frames, outputs, output_roles(outputs))
     frames[POSITIONS] = _positions(spark, window, committed)
     views = {name: f"{view_prefix}_{name}" for name in frames}

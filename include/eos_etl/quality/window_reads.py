@@ -54,7 +54,7 @@ from functools import reduce
 from pyspark.sql import functions as F
 
 from ..engine.lineage import H_RUN_ID, H_SOURCE_OFFSET, H_SOURCE_PARTITION, H_SOURCE_TOPIC
-from ..engine.tasks.kafka_source import kafka_batch_reader, read_window
+from ..engine.tasks.kafka_source import committed_batch_reader, kafka_batch_reader, read_window
 from ..engine.window import Window
 from ..kafka.admin import ClusterAdmin
 
@@ -139,14 +139,14 @@ def output_start_offsets(admin: ClusterAdmin, topics: tuple[str, ...], since_ms:
 
 
 def read_outputs(spark, connection, starts: dict[str, dict[int, int]]):
-    """The output topics from ``starts`` to the current end, with headers, read_committed (lazy)."""
+    """The output topics from ``starts`` to the current end, with headers, read_committed (lazy), by
+    consumers the window's own read could have used (pooled on a Spark Connect server)."""
     return (
-        kafka_batch_reader(spark, connection)
+        committed_batch_reader(spark, connection)
         .option("assign", json.dumps({t: sorted(parts) for t, parts in starts.items()}))
         .option("startingOffsets", json.dumps({t: {str(p): o for p, o in parts.items()}
                                                for t, parts in starts.items()}))
         .option("endingOffsets", "latest")
-        .option("kafka.isolation.level", "read_committed")
         .option("includeHeaders", "true")
         .option("failOnDataLoss", "true")
         .load()

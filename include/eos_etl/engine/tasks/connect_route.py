@@ -65,3 +65,38 @@ def pooled_reader_group(spark, kafka_options: dict[str, str]) -> str | None:
     canonical = json.dumps(sorted(kafka_options.items())).encode()
     return READER_GROUP_PREFIX + hmac.new(token.encode(), canonical, hashlib.sha256).hexdigest()[:32]
 
+
+
+def concurrently(spark, calls: list) -> list:
+    """Each of ``calls`` (no arguments) in a thread of its own, results in order; the first failure is
+    raised once every call has ended. For Spark jobs that wait on I/O more than they compute (small Kafka
+    reads: a consumer's connection, metadata and fetches), which run side by side on the executors.
+
+    A thread runs as part of this thread's operations: a Connect client's tags are thread-local (what
+    ``end_on_sigterm`` and :func:`cancel_jobs` interrupt), so each thread takes this thread's; a classic
+    session's local properties (its job group) are inherited the same way.
+    """
+    from concurrent.futures import ThreadPoolExecutor  # only a validation's reads use threads
+
+    if is_connect(spark):
+        tags = spark.getTags()
+
+        def inherit(call):
+            def run():
+                for tag in tags:
+                    spark.addTag(tag)
+                return call()
+            return run
+    else:
+        # Classic: pyspark's own copy of the tags and local properties, which are per thread only in its
+        # pinned-thread mode (the default; without it they are the JVM's, shared by every thread).
+        from py4j.clientserver import ClientServer
+        from pyspark import SparkContext
+        from pyspark.util import inheritable_thread_target
+
+        pinned = isinstance(SparkContext._gateway, ClientServer)
+        inherit = inheritable_thread_target(spark) if pinned else (lambda call: call)
+    runs = [inherit(call) for call in calls]
+    with ThreadPoolExecutor(max_workers=max(1, len(runs)), thread_name_prefix="spark-job") as pool:
+        futures = [pool.submit(run) for run in runs]
+    return [future.result() for future in futures]

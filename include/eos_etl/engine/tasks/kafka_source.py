@@ -41,6 +41,20 @@ def kafka_batch_reader(spark, connection: KafkaConnection):
     return _reader(spark, {**BATCH_READ_OPTIONS, **connection.spark_options()})
 
 
+def committed_read_options(spark, connection: KafkaConnection) -> dict[str, str]:
+    """A read_committed batch read's options; on a Spark Connect server its consumers come from the
+    executors' pool (:func:`~.connect_route.pooled_reader_group`)."""
+    options = {**BATCH_READ_OPTIONS, **connection.spark_options(), **WINDOW_READ_OPTIONS}
+    if group := pooled_reader_group(spark, options):
+        options["kafka.group.id"] = group
+    return options
+
+
+def committed_batch_reader(spark, connection: KafkaConnection):
+    """``spark.read.format("kafka")`` with :func:`committed_read_options`."""
+    return _reader(spark, committed_read_options(spark, connection))
+
+
 def _reader(spark, options: dict[str, str]):
     reader = spark.read.format("kafka")
     for key, value in options.items():
@@ -59,9 +73,7 @@ def read_window(spark, config: PipelineConfig, window: Window):
     """Spark's Kafka source over exactly the window, read_committed, failing on data loss: one Spark
     partition per input partition, or with writer slots one per slot (:mod:`.slots`). On a Spark Connect
     server its consumers come from the executors' pool (:func:`~.connect_route.pooled_reader_group`)."""
-    kafka_options = {**BATCH_READ_OPTIONS, **config.connection.spark_options(), **WINDOW_READ_OPTIONS}
-    if group := pooled_reader_group(spark, kafka_options):
-        kafka_options = {**kafka_options, "kafka.group.id": group}
+    kafka_options = committed_read_options(spark, config.connection)
     # The grouping its plan decided, which the publishing tasks check; a window no plan decided (a quality
     # check's read, which publishes nothing) is read a Spark partition per input partition.
     undecided = window.writer_slots == config.writer_slots == AS_COMMITTED

@@ -1,12 +1,15 @@
-"""What a run does differently as a Spark Connect client, without a server: the pooled reader group, and the
-size of the server's consumer pool."""
+"""What a run does differently as a Spark Connect client, without a server: the pooled reader group, the
+size of the server's consumer pool, and jobs run side by side as part of the caller's operations."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 
 from eos_etl.embedded.spark_connect import kafka_consumer_pool
-from eos_etl.engine.tasks.connect_route import READER_GROUP_PREFIX, SPARK_TOKEN_ENV, pooled_reader_group
+from eos_etl.engine.tasks.connect_route import READER_GROUP_PREFIX, SPARK_TOKEN_ENV, concurrently, pooled_reader_group
 from eos_etl.kafka.connection import KafkaConnection
 
 CONNECT = type("SparkSession", (), {"__module__": "pyspark.sql.connect.session"})()
@@ -50,3 +53,56 @@ def test_a_classic_session_or_a_server_without_token_keeps_sparks_own_group(toke
 def test_the_servers_consumer_pool_grows_with_its_heap(memory, pool):
     """An idle pooled consumer holds heap: 1,024 of them ran a 1 GB server out of it mid-window."""
     assert kafka_consumer_pool(memory) == pool
+
+
+class TaggedSession:
+    """A Connect client's tags as pyspark keeps them: one set per thread."""
+
+    __module__ = "pyspark.sql.connect.session"
+
+    def __init__(self):
+        self._local = threading.local()
+
+    def _tags(self) -> set:
+        if not hasattr(self._local, "tags"):
+            self._local.tags = set()
+        return self._local.tags
+
+    def addTag(self, tag):  # noqa: N802 - pyspark's name
+        self._tags().add(tag)
+
+    def getTags(self):  # noqa: N802 - pyspark's name
+        return set(self._tags())
+
+
+def test_jobs_side_by_side_carry_the_callers_tags_and_keep_their_order():
+    """A SIGTERM interrupts the operations tagged with the client's tag: a thread's must carry it too."""
+    spark = TaggedSession()
+    spark.addTag("eos-etl-client-1")
+    seen, started = [], threading.Barrier(3, timeout=10)
+
+    def job(n):
+        def run():
+            started.wait()  # all three run at once, not one after another
+            seen.append((n, frozenset(spark.getTags()), threading.current_thread() is not threading.main_thread()))
+            return n * 10
+        return run
+
+    assert concurrently(spark, [job(1), job(2), job(3)]) == [10, 20, 30]
+    assert sorted(seen) == [(n, frozenset({"eos-etl-client-1"}), True) for n in (1, 2, 3)]
+
+
+def test_a_failed_job_is_raised_once_the_others_have_ended():
+    spark, ended = TaggedSession(), []
+
+    def fails():
+        raise RuntimeError("read failed")
+
+    def slow():
+        time.sleep(0.2)
+        ended.append("slow")
+        return "done"
+
+    with pytest.raises(RuntimeError, match="read failed"):
+        concurrently(spark, [fails, slow])
+    assert ended == ["slow"]  # no job left running behind the error
