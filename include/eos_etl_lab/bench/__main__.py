@@ -21,6 +21,7 @@ from eos_etl.logging_setup import configure
 from . import breakdown, partitions, validation_scaling
 from .cluster_compare import merge_into
 from .page import TARGETS, end_proof_shares, write_page
+from .peers import comparison
 from .run import Bench, Options
 
 log = logging.getLogger("eos_etl_lab.bench")
@@ -84,7 +85,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="idle seconds before each SC window after a pause, past Spark's idle-worker minute "
                         "(default 80)")
     _add_sweep(p)
-    p.add_argument("--only", choices=["cluster-compare", "validation-scaling", "end-proof", "breakdown", "partitions"],
+    p.add_argument("--only", choices=["cluster-compare", "validation-scaling", "end-proof", "breakdown", "partitions",
+                                     "peers"],
                    default=None,
                    help="run only this part: cluster-compare is merged into the earlier results in "
                         "--out/benchmarks.json; validation-scaling writes --out/validation_scaling.json")
@@ -187,6 +189,19 @@ def _partitions_report(data: dict, out: Path) -> int:
     return 1 if failed else 0
 
 
+def _peers_report(data: dict, out: Path, command: str) -> int:
+    """``--only peers``: its rows to --out/peers.json, its page to --out/peers.md, its table on stdout; 1 when
+    a run failed (a peer that is not exactly once is what the table reports, not a failure)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "peers.json").write_text(json.dumps({**data, "peers": comparison.summary(data["rows"])}, indent=1))
+    (out / "peers.md").write_text(comparison.page(data, command))
+    print(comparison.markdown(data["rows"]))
+    failed = [r["name"] for r in data["rows"] if not r["ok"]]
+    if failed:
+        print(f"failed: {failed}")
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     configure()
     args = parse_args(argv)
@@ -207,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                        only_breakdown=args.only == "breakdown", idle_pause_s=args.idle_pause_s,
                        sweep_partitions=args.sweep_partitions, sweep_slots=args.sweep_slots,
                        sweep_records=args.sweep_records, sweep_small=args.sweep_small,
-                       only_partitions=args.only == "partitions")
+                       only_partitions=args.only == "partitions", only_peers=args.only == "peers")
         t0 = time.monotonic()
         data = Bench(opts).run()
         log.info("bench finished in %.1f min", (time.monotonic() - t0) / 60)
@@ -217,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
             return _breakdown_report(data, args.out, opts)
         if opts.only_partitions:
             return _partitions_report(data, args.out)
+        if opts.only_peers:
+            command = " ".join(["python -m eos_etl_lab bench", *(argv if argv is not None else sys.argv[1:])])
+            return _peers_report(data, args.out, command)
     command = " ".join(["python -m eos_etl_lab bench", *(argv if argv is not None else sys.argv[1:])])
     data.setdefault("command", command)
     if data.get("cluster_compare"):

@@ -17,6 +17,9 @@ confirmed.
 * ``S``  our exactly-once job (``run_shop_window``);
 * ``SC`` the same job as a client of a long-lived Spark Connect server (the
   bench sets ``SPARK_REMOTE`` for it; ``startup_s`` is then the client session's);
+* ``Q``  quixstreams with ``processing_guarantee="exactly-once"``, the same transform in Python
+  (:mod:`.peers.quix_app`), in its own environment;
+* ``KS`` Kafka Streams with ``exactly_once_v2``, the same transform in Java (:mod:`.peers.kafka_streams`);
 * ``N``  the one-transaction-per-record consume-produce-commit loop;
 * ``R``  Spark's Kafka read (read_committed) + ``count()``;
 * ``SC-stage`` one stage of the per-purchase breakdown on the Connect server (:mod:`.breakdown`);
@@ -47,6 +50,8 @@ from eos_etl.logging_setup import configure
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
 from eos_etl.spark.session import spark_session
+
+from .peers.cases import case_ks, case_q
 
 log = logging.getLogger("eos_etl_lab.bench.cases")
 
@@ -334,7 +339,8 @@ def case_check(spec) -> dict:
     settings = _settings(spec)
     window = _window(spec)
     t0 = time.monotonic()
-    report = check_shop(settings, expected_ends={p: r.end for p, r in window.ranges.items()})
+    ends = {p: r.end for p, r in window.ranges.items()} if spec.get("window_ends", True) else None
+    report = check_shop(settings, expected_ends=ends)
     return {"job_s": time.monotonic() - t0, "ok": report.ok, "violations": dict(report.violations),
             "outputs": report.outputs, "purchases": sum(p.committed_inputs for p in report.partitions.values())}
 
@@ -356,7 +362,7 @@ def case_payloads(spec) -> dict:
     return {"job_s": time.monotonic() - t0, "purchases": len(records), "outputs": outputs}
 
 
-CASES = {"B1": case_b1, "B2": case_b2, "B3": case_b3, "S": case_s, "N": case_n, "R": case_r,
+CASES = {"B1": case_b1, "B2": case_b2, "B3": case_b3, "Q": case_q, "KS": case_ks, "S": case_s, "N": case_n, "R": case_r,
          "check": case_check, "payloads": case_payloads,
          "SC": case_s, "SC-stage": case_stage}  # the session is the server's because of SPARK_REMOTE
                                                 # (spark.config.spark_session)

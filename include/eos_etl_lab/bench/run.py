@@ -34,8 +34,10 @@ from . import breakdown
 from .cluster_compare import ClusterComparison
 from .harness import measure
 from .machine import describe_machine, load_average
+from .peers.comparison import run_peers
 from .regimes import AFTER_PAUSE, BACK_TO_BACK
 from .targets import KafkaTarget, stop_leftovers
+from .verification import output_counts, verify
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +47,6 @@ SPARK_PRODUCER = {k: DEFAULT_PRODUCER_CONFIG[k] for k in ("acks", "linger.ms", "
 
 #: How long the output topics' last stable offsets may trail their high watermarks after a run (the
 #: commit markers are written after the commit returns); a transaction's timeout is a minute and more.
-MARKERS_SETTLE_S = 10.0
 
 #: The brokers' request counters a partition sweep row carries (``KafkaTarget.request_counts``).
 TRANSACTION_REQUESTS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn")
@@ -73,6 +74,7 @@ class Options:
     sweep_records: int = 200_000  # the partition sweep's full window
     sweep_small: int = 2_000  # its small window
     only_partitions: bool = False  # run nothing but the partition sweep
+    only_peers: bool = False  # run nothing but the peers side by side (peers/comparison.py)
     sample: int = 500  # purchases for N (one transaction each)
     max_transactions: int = 500  # B2 uses at most this many transactions (k=1 -> 500 purchases)
     big_repeats: int | None = None  # S repetitions at sizes above `records` (default: repeats)
@@ -181,7 +183,7 @@ class Bench:
         ensure_topics(target.admin, settings.specs(pc, outputs_only=True))
         window = self._window(settings, size, pc, target)
         self.windows[settings.group] = window
-        before = self._output_counts(settings, target) if rerun else (0, 0, 0)
+        before = output_counts(settings, target) if rerun else (0, 0, 0)
         spec = {
             "case": case,
             "connection": target.connection.to_json(),
@@ -197,7 +199,7 @@ class Bench:
         }
         row, _ = self._measure(name, spec, target, label=label, size=size, pc=pc, rep=rep, **(row_tags or {}))
         row["window_purchases"] = expected_purchases or window.span
-        row["problems"] = self._verify(case, row, settings, window, target, before) if row["ok"] else row["problems"]
+        row["problems"] = verify(case, row, settings, window, target, before) if row["ok"] else row["problems"]
         row["ok"] = not row["problems"]
         if row["problems"]:
             log.error("%s: verification failed: %s", name, row["problems"])
@@ -251,86 +253,18 @@ class Bench:
                  "" if m.ok else f" FAILED ({m.log_path})")
         return row, res
 
-    # -- cheap correctness checks after each case ----------------------------------------------
-    def _topic_counts(self, topic: str, target: KafkaTarget) -> tuple[int, int, int]:
-        parts = target.admin.partitions(topic)
-        offs = target.admin.offsets(topic, parts)
-        hw = sum(o.high_watermark - o.earliest for o in offs.values())
-        lso = sum(o.last_stable - o.earliest for o in offs.values())
-        return hw, lso, len(parts)
-
-    def _output_counts(self, settings: ShopSettings, target: KafkaTarget) -> tuple[int, int, int]:
-        """(high watermarks, last stable offsets, partitions) summed over the pipeline's output topics."""
-        t = settings.topics
-        hw = lso = nparts = 0
-        for topic in (t.invoices, t.shipments, t.dead_letters):
-            h, s, n = self._topic_counts(topic, target)
-            hw, lso, nparts = hw + h, lso + s, nparts + n
-        return hw, lso, nparts
-
-    def _settled_output_counts(self, settings: ShopSettings, target: KafkaTarget) -> tuple[int, int, int]:
-        """:meth:`_output_counts` once every committed transaction's markers are written: a commit returns
-        when the coordinator has logged it, and it writes the markers to the output partitions after that
-        (a slot's transaction touches every output partition: hundreds of markers). A transaction still
-        open after MARKERS_SETTLE_S is one a run left open, which the check reports."""
-        t = settings.topics
-        for topic in (t.invoices, t.shipments, t.dead_letters):
-            target.admin.settled_offsets(topic, timeout_s=MARKERS_SETTLE_S, poll_s=0.2)
-        return self._output_counts(settings, target)
-
-    def _verify(self, case: str, row: dict, settings: ShopSettings, window, target: KafkaTarget,
-                before: tuple[int, int, int] = (0, 0, 0)) -> list[str]:
-        """``before``: the output topics' counts before this run (a pipeline run again), subtracted."""
-        problems: list[str] = []
-        t = settings.topics
-        res = row["result"]
-        purchases, outputs = row["purchases"] or 0, row["outputs"] or 0
-        if case == "SC-stage":  # publishes nothing; the noop sink (transform) counts nothing back
-            seen = row["purchases"]
-            return [] if seen in (None, row["window_purchases"]) else [f"the stage saw {seen} of "
-                                                                       f"{row['window_purchases']} records"]
-        if case in ("S", "SC", "B3", "R") and purchases != row["window_purchases"]:
-            problems.append(f"purchases {purchases} != window {row['window_purchases']}")
-        if case == "R":
-            return problems
-        if outputs != 2 * purchases:
-            problems.append(f"outputs {outputs} != 2 x purchases {purchases}")
-        hw, lso, nparts = self._settled_output_counts(settings, target)
-        hw, lso = hw - before[0], lso - before[1]
-        row["topic_records_hw"] = hw
-        if case in ("B1", "B3"):
-            # Non-transactional: offsets are records, exactly.
-            if hw != outputs:
-                problems.append(f"output topics hold {hw} records, expected {outputs}")
-        else:
-            # Transactional: offsets = records + one marker per touched partition per transaction.
-            txns = row["transactions"] or 0
-            if hw != lso:
-                problems.append(f"open transaction left: high watermark {hw} != last stable {lso}")
-            if not outputs <= lso <= outputs + (txns + 1) * nparts:
-                problems.append(f"output topics span {lso} offsets for {outputs} records and {txns} transactions")
-            parts = sorted(window.ranges)
-            committed = target.admin.committed_offsets(settings.group, t.purchases, parts)
-            if case in ("S", "SC") or (case == "B2" and purchases == window.span):
-                want = {p: r.end for p, r in window.ranges.items()}
-            elif case == "N":
-                want = {int(p): e for p, e in res.get("ends", {}).items()}
-                committed = {p: c for p, c in committed.items() if p in want}
-            else:
-                want = None
-            if want is not None and committed != want:
-                problems.append(f"committed offsets {committed} != expected {want}")
-        return problems
-
     def check_s(self, settings: ShopSettings, size: int, pc: int, target: KafkaTarget | None = None,
-                tags: dict | None = None) -> dict:
-        """The independent checker over an S run's topics (in its own process)."""
+                tags: dict | None = None, window_ends: bool = True) -> dict:
+        """The independent checker over an S run's topics (in its own process). ``window_ends``: the committed
+        offsets must be the window's ends (a peer commits its last record's offset + 1 instead, short of a
+        commit marker that ends a range: then every committed input is still judged)."""
         target = target or self.target
         window = self.windows[settings.group]
         t = settings.topics
         spec = {"case": "check", "connection": target.connection.to_json(), "input_topic": t.purchases,
                 "window": window.to_json(), "group": settings.group, "prefix": settings.transactional_id_prefix,
-                "topics": {"invoices": t.invoices, "shipments": t.shipments, "dead_letters": t.dead_letters}}
+                "topics": {"invoices": t.invoices, "shipments": t.shipments, "dead_letters": t.dead_letters},
+                "window_ends": window_ends}
         row, res = self._measure(f"check-{settings.group}", spec, target, label="check", size=size, pc=pc, rep=0)
         entry = {"size": size, "partitions": pc, "ok": bool(res.get("ok")), "violations": res.get("violations"),
                  "committed_inputs": res.get("purchases"), "outputs": res.get("outputs"), "seconds": row["wall_s"],
@@ -530,6 +464,8 @@ class Bench:
                 self.run_breakdown()
             elif self.opts.only_partitions:
                 self.run_partitions()
+            elif self.opts.only_peers:
+                run_peers(self)
             elif self.opts.only_end_proof:
                 self.run_end_proof()
             elif not self.opts.only_cluster_compare:
@@ -545,7 +481,8 @@ class Bench:
                     self.run_regimes()
                 self.run_end_proof()
                 self.stop_spark_connect()
-            single = self.opts.only_end_proof or self.opts.only_breakdown or self.opts.only_partitions
+            single = (self.opts.only_end_proof or self.opts.only_breakdown or self.opts.only_partitions
+                      or self.opts.only_peers)
             if (self.opts.cluster_compare and not single) or self.opts.only_cluster_compare:
                 ClusterComparison(self, SPARK_PRODUCER).run()
         finally:
