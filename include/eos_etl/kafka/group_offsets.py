@@ -33,20 +33,22 @@ def fetch_committed(consumer: Consumer, topic: str, partitions: list[int], timeo
 
     Stable if the consumer is ``read_committed`` (see above). Raises the consumer's
     ``KafkaException``, or one with a partition's own error.
+
+    The metadata committed with an offset is never read: an offset is a position whoever wrote it, and
+    what confluent-kafka 2.16 gives as metadata is not always what was committed. librdkafka copies a
+    result's metadata as exactly its size, without the NUL its own parse added
+    (``rd_kafka_topic_partition_update``, ``rdkafka_partition.c``), and confluent-kafka's
+    ``TopicPartition_setup`` then ``strdup``s it (``confluent_kafka.c``): the text runs on into whatever
+    the heap holds after it. A Java client's commit carries no NUL (a Python one's does, it commits
+    ``strlen + 1`` bytes), so Kafka Streams' offsets read back with bytes that are no UTF-8, and
+    ``tp.metadata`` raised ``UnicodeDecodeError`` (seen in the bench's Kafka Streams peer at 1,000,000).
     """
-    return {p: offset for p, (offset, _metadata) in
-            fetch_committed_with_metadata(consumer, topic, partitions, timeout_s).items()}
-
-
-def fetch_committed_with_metadata(consumer: Consumer, topic: str, partitions: list[int],
-                                  timeout_s: float) -> dict[int, tuple[int | None, str]]:
-    """:func:`fetch_committed`, each offset with the metadata string committed with it ("" if none)."""
     tps = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=timeout_s)
-    out: dict[int, tuple[int | None, str]] = {}
+    out: dict[int, int | None] = {}
     for tp in tps:
         if tp.error is not None:
             raise KafkaException(tp.error)
-        out[tp.partition] = (tp.offset if tp.offset >= 0 else None, tp.metadata or "")
+        out[tp.partition] = tp.offset if tp.offset >= 0 else None
     return out
 
 
