@@ -122,4 +122,29 @@ def page(data: dict, command: str) -> str:
         "per purchase over SC's (above 1: SC costs less CPU per purchase). Figures of every repetition: "
         "[peers.json](peers.json).",
         "",
+        *_ahead(cases),
     ])
+
+
+def _ahead(cases: dict) -> list[str]:
+    """Where a peer is ahead of the default route, by how much, and why (what differs on its path)."""
+    ours = cases.get("SC")
+    if ours is None:
+        return []
+    lines = []
+    for case, c in cases.items():
+        faster, leaner = c["per_s"] > ours["per_s"], c["cpu_s_per_m"] < ours["cpu_s_per_m"]
+        if case != "SC" and (faster or leaner):
+            lines.append(f"- **{case} is ahead**: " + "; ".join(
+                ([f"{c['per_s'] / ours['per_s']:.2f}x SC's purchases/s"] if faster else [])
+                + ([f"{ours['cpu_s_per_m'] / c['cpu_s_per_m']:.2f}x less CPU per purchase"] if leaner else [])) + ".")
+    if lines:
+        lines = ["## Where a peer is ahead", "", *lines, "",
+                 "Why, from what differs on the paths: SC's records leave the JVM, where Spark parses, checks and "
+                 "renders them, through Arrow into a Python worker that produces each one with confluent-kafka "
+                 "inside its writer slot's transaction (`make bench-breakdown` shows the stages); Kafka Streams "
+                 "parses and renders each purchase in the same JVM its producer runs in, and Spark's Kafka writer "
+                 "produces from the JVM with no transaction at all. The per-record work of the JVM's expressions "
+                 "and of the publishing loop is where the default route's next gains are "
+                 "(docs/performance-history.md).", ""]
+    return lines
