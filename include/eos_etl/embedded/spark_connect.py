@@ -96,9 +96,13 @@ DAEMON_IDLE_EXIT_S = 3900
 MEMORY_ENV = "EOS_ETL_SPARK_CONNECT_MEMORY"  # the server JVM's heap (driver and local executors)
 DEFAULT_MEMORY = "1g"
 #: The executors' pool of Kafka consumers (``spark.kafka.consumer.cache.capacity``), per GB of the server's
-#: heap: a pooled consumer keeps its buffers on the heap while idle, and 1,024 of them (left by windows of 4
-#: to 1,024 partitions) ran a 1 GB server out of heap mid-window. 256 keeps every consumer of a window of up
-#: to 256 partitions; a wider window reads with the oldest idle ones cleared as it borrows.
+#: heap. Spark's consumer is one per topic partition, and each keeps its topic's whole metadata while idle:
+#: about 0.8 KB per partition of the topic (1,024 pooled consumers of a 1,024-partition topic: 843 MB of
+#: live heap after a full GC, 1,048,576 PartitionInfo), so the pool's weight grows with the square of the
+#: partitions; 1,700 of them (left by windows of 4 to 1,024 partitions) ran a 1 GB server out of heap
+#: mid-window. 256 keeps every consumer of a window of up to 256 partitions; a wider window reads with the
+#: oldest idle ones cleared as it borrows (a 1,024-partition window of one record each: 10 s to read, 3 s
+#: with every consumer pooled; docs/design-writer-slots.md).
 KAFKA_CONSUMERS_PER_HEAP_GB = 256
 
 
