@@ -178,10 +178,10 @@ def _partitions_report(data: dict, out: Path) -> int:
     rows = [r for r in data["rows"] if r.get("sweep")]
     print(partitions.markdown(rows))
     for setting in partitions.settings(rows):
-        print(f"targets at {partitions.TARGET_PARTITIONS} partitions with {partitions.describe(setting)} (ratio to the "
-              "smallest count): " + ", ".join(f"{sweep} {'met' if met else 'MISSED'} (<= "
-                                               f"{partitions.TARGET_RATIOS[sweep]}x)"
-                                               for sweep, met in partitions.verdicts(rows, slots).items()))
+        for pc, met in partitions.verdicts(rows, setting).items():
+            print(f"targets at {pc:,} partitions with {partitions.describe(setting)} (ratio to the smallest count): "
+                  + ", ".join(f"{sweep} {'met' if ok else 'MISSED'} (<= {partitions.TARGETS[pc][sweep]}x)"
+                              for sweep, ok in met.items()))
     failed = [r["name"] for r in data["rows"] if not r["ok"]] + [
         f"check {c['size']}/p{c['partitions']}" for c in data["checks"] if not c["ok"]]
     if failed:

@@ -30,7 +30,7 @@ from eos_etl.shop.jvm_training import SHOP_JVM_WORKLOAD
 from eos_etl.shop.schema import ShopTopics
 from eos_etl.shop.settings import ShopSettings
 
-from . import breakdown
+from . import breakdown, partition_sweep
 from .cluster_compare import ClusterComparison
 from .harness import measure
 from .machine import describe_machine, load_average
@@ -44,12 +44,6 @@ log = logging.getLogger(__name__)
 # Java-client producer settings for B3 that mirror the engine's librdkafka defaults.
 SPARK_PRODUCER = {k: DEFAULT_PRODUCER_CONFIG[k] for k in ("acks", "linger.ms", "batch.size", "compression.type")}
 
-
-#: How long the output topics' last stable offsets may trail their high watermarks after a run (the
-#: commit markers are written after the commit returns); a transaction's timeout is a minute and more.
-
-#: The brokers' request counters a partition sweep row carries (``KafkaTarget.request_counts``).
-TRANSACTION_REQUESTS = ("InitProducerId", "AddPartitionsToTxn", "AddOffsetsToTxn", "TxnOffsetCommit", "EndTxn")
 
 #: Purchases per transaction of the window-end proof's inputs (unless ``--input-transaction-size``).
 PROOF_INPUT_TRANSACTION = 1_000
@@ -112,7 +106,8 @@ class Bench:
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True)
         self.target = KafkaTarget.start("single", self.work / "kafka", size=1, heap="1g",
-                                        jmx=self.opts.only_partitions)
+                                        jmx=self.opts.only_partitions,
+                                        overrides=partition_sweep.BROKER if self.opts.only_partitions else None)
 
     def stop_broker(self) -> None:
         if self.target is not None:
@@ -400,52 +395,6 @@ class Bench:
                               extra={"stage": stage}, row_tags={"stage": stage})
         self.target.inputs.pop(o.partitions, None)
 
-    def run_partitions(self) -> None:
-        """A window's cost against the partition count (:mod:`.partitions`): per count, its input topic,
-        then per repetition and writer-slot setting the full window and that pipeline's empty one, and a
-        small window; the checker over the first repetition's full and small windows; rows tagged ``sweep``
-        and ``writer_slots``."""
-        o = self.opts
-        for pc in o.sweep_partitions:
-            self.target.prepare_input(f"bench-sweep-p{pc}", pc, o.sweep_records)
-            if self.connect is None:  # its cold first window on the first count's input, not measured: a full
-                # one, so the first measured full window does not pay the publish path's JIT warm-up (a small
-                # one left the 4-partition full window 13.8 s against the next setting's 9.1 s)
-                self.start_spark_connect(size=o.sweep_records, pc=pc)
-            for rep in range(1, o.repeats + 1):
-                for slots in o.sweep_slots:
-                    self._sweep(pc, rep, slots)
-            self.target.admin.delete_topics([f"bench-sweep-p{pc}"])
-            self.target.inputs.pop(pc, None)
-
-    def _sweep(self, pc: int, rep: int, slots: int | None) -> None:
-        o = self.opts
-        tags, extra = {"writer_slots": slots}, {"writer_slots": slots}
-        _row, settings = self._counting_requests(
-            "SC", size=o.sweep_records, pc=pc, rep=rep, label="SC sweep full", keep_topics=True,
-            row_tags={"sweep": "full", **tags}, extra=extra)
-        if rep == 1:
-            self.check_s(settings, o.sweep_records, pc, tags={"case": "SC", "sweep": "full", **tags})
-        self._counting_requests("SC", size=o.sweep_records, pc=pc, rep=rep, label="SC sweep empty",
-                                keep_topics=True, row_tags={"sweep": "empty", **tags}, settings=settings, extra=extra)
-        self.drop_outputs(settings)
-        _row, settings = self._counting_requests(
-            "SC", size=o.sweep_small, pc=pc, rep=rep, label="SC sweep small", keep_topics=rep == 1,
-            row_tags={"sweep": "small", **tags}, extra=extra)
-        if rep == 1:
-            self.check_s(settings, o.sweep_small, pc, tags={"case": "SC", "sweep": "small", **tags})
-            self.drop_outputs(settings)
-
-    def _counting_requests(self, case: str, **kwargs) -> tuple[dict, ShopSettings]:
-        """:meth:`run_case`, with the transactional requests the brokers served meanwhile in the row
-        (``broker_requests``; planning and verifying send none of them)."""
-        before = self.target.request_counts()
-        row, settings = self.run_case(case, **kwargs)
-        after = self.target.request_counts()
-        row["broker_requests"] = {k: after.get(k, 0) - before.get(k, 0) for k in TRANSACTION_REQUESTS}
-        self.save()
-        return row, settings
-
     def save(self) -> None:
         data = {"options": {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(self.opts).items()},
                 "meta": self.meta, "started": self.started, "elapsed_s": round(time.time() - self.started, 1),
@@ -463,7 +412,7 @@ class Bench:
             if self.opts.only_breakdown:
                 self.run_breakdown()
             elif self.opts.only_partitions:
-                self.run_partitions()
+                partition_sweep.run(self)
             elif self.opts.only_peers:
                 run_peers(self)
             elif self.opts.only_end_proof:

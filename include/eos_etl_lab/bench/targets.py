@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,10 +37,11 @@ class KafkaTarget:
     inputs: dict[int, dict] = field(default_factory=dict)  # input partitions -> {"topic", "count", ...}
 
     @classmethod
-    def start(cls, name: str, home: Path, *, size: int, heap: str | None = None, jmx: bool = False) -> "KafkaTarget":
+    def start(cls, name: str, home: Path, *, size: int, heap: str | None = None, jmx: bool = False,
+              overrides: dict[str, str] | None = None) -> "KafkaTarget":
         """Start a ``size``-node Kafka in ``home`` (a fresh directory) on free ports (``jmx``: with its
-        metrics readable, :meth:`request_counts`)."""
-        cluster = KafkaCluster(home=home, size=size, heap=heap, jmx=jmx)
+        metrics readable, :meth:`request_counts`; ``overrides``: broker properties)."""
+        cluster = KafkaCluster(home=home, size=size, heap=heap, jmx=jmx, overrides=dict(overrides or {}))
         try:
             cluster.start()
         except BaseException:
@@ -62,6 +64,23 @@ class KafkaTarget:
         """CPU seconds of all its broker processes so far (None when a node is gone)."""
         per_node = [process_cpu_seconds(n.pid()) for n in self.cluster.nodes]
         return None if any(c is None for c in per_node) else sum(per_node)
+
+    def deleting(self) -> list[str]:
+        """The partition directories the brokers still have to delete (a deleted topic's partitions are
+        renamed ``<topic>-<partition>.<id>-delete`` and removed ``file.delete.delay.ms`` later)."""
+        return sorted(d.name for n in self.cluster.nodes if n.data_dir.is_dir()
+                      for d in n.data_dir.iterdir() if d.name.endswith("-delete"))
+
+    def wait_deleted(self, timeout_s: float = 300.0) -> float:
+        """Wait until the brokers have deleted every deleted topic's files: the seconds it took. Deleting a
+        1,024-partition topic's files costs a broker CPU seconds (unmapping and removing each partition's
+        segment and indexes), which must not land in the next measured window."""
+        t0 = time.monotonic()
+        while (left := self.deleting()) and time.monotonic() - t0 < timeout_s:
+            time.sleep(0.5)
+        if left:
+            raise TimeoutError(f"the brokers still delete {len(left)} partition directories after {timeout_s}s")
+        return round(time.monotonic() - t0, 1)
 
     def request_counts(self) -> dict[str, int]:
         """Requests served so far per API (``EndTxn``, ``InitProducerId``, ...), summed over the nodes and
