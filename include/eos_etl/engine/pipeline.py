@@ -24,14 +24,7 @@ from . import checkpoint_topic, identity, slots
 # Producer settings tuned for batch throughput; anything can be overridden.
 DEFAULT_PRODUCER_CONFIG: dict[str, str | int] = {
     "acks": "all",
-    # A partition's batch is sent when it is full (batch.size) or at the commit, whose flush sends every
-    # batch at once whatever linger.ms (librdkafka: commit_transaction 45 ms with 5,000 as with 20). Nothing
-    # of a transaction is readable before its commit, so waiting costs no reader anything, and it makes
-    # the batches of keyed outputs spread over many partitions larger: with 1,024-partition outputs, a
-    # window of 200,000 purchases sent about one record per batch at 20 ms (18 s of broker CPU, 27.2 s);
-    # 1000 ms: 10 s and 19.8 s; 5000 ms: 6.9 s and 16.0 s. Four partitions fill their batches first:
-    # 9.1 s -> 7.9 s (docs/design-writer-slots.md, "1,024 partitions").
-    "linger.ms": 5000,
+    "linger.ms": 20,
     "batch.size": 1_000_000,
     "compression.type": "lz4",
     "queue.buffering.max.messages": 1_000_000,
