@@ -41,6 +41,7 @@ class Bench(Protocol):
 
     def save(self) -> None: ...
 
+
 #: The sweep's broker deletes a deleted topic's files a second after the deletion (Kafka's default: a
 #: minute), and every measured window waits for the deletions before it (``KafkaTarget.wait_deleted``):
 #: deleting a 1,024-partition pipeline's outputs took the broker CPU seconds in the next windows (in JFR,
