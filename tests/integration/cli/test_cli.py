@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -107,7 +108,10 @@ def test_generate_stamps_every_purchase_with_the_given_record_time(shop_factory,
     shop = shop_factory(partitions=1)
     common = ["--bootstrap-servers", connection.bootstrap_servers, "--input-topic", shop.topics.purchases,
               "--count", "7", "--no-progress"]
-    res = cli("generate", *common, "--timestamp", "2026-11-23T10:30:00+01:00")
+    # Two hours ago, not a fixed date: records stamped past the topic's retention (the broker's 7 days) are
+    # deleted at its next retention check, under the read below.
+    stamp = (datetime.now(timezone(timedelta(hours=1))) - timedelta(hours=2)).replace(second=0, microsecond=0)
+    res = cli("generate", *common, "--timestamp", stamp.isoformat())
     assert res.returncode == 0, res.stderr
     consumer = Consumer({**connection.client_config(), "group.id": "stamp-check", "enable.auto.commit": False})
     try:
@@ -120,9 +124,10 @@ def test_generate_stamps_every_purchase_with_the_given_record_time(shop_factory,
             messages.append(msg)
     finally:
         consumer.close()
-    assert {m.timestamp() for m in messages} == {(TIMESTAMP_CREATE_TIME, 1795426200000)}
+    assert {m.timestamp() for m in messages} == {(TIMESTAMP_CREATE_TIME, int(stamp.timestamp()) * 1000)}
 
-    bad = cli("generate", *common, "--timestamp", "2026-11-23T10:30:00")  # no timezone: refused, nothing written
+    naive = stamp.replace(tzinfo=None).isoformat()  # no timezone: refused, nothing written
+    bad = cli("generate", *common, "--timestamp", naive)
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and "has no timezone" in bad.stderr
     assert len(read_topic(shop.connection, shop.topics.purchases)) == 7
 
