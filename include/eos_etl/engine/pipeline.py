@@ -24,7 +24,10 @@ from . import checkpoint_topic, identity, slots
 # Producer settings tuned for batch throughput; anything can be overridden.
 DEFAULT_PRODUCER_CONFIG: dict[str, str | int] = {
     "acks": "all",
-    "linger.ms": 20,
+    # Nothing of a transaction is readable before its commit, which sends every batch at once: a long
+    # linger batches a transaction's records per partition (keyed outputs spread over every partition, a
+    # few records a second each at 1,024). Kept under the transaction timeout: producer_settings_as.
+    "linger.ms": 5_000,
     "batch.size": 1_000_000,
     "compression.type": "lz4",
     "queue.buffering.max.messages": 1_000_000,
@@ -178,6 +181,10 @@ class PipelineConfig:
         conf.update(self.connection.client_config())
         conf["transactional.id"] = transactional_id
         conf["transaction.timeout.ms"] = self.transaction_timeout_ms
+        if "linger.ms" not in self.producer_config:
+            # librdkafka refuses a producer whose linger is not under message.timeout.ms, which a transactional
+            # producer takes from its transaction timeout.
+            conf["linger.ms"] = min(int(conf["linger.ms"]), self.transaction_timeout_ms // 2)
         return conf
 
     def consumer_settings(self) -> dict:

@@ -41,8 +41,10 @@ from .verification import output_counts, verify
 
 log = logging.getLogger(__name__)
 
-# Java-client producer settings for B3 that mirror the engine's librdkafka defaults.
-SPARK_PRODUCER = {k: DEFAULT_PRODUCER_CONFIG[k] for k in ("acks", "linger.ms", "batch.size", "compression.type")}
+# Java-client producer settings for B3 that mirror the engine's librdkafka defaults, but its linger: at least
+# once, its records are readable as they are sent and it never commits; a long linger would only hold them.
+SPARK_PRODUCER = {**{k: DEFAULT_PRODUCER_CONFIG[k] for k in ("acks", "batch.size", "compression.type")},
+                  "linger.ms": 20}
 
 
 #: Purchases per transaction of the window-end proof's inputs (unless ``--input-transaction-size``).

@@ -346,14 +346,24 @@ class TransactionalProducer:
         self._in_transaction = False
         self._fold_open_offsets()
 
-    def abort_transaction(self) -> None:
-        # Settle in-flight produce requests first: aborting while partitions are
-        # still being added can make the broker answer INVALID_TXN_STATE, which
-        # librdkafka treats as fatal (librdkafka issue #4849). If it happens
-        # anyway the attempt fails and the next init_transactions cleans up.
-        # Not for messages a failed transaction will never send: those the abort purges.
+    def abort_transaction(self, *, settle: bool = True) -> None:
+        """Abort the open transaction (``settle``: once every message it produced is delivered or failed).
+
+        Settled, for a transaction that is replayed next: aborting while partitions are still being added
+        to it can make the broker answer INVALID_TXN_STATE, which librdkafka treats as fatal
+        (librdkafka#4849), and a fatal producer would end the attempt. Not once a delivery failed: the
+        transaction is doomed and librdkafka sends nothing more of it. Unsettled, for an attempt that
+        stops (:meth:`TransactionLoop.abandon`): under ``linger.ms`` the queued messages are most of the
+        transaction (nothing is readable before the commit, which sends every batch at once), and sending
+        them only to abort them took as long as the transaction; librdkafka's abort purges them unsent and
+        waits for the in-flight ones. If #4849 strikes there, the transaction is left to the next
+        ``init_transactions`` or its timeout, and nothing of it becomes visible either way.
+
+        (The client's own ``purge`` is no way to drop them first: the sequence numbers it skips fail the
+        next transaction, "skipped sequence numbers (OUT_OF_ORDER_SEQUENCE_NUMBER, requires epoch bump)".)
+        """
         deadline = time.monotonic() + self._op_timeout_s
-        while len(self.producer) and not self._delivery_errors and time.monotonic() < deadline:
+        while settle and len(self.producer) and not self._delivery_errors and time.monotonic() < deadline:
             self._serve(self.producer.flush, 0.5)
         self._call("abort_transaction", self._op_timeout_s, outcome_unknown=True)
         self._in_transaction = False

@@ -268,7 +268,7 @@ class TransactionLoop:
             return
         self.is_open = False
         try:
-            self.producer.abort_transaction()
+            self.producer.abort_transaction(settle=False)  # nothing is replayed: its queued records go unsent
         except (TransactionAbortable, PublishError) as exc:
             # Left open, it is aborted by the next attempt's init_transactions or at its timeout;
             # either way nothing of it becomes visible.

@@ -42,6 +42,7 @@ class FakeProducer:
         self.epoch = 0
         self.ended = False  # after an unknown outcome, until reinitialise(): no call may reach this producer
         self.log: list[tuple[str, int]] = []  # (method, epoch) of every call, in order
+        self.abort_settles: list[bool] = []  # per abort: whether it settled the messages first (a replay follows)
         # commit_transaction numbers whose unknown outcome was in fact a commit (the answer was lost).
         self.landed: set[int] = set()
         # Offsets as the real producer reports them (TransactionalProducer.written): every record takes the next
@@ -128,7 +129,8 @@ class FakeProducer:
         self.committed_records.update(self.open_written)
         self._fold()
 
-    def abort_transaction(self):
+    def abort_transaction(self, *, settle: bool = True):
+        self.abort_settles.append(settle)
         self._call("abort_transaction")
         self.pending, self.pending_offsets, self.pending_records = None, {}, {}
         self.open_written = {}
@@ -224,6 +226,7 @@ def test_an_abortable_error_aborts_rewinds_and_replays_without_duplicates(failin
     assert error is None
     assert result.aborts == 1 and checkpoint.committed_offset == 8 and result.records_published == 8
     assert producer.calls["abort_transaction"] == 1
+    assert producer.abort_settles == [True]  # a replay follows: settled first (librdkafka#4849)
     assert sorted(o for t, o in producer.visible if t == "shipments") == list(range(8))
     assert_exactly_once(producer, checkpoint)
 
@@ -379,6 +382,7 @@ def test_abandon_aborts_the_open_transaction_and_commits_nothing_more():
     loop.abandon()
     assert not loop.is_open and loop.buffered == [] and loop.position == 3
     assert producer.calls["abort_transaction"] == 1 and producer.calls["commit_transaction"] == 1
+    assert producer.abort_settles == [False]  # nothing is replayed: its queued records go unsent
     assert checkpoint.committed_offset == 3
     assert sorted(o for t, o in producer.visible if t == "invoices") == [0, 1, 2]
     assert_exactly_once(producer, checkpoint)
