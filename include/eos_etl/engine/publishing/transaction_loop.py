@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .. import failpoints
 from ..errors import PublishError, TransactionAbortable, TransactionOutcomeUnknown
@@ -78,10 +78,11 @@ from .checkpoint import stage_together
 
 log = logging.getLogger(__name__)
 
-# One input record and what it turns into: (offset, [(topic, key, value, headers), ...]).
-# ``headers`` is a list of (name, bytes) pairs added to the lineage headers.
-Output = tuple[str, bytes | None, bytes | None, list]
-InputRecord = tuple[int, list[Output]]
+# One input record and what it turns into: (offset, ((topic, key, value, headers), ...)).
+# ``headers``: (name, bytes) pairs added to the lineage headers. Tuples, as the Arrow decoder makes them
+# (arrow_codec.arrow_records: buffered for replay, lists would cost the garbage collector); lists work too.
+Output = tuple[str, bytes | None, bytes | None, Sequence[tuple[str, bytes]]]
+InputRecord = tuple[int, Sequence[Output]]
 
 # Input records between two producer.poll(0) calls while a transaction is open.
 POLL_EVERY = 1000
@@ -112,7 +113,7 @@ class LineageWriter:
         lineage = [self._topic, self._partition, (H_SOURCE_OFFSET, str(offset).encode()), self._run, *self._tail]
         produce, counts = self._produce, self.outputs
         for topic, key, value, extra in outputs:
-            produce(topic, key, value, lineage + extra if extra else lineage)
+            produce(topic, key, value, [*lineage, *extra] if extra else lineage)  # the client takes a list
             counts[topic] = counts.get(topic, 0) + 1
         self.records_written += 1
         if self._failpoints:
