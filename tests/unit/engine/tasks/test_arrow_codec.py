@@ -73,7 +73,9 @@ def test_records_hold_no_list_and_the_collector_stops_tracking_them():
 
     batch = pa.RecordBatch.from_pylist(ROWS * 100, schema=SCHEMA)
     records = list(arrow_records(batch))
-    for _ in range(4):  # a collection untracks a tuple once what it holds is untracked: a level each, 4 levels
+    # A collection untracks a tuple once everything it holds is untracked, so at least the innermost level
+    # still tracked each time: record, outputs, output, headers, header pair are 5 levels.
+    for _ in range(5):
         gc.collect()
     tracked = [r for r in records if gc.is_tracked(r) or any(gc.is_tracked(o) for o in r[1])]
     assert tracked == []
