@@ -26,7 +26,7 @@ DEFAULT_PRODUCER_CONFIG: dict[str, str | int] = {
     "acks": "all",
     # Nothing of a transaction is readable before its commit, which sends every batch at once: a long
     # linger batches a transaction's records per partition (keyed outputs spread over every partition, a
-    # few records a second each at 1,024). Kept under the transaction timeout: producer_settings_as.
+    # few records a second each at 1,024). Kept under half the transaction timeout: producer_settings_as.
     "linger.ms": 5_000,
     "batch.size": 1_000_000,
     "compression.type": "lz4",
