@@ -56,9 +56,9 @@ def arrow_records(batch):
     Tuples all the way down, no lists: an open transaction's records stay buffered for replay (up to
     ``chunk_records`` per partition), and the cyclic garbage collector traverses every list it holds at
     each collection of its generation, where a tuple of atoms (ints, bytes, str, such tuples) it
-    untracks once what it holds is untracked (the innermost level first, a level a collection). Buffered as lists, a purchase cost 4.0 CPU-µs in the loop
-    against 2.0 (`LineageWriter.write` and the buffer alone, 400,000 purchases in transactions of
-    50,000; 1.9-2.0 with the collector off).
+    untracks once what it holds is untracked (the innermost level first, a level a collection).
+    Buffered as lists, a purchase cost 4.0 CPU-µs in the loop against 2.0 (`LineageWriter.write` and
+    the buffer alone, 400,000 purchases in transactions of 50,000; 1.9-2.0 with the collector off).
 
     Converts column by column (the flattened child arrays of ``outputs`` and
     of its ``headers``, split by list lengths) instead of ``to_pylist()`` on the
